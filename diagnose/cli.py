@@ -1,0 +1,167 @@
+"""The ``diagnose`` command line. stdout carries the report; stderr is for people.
+
+Exit codes live in :class:`diagnose.errors.ExitCode`: 0 analysed, 1 a finding
+at or above ``--fail-on``, 2 unusable input or arguments, 3 an internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+
+from diagnose import __version__
+from diagnose.errors import DiagnoseError, ExitCode
+
+_EPILOG = """\
+examples:
+  diagnose file incident-0412/                     readable report in the terminal
+  diagnose file incident-0412/ --format markdown   paste into the incident review
+  diagnose file incident-0412/ --format json       for scripts and CI
+  diagnose rules                                   list the rules
+  diagnose rules check my-rules/                   validate your own rule folder
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return ExitCode.BAD_INPUT
+    try:
+        return args.handler(args)
+    except DiagnoseError as error:
+        print(f"diagnose: error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("diagnose: interrupted", file=sys.stderr)
+        return ExitCode.INTERNAL_ERROR
+    except Exception as error:  # noqa: BLE001 - the one place a bug becomes exit 3
+        if getattr(args, "debug", False):
+            traceback.print_exc()
+        else:
+            print(
+                f"diagnose: internal error: {type(error).__name__}: {error}. This is a bug; "
+                "please report it with the output of the same command run with --debug.",
+                file=sys.stderr,
+            )
+        return ExitCode.INTERNAL_ERROR
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="diagnose",
+        description="Root-cause diagnosis for AI inference services: observe, hypothesise, verify.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"diagnose {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    file_cmd = commands.add_parser(
+        "file",
+        help="analyse a dump folder offline",
+        description="Analyse a dump folder (docs/dump-format.md); report ranked root-cause hypotheses.",
+    )
+    file_cmd.add_argument("dump", help="the dump folder")
+    file_cmd.add_argument(
+        "--format",
+        choices=("text", "markdown", "json"),
+        default="text",
+        help="report format (default: text for the terminal)",
+    )
+    file_cmd.add_argument("-o", "--output", type=Path, help="write the report to this file instead of stdout")
+    file_cmd.add_argument(
+        "--rules", type=Path, metavar="DIR", help="use the rules in DIR instead of the built-in ones"
+    )
+    file_cmd.add_argument(
+        "--slo-p99-ms",
+        type=_positive,
+        metavar="MS",
+        help="the P99 latency target (overrides the manifest's slo_p99_ms)",
+    )
+    file_cmd.add_argument(
+        "--fail-on",
+        type=_score,
+        metavar="SCORE",
+        help="exit 1 when a hypothesis scores at least SCORE (0-1), for CI gates",
+    )
+    file_cmd.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
+    file_cmd.set_defaults(handler=_run_file)
+
+    rules_cmd = commands.add_parser(
+        "rules",
+        help="list, check or explain the rules",
+        description="list: the rules in use; check DIR: validate a rule folder; facts: what rules may use.",
+    )
+    rules_cmd.add_argument("action", nargs="?", choices=("list", "check", "facts"), default="list")
+    rules_cmd.add_argument(
+        "folder", nargs="?", type=Path, help="the rule folder (for check; list uses --rules)"
+    )
+    rules_cmd.add_argument("--rules", type=Path, metavar="DIR", help="list the rules in DIR")
+    rules_cmd.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
+    rules_cmd.set_defaults(handler=_run_rules)
+    return parser
+
+
+def _run_file(args: argparse.Namespace) -> int:
+    from diagnose.pipeline import analyse
+    from diagnose.report import RENDERERS
+
+    report = analyse(args.dump, rules_dir=args.rules, slo_p99_ms=args.slo_p99_ms)
+    text = RENDERERS[args.format](report)
+    if args.output is not None:
+        if args.output.exists() and args.output.is_dir():
+            raise DiagnoseError(f"{args.output}: is a folder; give a file name for the report")
+        args.output.write_text(text, encoding="utf-8")
+        print(f"diagnose: report written to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    for warning in report["evidence"]["warnings"]:
+        print(f"diagnose: warning: {warning}", file=sys.stderr)
+    if args.fail_on is not None and any(h["score"] >= args.fail_on for h in report["hypotheses"]):
+        return ExitCode.FINDING_AT_THRESHOLD
+    return ExitCode.OK
+
+
+def _run_rules(args: argparse.Namespace) -> int:
+    from diagnose.facts.catalogue import CATALOGUE
+    from diagnose.judge import default_rules_dir, load_rules
+    from diagnose.judge.ids import ROOT_CAUSE_IDS
+
+    if args.action == "facts":
+        for name, spec in CATALOGUE.items():
+            print(f"{name:<42} {spec.unit:<6} {spec.meaning}  [needs {spec.needs}]")
+        return ExitCode.OK
+    if args.action == "check":
+        if args.folder is None:
+            raise DiagnoseError("rules check needs a folder: diagnose rules check DIR")
+        rules = load_rules(args.folder)
+        for rule in rules:
+            note = "" if rule.id in ROOT_CAUSE_IDS else "  (id not in the standard list: document it)"
+            print(f"ok  {rule.path}  {rule.id}{note}")
+        print(f"{len(rules)} rule(s) valid")
+        return ExitCode.OK
+    folder = args.rules or args.folder or default_rules_dir()
+    for rule in load_rules(folder):
+        print(f"{rule.id:<26} {rule.title}")
+    return ExitCode.OK
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _score(text: str) -> float:
+    value = _positive(text) if text not in ("0", "0.0") else 0.0
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"a score is between 0 and 1, got {text!r}")
+    return value

@@ -1,0 +1,35 @@
+"""The in-memory form of a dump: plain DataFrames plus what the reader noticed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+
+@dataclass
+class Manifest:
+    host: str | None = None
+    interval_s: float | None = None
+    process_starts: list[float] = field(default_factory=list)  # epoch seconds
+    slo_p99_ms: float | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Dump:
+    """Every table is optional; ``ts`` is float epoch seconds (UTC), rows sorted by it."""
+
+    path: str
+    tables: dict[str, pd.DataFrame]
+    files: dict[str, list[str]]
+    manifest: Manifest
+    warnings: list[str] = field(default_factory=list)
+    not_used: list[str] = field(default_factory=list)
+
+    def table(self, name: str) -> pd.DataFrame | None:
+        return self.tables.get(name)
+
+    def source(self, name: str) -> str:
+        """The file(s) a table came from, for citing evidence."""
+        return ", ".join(self.files.get(name, [name]))

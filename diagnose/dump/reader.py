@@ -1,0 +1,231 @@
+"""Load a dump folder following dump format version 1 (docs/dump-format.md).
+
+Damage is contained: a bad value becomes missing, a bad line is skipped, a bad
+file is left out, and each is reported as a warning naming the file and line.
+Only a folder with nothing usable at all is an error.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from diagnose.dump.formats import ReadResult, TableReadError, read_json_objects, read_table_file
+from diagnose.dump.model import Dump, Manifest
+from diagnose.dump.schema import (
+    EVENTS_TABLE,
+    MANIFEST_FILE,
+    TABLES,
+    is_numeric_column,
+    split_table_name,
+)
+from diagnose.dump.timestamps import parse_ts
+from diagnose.errors import DumpError
+
+KNOWN_TABLES = (*TABLES, EVENTS_TABLE)
+
+
+def load_dump(path: str) -> Dump:
+    folder = Path(path)
+    if not folder.exists():
+        raise DumpError(f"{path}: no such file or folder")
+    if not folder.is_dir():
+        raise DumpError(f"{path}: not a folder; a dump is a folder of tables (see docs/dump-format.md)")
+    warnings: list[str] = []
+    not_used: list[str] = []
+    candidates: dict[str, list[tuple[Path, str]]] = {}
+    manifest = Manifest()
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            not_used.append(entry.name + "/")
+            continue
+        if entry.name == MANIFEST_FILE:
+            manifest = _read_manifest(entry, warnings)
+            continue
+        parts = split_table_name(entry.name)
+        if parts is None or parts[0] not in KNOWN_TABLES:
+            not_used.append(entry.name)
+            continue
+        candidates.setdefault(parts[0], []).append((entry, parts[1]))
+
+    tables: dict[str, pd.DataFrame] = {}
+    files: dict[str, list[str]] = {}
+    problems: list[str] = []
+    for name, found in candidates.items():
+        if len(found) > 1:
+            names = " and ".join(p.name for p, _ in found)
+            problems.append(f"{names}: both hold table '{name}'; keep one. Table skipped")
+            continue
+        file, suffix = found[0]
+        try:
+            frame = _load_table(name, file, suffix, warnings)
+        except TableReadError as error:
+            problems.append(f"{file.name}: {error}; table skipped")
+            continue
+        tables[name] = frame
+        files[name] = [file.name]
+
+    warnings[:0] = problems
+    if not tables:
+        if problems:
+            raise DumpError(problems[0].removesuffix("; table skipped"))
+        expected = ", ".join(f"{t}.csv" for t in TABLES)
+        raise DumpError(f"{path}: not a diagnose dump: no tables found (expected files such as {expected})")
+    return Dump(str(path), tables, files, manifest, warnings, not_used)
+
+
+def _load_table(name: str, file: Path, suffix: str, warnings: list[str]) -> pd.DataFrame:
+    if name == EVENTS_TABLE and suffix.startswith(".jsonl"):
+        read_warnings: list[str] = []
+        records, numbers = read_json_objects(file, read_warnings)
+        if not records:
+            raise TableReadError("no readable JSON lines (" + "; ".join(read_warnings or ["no data"]) + ")")
+        result = ReadResult(pd.DataFrame.from_records(records), 1, numbers, read_warnings)
+    else:
+        result = read_table_file(file, suffix)
+    warnings.extend(f"{file.name}: {w}" for w in result.warnings)
+    frame = result.frame
+    frame.columns = [str(c).strip() for c in frame.columns]
+    if "ts" not in frame.columns:
+        shown = ", ".join(frame.columns[:8]) + (", ..." if len(frame.columns) > 8 else "")
+        raise TableReadError(f"no 'ts' column (columns found: {shown})")
+    frame = _with_epoch_ts(frame, file.name, result, warnings)
+    frame = _coerce_numbers(name, frame, file.name, result, warnings)
+    if name == "requests":
+        frame = _ensure_latency(frame, file.name, warnings)
+    if name == EVENTS_TABLE and "kind" not in frame.columns:
+        raise TableReadError("no 'kind' field in any event")
+    frame = frame.sort_values("ts", kind="stable", ignore_index=True)
+    return _drop_duplicates(name, frame, file.name, warnings)
+
+
+def _with_epoch_ts(frame: pd.DataFrame, file: str, result: ReadResult, warnings: list[str]) -> pd.DataFrame:
+    parsed = parse_ts(frame["ts"])
+    if parsed.naive:
+        warnings.append(f"{file}: timestamps without a UTC offset read as UTC")
+    if parsed.milliseconds:
+        warnings.append(f"{file}: 'ts' values are too large for epoch seconds; read as milliseconds")
+    frame = frame.assign(ts=parsed.seconds)
+    unreadable = np.flatnonzero(~np.isfinite(parsed.seconds))
+    if unreadable.size:
+        first = int(unreadable[0])
+        if unreadable.size == len(frame):
+            raise TableReadError(
+                f"line {result.line_of(first)}, column ts: no readable timestamps "
+                "(expected epoch seconds or ISO-8601 with an offset)"
+            )
+        warnings.append(
+            f"{file} line {result.line_of(first)}, column ts: {unreadable.size} row(s) without a "
+            "readable timestamp skipped (expected epoch seconds or ISO-8601 with an offset)"
+        )
+        frame = frame.drop(index=frame.index[unreadable])
+    return frame
+
+
+def _coerce_numbers(
+    name: str, frame: pd.DataFrame, file: str, result: ReadResult, warnings: list[str]
+) -> pd.DataFrame:
+    for column in frame.columns:
+        if not is_numeric_column(name, column) or pd.api.types.is_numeric_dtype(frame[column]):
+            continue
+        original = frame[column]
+        numbers = pd.to_numeric(original, errors="coerce")
+        bad = numbers.isna() & original.notna()
+        if bad.any():
+            positions = np.flatnonzero(bad.to_numpy())
+            row = frame.index[positions[0]]
+            value = str(original.iloc[positions[0]])[:40]
+            warnings.append(
+                f"{file} line {result.line_of(int(row))}, column {column}: expected a number, got "
+                f"{value!r}; {positions.size} such value(s) read as missing"
+            )
+        frame[column] = numbers.astype("float64")
+    return frame
+
+
+def _ensure_latency(frame: pd.DataFrame, file: str, warnings: list[str]) -> pd.DataFrame:
+    if "latency_ms" in frame.columns:
+        return frame
+    stages = [c for c in frame.columns if c.startswith("stage_") and c.endswith("_ms")]
+    if not stages:
+        raise TableReadError("no 'latency_ms' column and no stage_<name>_ms columns to sum")
+    warnings.append(f"{file}: no 'latency_ms' column; latency is the sum of {len(stages)} stage(s)")
+    return frame.assign(latency_ms=frame[stages].sum(axis=1, min_count=1))
+
+
+def _drop_duplicates(name: str, frame: pd.DataFrame, file: str, warnings: list[str]) -> pd.DataFrame:
+    if name == EVENTS_TABLE:
+        return frame
+    spec = TABLES[name]
+    key = [c for c in spec.key if c in frame.columns]
+    if spec.per_request and not key:
+        return frame  # two requests may arrive in the same instant; without ids both are real
+    duplicated = frame.duplicated(subset=["ts", *key], keep="last")
+    count = int(duplicated.sum())
+    if count:
+        warnings.append(f"{file}: {count} duplicate (ts, {', '.join(key) or 'row'}) row(s); kept the last")
+        frame = frame.loc[~duplicated].reset_index(drop=True)
+    return frame
+
+
+def _read_manifest(file: Path, warnings: list[str]) -> Manifest:
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        warnings.append(f"{file.name}{where}: not valid YAML; manifest ignored")
+        return Manifest()
+    except (UnicodeDecodeError, OSError) as error:
+        warnings.append(f"{file.name}: unreadable ({error}); manifest ignored")
+        return Manifest()
+    if data is None:
+        return Manifest()
+    if not isinstance(data, dict):
+        warnings.append(f"{file.name}: expected a mapping of keys to values; manifest ignored")
+        return Manifest()
+    fmt = data.get("format")
+    if fmt is not None and fmt != "diagnose-dump/1":
+        warnings.append(f"{file.name}: format {fmt!r} is not diagnose-dump/1; read as version 1")
+    return Manifest(
+        host=str(data["host"]) if data.get("host") is not None else None,
+        interval_s=_manifest_number(data, "interval_s", file.name, warnings),
+        process_starts=_manifest_times(data.get("process_start"), file.name, warnings),
+        slo_p99_ms=_manifest_number(data, "slo_p99_ms", file.name, warnings),
+        extra=data,
+    )
+
+
+def _manifest_number(data: dict, key: str, file: str, warnings: list[str]) -> float | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        warnings.append(f"{file}: {key}: expected a number, got {value!r}; ignored")
+        return None
+    return number if number > 0 else None
+
+
+def _manifest_times(value: object, file: str, warnings: list[str]) -> list[float]:
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else [value]
+    seconds = []
+    for item in items:
+        if isinstance(item, datetime):  # YAML itself parses unquoted ISO times
+            aware = item if item.tzinfo else item.replace(tzinfo=UTC)
+            seconds.append(aware.timestamp())
+        else:
+            parsed = parse_ts(pd.Series([item if isinstance(item, int | float) else str(item)]))
+            seconds.append(float(parsed.seconds[0]))
+    if not all(np.isfinite(seconds)):
+        warnings.append(f"{file}: process_start: some times are not epoch seconds or ISO-8601; ignored")
+    return sorted(s for s in seconds if np.isfinite(s))

@@ -1,0 +1,61 @@
+"""The tables of dump format version 1: names, keys and which columns are numbers.
+
+This mirrors ``docs/dump-format.md``; a column whose name ends in a unit suffix
+is numeric whatever table it is in, so new columns need no code change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TABLE_SUFFIXES = (".csv", ".csv.gz", ".jsonl", ".jsonl.gz", ".parquet")
+UNIT_SUFFIXES = ("_bytes", "_pct", "_ms", "_s", "_w", "_c", "_mhz", "_per_s")
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    key: tuple[str, ...]
+    numeric: frozenset[str]
+    per_request: bool = False
+
+
+TABLES: dict[str, TableSpec] = {
+    spec.name: spec
+    for spec in (
+        TableSpec("system", (), frozenset({"cpu_count", "load1"})),
+        TableSpec("processes", ("pid",), frozenset({"pid", "num_threads"})),
+        TableSpec("gpu", ("gpu",), frozenset({"gpu"})),
+        TableSpec("gpu_processes", ("gpu", "pid"), frozenset({"gpu", "pid"})),
+        TableSpec("allocator", ("pid",), frozenset({"pid", "num_alloc_retries", "num_ooms"})),
+        TableSpec(
+            "server",
+            (),
+            frozenset({"queue_depth", "running", "batch_size", "throughput_rps", "tokens_per_s"}),
+        ),
+        TableSpec(
+            "requests",
+            ("id",),
+            frozenset({"input_len", "output_len", "batch_size"}),
+            per_request=True,
+        ),
+    )
+}
+
+EVENTS_TABLE = "events"
+MANIFEST_FILE = "manifest.yaml"
+
+
+def is_numeric_column(table: str, column: str) -> bool:
+    spec = TABLES.get(table)
+    if spec is not None and column in spec.numeric:
+        return True
+    return column != "ts" and column.endswith(UNIT_SUFFIXES)
+
+
+def split_table_name(file_name: str) -> tuple[str, str] | None:
+    """``gpu.csv.gz`` -> ``("gpu", ".csv.gz")``; None when the suffix is not a table format."""
+    for suffix in sorted(TABLE_SUFFIXES, key=len, reverse=True):
+        if file_name.endswith(suffix) and len(file_name) > len(suffix):
+            return file_name[: -len(suffix)], suffix
+    return None

@@ -1,0 +1,48 @@
+"""The errors diagnose raises, written for the person at the terminal.
+
+    DiagnoseError
+    ├── InputError        unusable input: a dump, a file, an argument (exit 2)
+    │   └── DumpError     the dump folder as a whole cannot be analysed
+    └── RuleError         a rule file is invalid (exit 2)
+
+Anything else escaping the CLI is a bug and exits 3. The exit codes live in
+one place, :class:`ExitCode`.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FINDING_AT_THRESHOLD = 1
+    BAD_INPUT = 2
+    INTERNAL_ERROR = 3
+
+
+class DiagnoseError(Exception):
+    """Base class: the message is one line a user can act on."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class InputError(DiagnoseError):
+    """A file or argument the user gave cannot be used."""
+
+
+class DumpError(InputError):
+    """The dump folder holds nothing that can be analysed."""
+
+
+class RuleError(DiagnoseError):
+    """A rule file is invalid; the message names the file, the rule and the field."""
+
+    def __init__(self, file: str, rule: str | None, field: str | None, problem: str) -> None:
+        self.file, self.rule, self.field, self.problem = file, rule, field, problem
+        where = file
+        if rule:
+            where += f": rule {rule}"
+        if field:
+            where += f": {field}"
+        super().__init__(f"{where}: {problem}")

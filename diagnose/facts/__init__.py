@@ -1,0 +1,41 @@
+"""Facts: what the evidence says, as named numbers that cite their source."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from diagnose.dump.model import Dump
+from diagnose.facts.coldstart import add_coldstart_facts
+from diagnose.facts.latency import add_latency_facts
+from diagnose.facts.memory import add_allocator_facts, add_oom_facts
+from diagnose.facts.model import Fact, Facts, Summary
+from diagnose.facts.resources import add_gpu_facts, add_host_facts, add_thread_facts
+from diagnose.facts.shift import add_shift_facts
+from diagnose.facts.stages import add_stage_facts
+
+__all__ = ["Fact", "Facts", "Summary", "compute_facts"]
+
+
+def compute_facts(dump: Dump, slo_p99_ms: float | None = None) -> Facts:
+    facts = Facts()
+    _set_window(facts, dump)
+    requests = dump.table("requests")
+    if requests is not None and len(requests):
+        source = dump.source("requests")
+        add_latency_facts(facts, requests, source, slo_p99_ms or dump.manifest.slo_p99_ms)
+        add_stage_facts(facts, requests, source)
+        add_shift_facts(facts, requests, source)
+        add_coldstart_facts(facts, dump, requests, source)
+    add_gpu_facts(facts, dump)
+    add_host_facts(facts, dump)
+    add_thread_facts(facts, dump)
+    add_allocator_facts(facts, dump)
+    add_oom_facts(facts, dump)
+    return facts
+
+
+def _set_window(facts: Facts, dump: Dump) -> None:
+    starts = [float(t["ts"].iloc[0]) for t in dump.tables.values() if len(t)]
+    ends = [float(t["ts"].iloc[-1]) for t in dump.tables.values() if len(t)]
+    if starts:
+        facts.start, facts.end = float(np.min(starts)), float(np.max(ends))

@@ -1,0 +1,111 @@
+"""Every fact a rule may name: its unit, what it means, and the evidence it needs.
+
+Rules are validated against this list, so a misspelt fact is an error at load
+time, and a rule whose facts are absent can say which evidence was missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FactSpec:
+    unit: str  # ms, s, ratio (0-1), factor (a multiplier), pct (0-100), bytes, count, rps, name, time, id
+    needs: str  # the evidence that must be in the dump for the fact to exist
+    meaning: str
+
+
+_REQ = "requests"
+_STAGES = "requests: stage_<name>_ms columns"
+_INPUT = "requests: input_len column"
+_RESTART = "restart times (manifest process_start or events: restart/deploy)"
+_OOM = "events: oom"
+
+CATALOGUE: dict[str, FactSpec] = {
+    "requests.count": FactSpec("count", _REQ, "requests in the dump"),
+    "requests.duration_s": FactSpec("s", _REQ, "time from the first to the last request"),
+    "requests.throughput_rps": FactSpec("rps", _REQ, "requests per second over the dump"),
+    "requests.error_rate": FactSpec("ratio", "requests: status column", "share of requests not ok"),
+    "requests.oom_count": FactSpec("count", "requests: status column", "requests with status oom"),
+    "latency.mean_ms": FactSpec("ms", _REQ, "mean end-to-end latency"),
+    "latency.p50_ms": FactSpec("ms", _REQ, "median end-to-end latency"),
+    "latency.p95_ms": FactSpec("ms", _REQ, "95th percentile latency"),
+    "latency.p99_ms": FactSpec("ms", _REQ, "99th percentile latency"),
+    "latency.p999_ms": FactSpec("ms", _REQ, "99.9th percentile latency"),
+    "latency.window_p99_max_ms": FactSpec("ms", _REQ, "highest P99 of any time window"),
+    "latency.window_p99_min_ms": FactSpec("ms", _REQ, "lowest P99 of any time window"),
+    "slo.p99_ms": FactSpec("ms", "an SLO (--slo-p99-ms or manifest slo_p99_ms)", "P99 target"),
+    "latency.p99_over_slo": FactSpec("factor", "an SLO and requests", "P99 divided by its target"),
+    "stages.count": FactSpec("count", _STAGES, "stages with timings"),
+    "stages.tail_driver.name": FactSpec("name", _STAGES, "stage that explains most of the P99 excess"),
+    "stages.tail_driver.excess_share": FactSpec(
+        "ratio", _STAGES, "share of (tail mean - overall mean) latency due to that stage"
+    ),
+    "stages.wait.share_mean": FactSpec("ratio", _STAGES, "queue and batch-wait share of mean latency"),
+    "cpu_stage.name": FactSpec("name", _STAGES, "the CPU-side stage with the largest share"),
+    "cpu_stage.share_mean": FactSpec("ratio", _STAGES, "its share of mean latency"),
+    "cpu_stage.share_tail": FactSpec("ratio", _STAGES, "its share of the latency of P99 requests"),
+    "cpu_stage.excess_share": FactSpec("ratio", _STAGES, "its share of the P99 excess"),
+    "cpu_stage.p99_ms": FactSpec("ms", _STAGES, "its own P99"),
+    "cpu_stages.share_mean": FactSpec("ratio", _STAGES, "all CPU-side stages' share of mean latency"),
+    "forward.share_mean": FactSpec("ratio", _STAGES, "model forward's share of mean latency"),
+    "forward.share_tail": FactSpec("ratio", _STAGES, "forward's share of the latency of P99 requests"),
+    "forward.p99_ms": FactSpec("ms", _STAGES, "forward's own P99"),
+    "latency.shift_at": FactSpec("time", _REQ, "when median latency shifted most (best single split)"),
+    "latency.rise_ratio": FactSpec("factor", _REQ, "median latency after the shift / before"),
+    "input_len.rise_ratio": FactSpec("factor", _INPUT, "median input length after the shift / before"),
+    "input_len.latency_corr": FactSpec("ratio", _INPUT, "Spearman correlation of input length and latency"),
+    "input_len.explained_share": FactSpec(
+        "ratio", _INPUT, "share of the latency rise that the before-shift length model predicts"
+    ),
+    "latency.unexplained_ratio": FactSpec(
+        "factor", _INPUT, "median latency after the shift / what input length predicts"
+    ),
+    "coldstart.restarts": FactSpec("count", _RESTART, "(re)starts followed by requests in the dump"),
+    "coldstart.cold_requests": FactSpec("count", _RESTART, "requests served before latency settled"),
+    "coldstart.cold_window_s": FactSpec("s", _RESTART, "mean time from a start until latency settled"),
+    "coldstart.cold_p50_ms": FactSpec("ms", _RESTART, "median latency of cold requests"),
+    "coldstart.warm_p50_ms": FactSpec("ms", _RESTART, "median latency of warm requests"),
+    "coldstart.slowdown": FactSpec("factor", _RESTART, "cold median / warm median"),
+    "coldstart.p99_warm_ms": FactSpec("ms", _RESTART, "P99 without the cold requests"),
+    "coldstart.p99_inflation": FactSpec("factor", _RESTART, "P99 with cold requests / without"),
+    "coldstart.tail_share": FactSpec("ratio", _RESTART, "share of requests above P99 that are cold"),
+    "gpu.count": FactSpec("count", "gpu", "GPUs in the dump"),
+    "gpu.util_pct.mean": FactSpec("pct", "gpu: util_pct", "mean GPU utilisation"),
+    "gpu.util_pct.p95": FactSpec("pct", "gpu: util_pct", "95th percentile GPU utilisation"),
+    "gpu.mem_used_pct.max": FactSpec("pct", "gpu: mem_used_bytes, mem_total_bytes", "peak GPU memory use"),
+    "host.cpu_pct.mean": FactSpec("pct", "system: cpu_pct", "mean host CPU (all cores)"),
+    "host.cpu_pct.p95": FactSpec("pct", "system: cpu_pct", "95th percentile host CPU"),
+    "host.cpu_count": FactSpec("count", "system: cpu_count", "logical CPUs"),
+    "thread.busiest.cpu_pct": FactSpec(
+        "pct", "processes: max_thread_cpu_pct", "P95 of the busiest thread's CPU (100 = a core)"
+    ),
+    "thread.busiest.pid": FactSpec("id", "processes: max_thread_cpu_pct", "its process id"),
+    "thread.busiest.name": FactSpec("name", "processes: max_thread_cpu_pct", "its process name"),
+    "thread.busiest.process_cpu_pct": FactSpec(
+        "pct", "processes: cpu_pct", "mean CPU of that whole process (100 = a core)"
+    ),
+    "allocator.stranded_bytes.max": FactSpec(
+        "bytes", "allocator: reserved_bytes, allocated_bytes", "peak reserved - allocated"
+    ),
+    "allocator.stranded_share.max": FactSpec(
+        "ratio", "allocator: reserved_bytes, allocated_bytes", "peak (reserved - allocated) / reserved"
+    ),
+    "allocator.largest_free_block_bytes.min": FactSpec(
+        "bytes", "allocator: largest_free_block_bytes", "smallest largest-free-block seen"
+    ),
+    "allocator.alloc_retries": FactSpec("count", "allocator: num_alloc_retries", "retries during the dump"),
+    "allocator.ooms": FactSpec("count", "allocator: num_ooms", "allocator OOMs during the dump"),
+    "oom.count": FactSpec("count", _OOM, "OOM events"),
+    "oom.parsed": FactSpec("count", _OOM, "OOM events whose message had figures"),
+    "oom.kind": FactSpec("name", _OOM, "classification of the most telling OOM"),
+    "oom.fragmentation_count": FactSpec("count", _OOM, "OOMs that stranded memory would have covered"),
+    "oom.exhaustion_count": FactSpec("count", _OOM, "OOMs where memory was genuinely used up"),
+    "oom.requested_bytes": FactSpec("bytes", _OOM, "what the failed allocation asked for"),
+    "oom.total_bytes": FactSpec("bytes", _OOM, "the card's capacity"),
+    "oom.free_bytes": FactSpec("bytes", _OOM, "free device memory at the failure"),
+    "oom.reserved_unallocated_bytes": FactSpec("bytes", _OOM, "reserved by PyTorch but unallocated"),
+    "oom.stranded_over_request": FactSpec("factor", _OOM, "reserved-but-unallocated / requested"),
+    "oom.other_processes_bytes": FactSpec("bytes", _OOM, "memory held by other processes"),
+}

@@ -1,0 +1,84 @@
+"""Latency percentiles overall and per window, throughput, errors and the SLO."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from diagnose.facts.model import Facts
+
+PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
+_TARGET_WINDOWS = 30
+_MIN_WINDOW_S = 60.0
+_NICE_WINDOWS_S = (60, 120, 300, 600, 900, 1800, 3600, 7200, 14400)
+
+
+def add_latency_facts(facts: Facts, requests: pd.DataFrame, source: str, slo_p99_ms: float | None) -> None:
+    latency = requests["latency_ms"].to_numpy(dtype="float64")
+    ts = requests["ts"].to_numpy()
+    valid = np.isfinite(latency)
+    values = latency[valid]
+    cite = f"{source}: latency_ms, {values.size:,} requests"
+    count = int(len(requests))
+    duration = float(ts[-1] - ts[0]) if count > 1 else 0.0
+    facts.add("requests.count", count, source)
+    facts.add("requests.duration_s", duration, f"{source}: ts")
+    throughput = count / duration if duration > 0 else None
+    facts.add("requests.throughput_rps", throughput, f"{source}: ts")
+    summary = facts.summary
+    summary.requests, summary.throughput_rps = count, throughput
+    if values.size == 0:
+        return
+    points = np.percentile(values, list(PERCENTILES.values()))
+    summary.latency_ms = {name: float(v) for name, v in zip(PERCENTILES, points, strict=True)}
+    summary.latency_ms["mean"] = float(values.mean())
+    summary.latency_ms["max"] = float(values.max())
+    for name in (*PERCENTILES, "mean"):
+        facts.add(f"latency.{name}_ms", summary.latency_ms[name], cite)
+    _add_windows(facts, ts[valid], values, source, duration)
+    if "status" in requests.columns:
+        status = requests["status"].astype("string").str.strip().str.lower()
+        known = status.notna()
+        if known.any():
+            facts.add("requests.error_rate", float((status[known] != "ok").mean()), f"{source}: status")
+            facts.add("requests.oom_count", int((status == "oom").sum()), f"{source}: status")
+    if slo_p99_ms:
+        facts.add("slo.p99_ms", slo_p99_ms, "the P99 target given")
+        facts.add("latency.p99_over_slo", summary.latency_ms["p99"] / slo_p99_ms, cite)
+
+
+def window_length(duration_s: float) -> float:
+    """About 30 windows of a round length, never under a minute."""
+    wanted = duration_s / _TARGET_WINDOWS
+    for nice in _NICE_WINDOWS_S:
+        if nice >= wanted:
+            return float(max(nice, _MIN_WINDOW_S))
+    return float(_NICE_WINDOWS_S[-1])
+
+
+def _add_windows(facts: Facts, ts: np.ndarray, latency: np.ndarray, source: str, duration: float) -> None:
+    width = window_length(duration)
+    start = np.floor(ts[0] / width) * width
+    index = ((ts - start) // width).astype("int64")
+    frame = pd.DataFrame({"w": index, "latency": latency})
+    grouped = frame.groupby("w", sort=True)["latency"]
+    counts = grouped.size()
+    quantiles = grouped.quantile([0.5, 0.95, 0.99, 0.999]).unstack()
+    summary = facts.summary
+    summary.window_s = width
+    summary.windows = [
+        {
+            "start": float(start + w * width),
+            "requests": int(counts[w]),
+            "p50": float(row[0.5]),
+            "p95": float(row[0.95]),
+            "p99": float(row[0.99]),
+            "p999": float(row[0.999]),
+        }
+        for w, row in quantiles.iterrows()
+    ]
+    # Windows with too few requests have no meaningful P99; leave them out of the extremes.
+    solid = [w["p99"] for w in summary.windows if w["requests"] >= 100] or [w["p99"] for w in summary.windows]
+    cite = f"{source}: latency_ms per {width:.0f} s window, {len(summary.windows)} windows"
+    facts.add("latency.window_p99_max_ms", max(solid), cite)
+    facts.add("latency.window_p99_min_ms", min(solid), cite)

@@ -1,0 +1,70 @@
+"""GPU, host CPU and per-process facts from the time-series tables."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from diagnose.dump.model import Dump
+from diagnose.facts.model import Facts
+
+
+def add_gpu_facts(facts: Facts, dump: Dump) -> None:
+    gpu = dump.table("gpu")
+    if gpu is None:
+        return
+    source = dump.source("gpu")
+    if "gpu" in gpu.columns:
+        facts.add("gpu.count", int(gpu["gpu"].nunique()), f"{source}: gpu")
+    if "util_pct" in gpu.columns:
+        util = gpu["util_pct"].to_numpy(dtype="float64")
+        util = util[np.isfinite(util)]
+        if util.size:
+            cite = f"{source}: util_pct, {util.size:,} samples"
+            facts.add("gpu.util_pct.mean", float(util.mean()), cite)
+            facts.add("gpu.util_pct.p95", float(np.percentile(util, 95)), cite)
+    if {"mem_used_bytes", "mem_total_bytes"} <= set(gpu.columns):
+        used = gpu["mem_used_bytes"] / gpu["mem_total_bytes"].where(gpu["mem_total_bytes"] > 0)
+        facts.add(
+            "gpu.mem_used_pct.max", float(used.max() * 100), f"{source}: mem_used_bytes / mem_total_bytes"
+        )
+
+
+def add_host_facts(facts: Facts, dump: Dump) -> None:
+    system = dump.table("system")
+    if system is None:
+        return
+    source = dump.source("system")
+    if "cpu_pct" in system.columns:
+        cpu = system["cpu_pct"].to_numpy(dtype="float64")
+        cpu = cpu[np.isfinite(cpu)]
+        if cpu.size:
+            cite = f"{source}: cpu_pct, {cpu.size:,} samples"
+            facts.add("host.cpu_pct.mean", float(cpu.mean()), cite)
+            facts.add("host.cpu_pct.p95", float(np.percentile(cpu, 95)), cite)
+    if "cpu_count" in system.columns:
+        count = system["cpu_count"].dropna()
+        if len(count):
+            facts.add("host.cpu_count", int(count.iloc[-1]), f"{source}: cpu_count")
+
+
+def add_thread_facts(facts: Facts, dump: Dump) -> None:
+    """The busiest thread of any process: a single-threaded stage shows as ~100 % here."""
+    processes = dump.table("processes")
+    if processes is None or not {"pid", "max_thread_cpu_pct"} <= set(processes.columns):
+        return
+    source = dump.source("processes")
+    frame = processes[["pid", "max_thread_cpu_pct"]].dropna()
+    if frame.empty:
+        return
+    per_pid = frame.groupby("pid")["max_thread_cpu_pct"].quantile(0.95)
+    pid = per_pid.idxmax()
+    cite = f"{source}: max_thread_cpu_pct of pid {int(pid)}, P95 over time"
+    facts.add("thread.busiest.cpu_pct", float(per_pid[pid]), cite)
+    facts.add("thread.busiest.pid", int(pid), cite)
+    rows = processes.loc[processes["pid"] == pid]
+    if "name" in rows.columns and rows["name"].notna().any():
+        facts.add("thread.busiest.name", str(rows["name"].dropna().iloc[-1]), f"{source}: name")
+    if "cpu_pct" in rows.columns:
+        cpu = pd.to_numeric(rows["cpu_pct"], errors="coerce").mean()
+        facts.add("thread.busiest.process_cpu_pct", float(cpu), f"{source}: cpu_pct of pid {int(pid)}")

@@ -1,0 +1,97 @@
+"""Did requests get longer, or did the system get slower?
+
+The dump is split where window-median latency shifts most (the least-squares
+single change point of the window medians). A linear latency-vs-input-length
+model fitted *before* the split predicts what latency after the split should
+have been given the new inputs: if the prediction covers the rise, the inputs
+changed; if latency rose beyond it, the system got slower.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from diagnose.facts.model import Facts
+
+_WINDOW_S = 30.0
+_MIN_SIDE_WINDOWS = 3
+_MAX_CORR_SAMPLE = 200_000
+
+
+def add_shift_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
+    latency = requests["latency_ms"].to_numpy(dtype="float64")
+    ts = requests["ts"].to_numpy()
+    split = _best_split(ts, latency)
+    if split is None:
+        return
+    late = ts >= split
+    early = ~late & np.isfinite(latency)
+    late &= np.isfinite(latency)
+    early_median, late_median = np.median(latency[early]), np.median(latency[late])
+    if early_median <= 0:
+        return
+    cite = f"{source}: latency_ms before and after {split:.0f} (epoch s)"
+    facts.add("latency.shift_at", float(split), cite)
+    facts.add("latency.rise_ratio", float(late_median / early_median), cite)
+    if "input_len" not in requests.columns:
+        return
+    length = requests["input_len"].to_numpy(dtype="float64")
+    known = np.isfinite(length)
+    early &= known
+    late &= known
+    if early.sum() < 20 or late.sum() < 20:
+        return
+    cite_len = f"{source}: input_len and latency_ms before and after the shift"
+    early_len, late_len = np.median(length[early]), np.median(length[late])
+    if early_len > 0:
+        facts.add("input_len.rise_ratio", float(late_len / early_len), cite_len)
+    facts.add("input_len.latency_corr", _spearman(length[known], latency[known]), cite_len)
+    slope, intercept = _fit(length[early], latency[early])
+    predicted = float(np.median(intercept + slope * length[late]))
+    if predicted > 0:
+        facts.add("latency.unexplained_ratio", float(np.median(latency[late]) / predicted), cite_len)
+    rise = np.median(latency[late]) - np.median(latency[early])
+    if rise > 0:
+        explained = (predicted - np.median(latency[early])) / rise
+        facts.add("input_len.explained_share", float(np.clip(explained, 0.0, 1.0)), cite_len)
+
+
+def _best_split(ts: np.ndarray, latency: np.ndarray) -> float | None:
+    valid = np.isfinite(latency)
+    if valid.sum() < 40:
+        return None
+    start = ts[0]
+    width = max(_WINDOW_S, (ts[-1] - start) / 2000)
+    index = ((ts[valid] - start) // width).astype("int64")
+    medians = pd.Series(latency[valid]).groupby(index).median()
+    values = medians.to_numpy()
+    n = values.size
+    if n < 2 * _MIN_SIDE_WINDOWS:
+        return None
+    cumsum, cumsq = np.cumsum(values), np.cumsum(values**2)
+    k = np.arange(_MIN_SIDE_WINDOWS, n - _MIN_SIDE_WINDOWS + 1)
+    left_sse = cumsq[k - 1] - cumsum[k - 1] ** 2 / k
+    right_sum, right_sq = cumsum[-1] - cumsum[k - 1], cumsq[-1] - cumsq[k - 1]
+    right_sse = right_sq - right_sum**2 / (n - k)
+    best = int(k[np.argmin(left_sse + right_sse)])
+    return float(start + medians.index[best] * width)
+
+
+def _fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least-squares line; flat when the inputs did not vary before the shift."""
+    if np.ptp(x) == 0:
+        return 0.0, float(np.median(y))
+    slope, intercept = np.polyfit(x, y, 1)
+    return float(slope), float(intercept)
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    if x.size > _MAX_CORR_SAMPLE:
+        pick = np.random.default_rng(0).choice(x.size, _MAX_CORR_SAMPLE, replace=False)
+        x, y = x[pick], y[pick]
+    rx = pd.Series(x).rank().to_numpy()
+    ry = pd.Series(y).rank().to_numpy()
+    if np.std(rx) == 0 or np.std(ry) == 0:
+        return 0.0
+    return float(np.corrcoef(rx, ry)[0, 1])

@@ -1,0 +1,97 @@
+"""Stage decomposition: where the mean goes, and which stage drives the tail.
+
+A stage's share of the mean says where time goes on average; its share of the
+*excess* of the P99 requests over the average request says which stage makes
+the tail. The two often differ, and the tail is what users feel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from diagnose.facts.model import Facts
+
+CPU_STAGES = frozenset(
+    {
+        "preprocess",
+        "tokenize",
+        "detokenize",
+        "decode",
+        "image_decode",
+        "postprocess",
+        "resize",
+        "featurize",
+        "serialize",
+        "deserialize",
+    }
+)
+GPU_STAGES = frozenset({"forward", "compute", "inference", "infer", "model", "prefill", "generate"})
+WAIT_STAGES = frozenset({"queue", "batch_wait", "wait", "schedule"})
+
+
+def stage_kind(name: str) -> str:
+    if name in CPU_STAGES:
+        return "cpu"
+    if name in GPU_STAGES:
+        return "gpu"
+    if name in WAIT_STAGES:
+        return "wait"
+    return "network" if name == "network" else "other"
+
+
+def stage_columns(requests: pd.DataFrame) -> dict[str, str]:
+    return {
+        column[len("stage_") : -len("_ms")]: column
+        for column in requests.columns
+        if column.startswith("stage_") and column.endswith("_ms") and len(column) > 9
+    }
+
+
+def add_stage_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
+    columns = stage_columns(requests)
+    if not columns:
+        return
+    latency = requests["latency_ms"].to_numpy(dtype="float64")
+    valid = np.isfinite(latency)
+    if valid.sum() < 10:
+        return
+    latency = latency[valid]
+    p99 = np.percentile(latency, 99)
+    tail = latency >= p99
+    mean_all, mean_tail = latency.mean(), latency[tail].mean()
+    excess = mean_tail - mean_all
+    rows: dict[str, dict[str, float | str]] = {}
+    for name, column in columns.items():
+        values = np.nan_to_num(requests[column].to_numpy(dtype="float64")[valid], nan=0.0)
+        rows[name] = {
+            "kind": stage_kind(name),
+            "share": float(values.mean() / mean_all) if mean_all > 0 else 0.0,
+            "tail_share": float(values[tail].mean() / mean_tail) if mean_tail > 0 else 0.0,
+            "excess_share": float((values[tail].mean() - values.mean()) / excess) if excess > 0 else 0.0,
+            "p50_ms": float(np.percentile(values, 50)),
+            "p99_ms": float(np.percentile(values, 99)),
+        }
+    facts.summary.stages = rows
+    cite = f"{source}: {', '.join(columns.values())} against latency_ms"
+    facts.add("stages.count", len(rows), cite)
+    driver = max(rows, key=lambda n: rows[n]["excess_share"])
+    facts.add("stages.tail_driver.name", driver, cite)
+    facts.add("stages.tail_driver.excess_share", rows[driver]["excess_share"], cite)
+    facts.add("stages.wait.share_mean", sum(r["share"] for r in rows.values() if r["kind"] == "wait"), cite)
+    cpu = [n for n in rows if rows[n]["kind"] == "cpu"]
+    if cpu:
+        facts.add("cpu_stages.share_mean", sum(rows[n]["share"] for n in cpu), cite)
+        top = max(cpu, key=lambda n: rows[n]["share"])
+        cite_top = f"{source}: {columns[top]} against latency_ms"
+        facts.add("cpu_stage.name", top, cite_top)
+        for key in ("share_mean", "share_tail", "excess_share", "p99_ms"):
+            field = {"share_mean": "share", "share_tail": "tail_share"}.get(key, key)
+            facts.add(f"cpu_stage.{key}", rows[top][field], cite_top)
+    gpu = [n for n in rows if rows[n]["kind"] == "gpu"]
+    if gpu:
+        cite_gpu = f"{source}: {', '.join(columns[n] for n in gpu)} against latency_ms"
+        facts.add("forward.share_mean", sum(rows[n]["share"] for n in gpu), cite_gpu)
+        facts.add("forward.share_tail", sum(rows[n]["tail_share"] for n in gpu), cite_gpu)
+        main = max(gpu, key=lambda n: rows[n]["share"])
+        facts.add("forward.p99_ms", rows[main]["p99_ms"], cite_gpu)

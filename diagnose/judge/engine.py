@@ -1,0 +1,128 @@
+"""Run rules over facts: each rule ends fired, ruled out, or skipped.
+
+Scoring is MYCIN-style certainty factors. Each supporting condition that holds
+adds belief ``weight x strength``; beliefs combine as ``a + b(1 - a)``, so
+more evidence raises the score with diminishing returns and never past 1.
+Contrary conditions combine the same way into disbelief, and the score is
+``(belief - disbelief) / (1 - min(belief, disbelief))``, floored at 0.
+A rule whose ``when`` is false is ruled out; one whose ``when`` cannot be
+decided for lack of facts is skipped, naming the evidence that was missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from diagnose.facts.catalogue import CATALOGUE
+from diagnose.facts.model import Facts
+from diagnose.judge import expr
+from diagnose.judge.rules import Condition, Rule
+from diagnose.judge.template import format_value, render
+
+FIRED, RULED_OUT, SKIPPED = "fired", "ruled_out", "skipped"
+
+
+@dataclass(frozen=True)
+class EvidenceLine:
+    text: str
+    value: float | int | str | bool | None
+    sources: tuple[str, ...]
+
+
+@dataclass
+class Outcome:
+    rule: Rule
+    status: str
+    score: float = 0.0
+    evidence: list[EvidenceLine] = field(default_factory=list)
+    contrary: list[EvidenceLine] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    reason: str = ""
+
+    @property
+    def confidence(self) -> str:
+        if self.score >= 0.75:
+            return "high"
+        return "medium" if self.score >= 0.5 else "low"
+
+
+def judge(rules: list[Rule], facts: Facts) -> list[Outcome]:
+    return [evaluate_rule(rule, facts) for rule in rules]
+
+
+def evaluate_rule(rule: Rule, facts: Facts) -> Outcome:
+    lookup = {name: fact.value for name, fact in facts.values.items()}
+    states = {c.name: _truth(expr.evaluate(c.test, lookup)) for c in rule.conditions}
+    decided = _truth(expr.evaluate(rule.when, states))
+    if decided is None:
+        needed = [c for c in rule.conditions if c.name in expr.names(rule.when) and states[c.name] is None]
+        return Outcome(rule, SKIPPED, missing=_missing_evidence(needed, facts))
+    if decided is False:
+        return Outcome(rule, RULED_OUT, reason=_why_not(rule, states, facts))
+    support = [c for c in rule.conditions if states[c.name]]
+    against = [c for c in rule.contrary if _truth(expr.evaluate(c.test, lookup))]
+    belief = _combine(c.weight * _strength(c, lookup) for c in support)
+    disbelief = _combine(c.weight * _strength(c, lookup) for c in against)
+    overlap = 1 - min(belief, disbelief)
+    score = max(0.0, (belief - disbelief) / overlap) if overlap > 0 else 0.0
+    evidence = [line for c in support if (line := _evidence(c, facts)) is not None]
+    contrary = [line for c in against if (line := _evidence(c, facts)) is not None]
+    unchecked = [c for c in rule.conditions if states[c.name] is None]
+    if score <= 0 or not evidence:
+        reason = "; ".join(line.text for line in contrary) or "no evidence line could be rendered"
+        return Outcome(rule, RULED_OUT, contrary=contrary, reason=f"contrary evidence: {reason}")
+    return Outcome(
+        rule, FIRED, round(score, 3), evidence, contrary, missing=_missing_evidence(unchecked, facts)
+    )
+
+
+def _combine(beliefs) -> float:
+    total = 0.0
+    for belief in beliefs:
+        total += belief * (1 - total)
+    return total
+
+
+def _strength(condition: Condition, lookup: dict) -> float:
+    if condition.strength is None:
+        return 1.0
+    value = expr.evaluate(condition.strength, lookup)
+    if value is None or isinstance(value, str):
+        return 1.0
+    return min(1.0, max(0.0, float(value)))
+
+
+def _truth(value: object) -> bool | None:
+    return None if value is None else bool(value)
+
+
+def _evidence(condition: Condition, facts: Facts) -> EvidenceLine | None:
+    text = render(condition.evidence, facts)
+    if text is None:
+        return None
+    names = condition.evidence.facts or sorted(expr.names(condition.test))
+    sources = tuple(dict.fromkeys(facts.values[n].source for n in names if n in facts.values))
+    return EvidenceLine(text, facts.get(names[0]) if names else None, sources)
+
+
+def _missing_evidence(conditions: list[Condition], facts: Facts) -> list[str]:
+    missing: dict[str, None] = {}
+    for condition in conditions:
+        for name in sorted(expr.names(condition.test)):
+            if name not in facts.values:
+                missing[CATALOGUE[name].needs] = None
+    return list(missing)
+
+
+def _why_not(rule: Rule, states: dict[str, bool | None], facts: Facts) -> str:
+    parts = []
+    for condition in rule.conditions:
+        if condition.name not in expr.names(rule.when) or states[condition.name] is not False:
+            continue
+        shown = ", ".join(
+            f"{n} = {format_value(n, facts.values[n].value)}"
+            for n in sorted(expr.names(condition.test))
+            if n in facts.values
+        )
+        parts.append(f"{condition.test_text} is false ({shown})")
+    return "; ".join(parts)

@@ -1,0 +1,193 @@
+"""Rule files: load, validate and hold rules as plain, pre-parsed data.
+
+A rule file is YAML data, read with ``yaml.safe_load``; its conditions are
+parsed once by :mod:`diagnose.judge.expr`. Any mistake is a :class:`RuleError`
+naming the file, the rule and the field, so ``diagnose rules check`` can point
+at it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from diagnose.errors import RuleError
+from diagnose.facts.catalogue import CATALOGUE
+from diagnose.judge import expr
+from diagnose.judge.template import Template, TemplateError, compile_template
+
+_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_REQUIRED = ("id", "title", "summary", "when", "conditions", "verify", "remedy", "pitfalls")
+_OPTIONAL = ("contrary",)
+_CONDITION_KEYS = {"if", "weight", "strength", "evidence"}
+
+
+@dataclass(frozen=True)
+class Condition:
+    name: str
+    test: expr.Node
+    test_text: str
+    weight: float
+    strength: expr.Node | None
+    evidence: Template
+
+    @property
+    def facts(self) -> set[str]:
+        found = expr.names(self.test) | set(self.evidence.facts)
+        return found | (expr.names(self.strength) if self.strength else set())
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    path: str  # as shown in reports, e.g. rules/cpu-bound-stage.yaml
+    title: str
+    summary: str
+    when: expr.Node
+    when_text: str
+    conditions: tuple[Condition, ...]
+    contrary: tuple[Condition, ...]
+    verify: tuple[str, ...]
+    remedy: tuple[str, ...]
+    pitfalls: tuple[str, ...]
+
+
+def default_rules_dir() -> Path:
+    """Rules shipped in the wheel, or the checkout's rules/ folder when run from source."""
+    packaged = resources.files("diagnose") / "builtin_rules"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parents[2] / "rules"
+
+
+def load_rules(directory: Path) -> list[Rule]:
+    if not directory.is_dir():
+        raise RuleError(str(directory), None, None, "not a folder of rule files")
+    files = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml"))
+    if not files:
+        raise RuleError(str(directory), None, None, "no .yaml rule files in this folder")
+    return [load_rule_file(path, f"{directory.name}/{path.name}") for path in files]
+
+
+def load_rule_file(path: Path, shown_as: str | None = None) -> Rule:
+    shown = shown_as or str(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise RuleError(shown, None, None, f"{where}not valid YAML") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise RuleError(shown, None, None, f"cannot be read ({error})") from None
+    if not isinstance(data, dict):
+        raise RuleError(shown, None, None, "expected one rule: a mapping with id, title, when, ...")
+    return _build_rule(data, shown)
+
+
+def _build_rule(data: dict, file: str) -> Rule:
+    rule_id = data.get("id")
+    if not isinstance(rule_id, str) or not _ID.match(rule_id):
+        raise RuleError(file, None, "id", "expected a kebab-case id such as cpu-bound-stage")
+
+    def fail(field: str, problem: str) -> RuleError:
+        return RuleError(file, rule_id, field, problem)
+
+    unknown = set(data) - set(_REQUIRED) - set(_OPTIONAL)
+    if unknown:
+        raise fail(sorted(unknown)[0], f"unknown field (allowed: {', '.join(_REQUIRED + _OPTIONAL)})")
+    for field in _REQUIRED:
+        if field not in data:
+            raise fail(field, "missing")
+    conditions = _conditions(data["conditions"], "conditions", fail)
+    contrary = _conditions(data.get("contrary") or {}, "contrary", fail)
+    when_text = _text(data["when"], "when", fail)
+    when = _parse(when_text, "when", fail)
+    known = {c.name for c in conditions}
+    for name in expr.names(when):
+        if name not in known:
+            raise fail(
+                "when", f"names {name!r}, which is not one of its conditions ({', '.join(sorted(known))})"
+            )
+    return Rule(
+        id=rule_id,
+        path=file,
+        title=_text(data["title"], "title", fail),
+        summary=_text(data["summary"], "summary", fail),
+        when=when,
+        when_text=when_text,
+        conditions=conditions,
+        contrary=contrary,
+        verify=_steps(data["verify"], "verify", fail),
+        remedy=_steps(data["remedy"], "remedy", fail),
+        pitfalls=_steps(data["pitfalls"], "pitfalls", fail),
+    )
+
+
+def _conditions(raw: object, field: str, fail) -> tuple[Condition, ...]:
+    if not isinstance(raw, dict) or (field == "conditions" and not raw):
+        raise fail(field, "expected a mapping of condition names to {if, weight, evidence}")
+    built = []
+    for name, body in raw.items():
+        where = f"{field}.{name}"
+        if not isinstance(name, str) or not re.match(r"^[a-z][a-z0-9_]*$", name):
+            raise fail(where, "condition names are lower_snake_case")
+        if not isinstance(body, dict):
+            raise fail(where, "expected a mapping with if, weight and evidence")
+        unknown = set(body) - _CONDITION_KEYS
+        if unknown:
+            raise fail(
+                f"{where}.{sorted(unknown)[0]}",
+                f"unknown field (allowed: {', '.join(sorted(_CONDITION_KEYS))})",
+            )
+        for key in ("if", "weight", "evidence"):
+            if key not in body:
+                raise fail(f"{where}.{key}", "missing")
+        test_text = _text(body["if"], f"{where}.if", fail)
+        weight = body["weight"]
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= 1:
+            raise fail(f"{where}.weight", f"expected a number in (0, 1], got {weight!r}")
+        strength = body.get("strength")
+        try:
+            evidence = compile_template(_text(body["evidence"], f"{where}.evidence", fail))
+        except TemplateError as error:
+            raise fail(f"{where}.evidence", str(error)) from None
+        condition = Condition(
+            name=name,
+            test=_parse(test_text, f"{where}.if", fail),
+            test_text=test_text,
+            weight=float(weight),
+            strength=_parse(_text(strength, f"{where}.strength", fail), f"{where}.strength", fail)
+            if strength is not None
+            else None,
+            evidence=evidence,
+        )
+        for fact in sorted(condition.facts):
+            if fact not in CATALOGUE:
+                raise fail(where, f"unknown fact {fact!r} (see `diagnose rules facts`)")
+        built.append(condition)
+    return tuple(built)
+
+
+def _parse(text: str, field: str, fail) -> expr.Node:
+    try:
+        return expr.parse(text)
+    except expr.ExpressionError as error:
+        raise fail(field, str(error)) from None
+
+
+def _text(value: object, field: str, fail) -> str:
+    if isinstance(value, dict):
+        raise fail(field, "expected text, got a mapping: quote a line that contains ': '")
+    if isinstance(value, bool) or not isinstance(value, str | int | float) or not str(value).strip():
+        raise fail(field, "expected text")
+    return str(value).strip()
+
+
+def _steps(value: object, field: str, fail) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value:
+        raise fail(field, "expected a list of steps")
+    return tuple(_text(step, f"{field}[{i}]", fail) for i, step in enumerate(value))

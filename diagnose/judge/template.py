@@ -1,0 +1,91 @@
+"""Evidence text: ``{fact.name}`` or ``{fact.name:spec}`` filled from facts.
+
+Values are formatted by the fact's unit (a ratio as a percentage, bytes in
+GiB, ...). ``spec`` may be ``x`` (a ratio as "2.3x"), ``pct`` or a plain
+numeric format such as ``.1f``. Nothing else is interpreted: no attribute
+access, no indexing, unlike ``str.format``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from diagnose.dump.timestamps import iso
+from diagnose.facts.catalogue import CATALOGUE
+from diagnose.facts.model import Facts, FactValue
+from diagnose.units import human_bytes, human_ms
+
+_FIELD = re.compile(r"\{([A-Za-z0-9_.]+)(?::([A-Za-z0-9.,%]+))?\}")
+_NUMERIC_SPEC = re.compile(r"^,?\.?\d*[fdeg%]?$")
+_NAMED_SPECS = {"x", "pct", "ms", "bytes", "s"}
+
+
+class TemplateError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Template:
+    text: str
+    fields: tuple[tuple[str, str | None], ...]
+
+    @property
+    def facts(self) -> list[str]:
+        return [name for name, _ in self.fields]
+
+
+def compile_template(text: str) -> Template:
+    fields = tuple((m.group(1), m.group(2)) for m in _FIELD.finditer(text))
+    for name, spec in fields:
+        if name not in CATALOGUE:
+            raise TemplateError(f"unknown fact {name!r}")
+        if spec is not None and spec not in _NAMED_SPECS and not _NUMERIC_SPEC.match(spec):
+            raise TemplateError(f"unknown format {spec!r} for {name}")
+    leftover = _FIELD.sub("", text)
+    if "{" in leftover or "}" in leftover:
+        raise TemplateError("a '{' or '}' that is not a {fact.name} field")
+    return Template(text, fields)
+
+
+def render(template: Template, facts: Facts) -> str | None:
+    """The text with its facts filled in, or None when one of them is missing."""
+    values = {name: facts.get(name) for name, _ in template.fields}
+    if any(v is None for v in values.values()):
+        return None
+    return _FIELD.sub(lambda m: format_value(m.group(1), values[m.group(1)], m.group(2)), template.text)
+
+
+def format_value(name: str, value: FactValue, spec: str | None = None) -> str:
+    unit = CATALOGUE[name].unit if name in CATALOGUE else ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if spec == "x" or (unit == "factor" and not spec):
+        return f"{value:.2f}x" if value < 10 else f"{value:.0f}x"
+    if spec == "pct":
+        return f"{value * 100:.0f}%" if unit == "ratio" else f"{value:.0f}%"
+    if spec in _NAMED_SPECS:
+        unit = spec
+    elif spec:
+        return format(value, spec)
+    if unit == "ratio":
+        return f"{value * 100:.0f}%"
+    if unit == "pct":
+        return f"{value:.0f}%"
+    if unit == "ms":
+        return human_ms(value)
+    if unit == "bytes":
+        return human_bytes(value)
+    if unit == "s":
+        return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
+    if unit == "time":
+        return iso(float(value)) or str(value)
+    if unit == "id":
+        return f"{value:.0f}"
+    if unit == "count":
+        return f"{value:,.0f}"
+    if unit == "rps":
+        return f"{value:,.1f}/s"
+    return f"{value:.3g}"

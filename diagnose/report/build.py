@@ -1,0 +1,105 @@
+"""Assemble the report as plain data in the shape of docs/report-json.md.
+
+Every renderer (JSON, Markdown, terminal text) reads this one structure, so
+the three can never disagree about a number.
+"""
+
+from __future__ import annotations
+
+from diagnose.dump.model import Dump
+from diagnose.dump.reader import KNOWN_TABLES
+from diagnose.dump.timestamps import iso
+from diagnose.facts.model import Facts
+from diagnose.judge.engine import FIRED, RULED_OUT, SKIPPED, EvidenceLine, Outcome
+
+REPORT_FORMAT = "diagnose-report/1"
+
+
+def build_report(dump: Dump, facts: Facts, outcomes: list[Outcome]) -> dict:
+    return {
+        "format": REPORT_FORMAT,
+        "dump": dump.path,
+        "window": {"start": iso(facts.start), "end": iso(facts.end)},
+        "evidence": {
+            "tables": {
+                name: {"rows": int(len(frame)), "files": dump.files[name]}
+                for name, frame in dump.tables.items()
+            },
+            "missing": [name for name in KNOWN_TABLES if name not in dump.tables],
+            "importers": [],
+            "not_used": list(dump.not_used),
+            "warnings": list(dump.warnings),
+        },
+        "summary": _summary(facts),
+        "signals": {},
+        "alignments": [],
+        "hypotheses": _hypotheses(outcomes),
+        "ruled_out": [
+            {"id": o.rule.id, "rule": o.rule.path, "reason": o.reason}
+            for o in outcomes
+            if o.status == RULED_OUT
+        ],
+        "not_run": [
+            {"id": o.rule.id, "rule": o.rule.path, "missing": o.missing}
+            for o in outcomes
+            if o.status == SKIPPED
+        ],
+        "facts": {
+            name: {"value": fact.value, "source": fact.source} for name, fact in sorted(facts.values.items())
+        },
+    }
+
+
+def _summary(facts: Facts) -> dict:
+    summary = facts.summary
+    return {
+        "requests": summary.requests,
+        "throughput_rps": _round(summary.throughput_rps),
+        "latency_ms": {k: _round(v) for k, v in summary.latency_ms.items()},
+        "stages": {
+            name: {k: _round(v) if isinstance(v, float) else v for k, v in row.items()}
+            for name, row in summary.stages.items()
+        },
+        "window_s": summary.window_s,
+        "windows": [
+            {**{k: _round(v) for k, v in w.items() if k != "start"}, "start": iso(w["start"])}
+            for w in summary.windows
+        ],
+    }
+
+
+def _hypotheses(outcomes: list[Outcome]) -> list[dict]:
+    """Fired rules, strongest first; rules sharing an id appear once, with the strongest evidence."""
+    best: dict[str, Outcome] = {}
+    for outcome in outcomes:
+        if outcome.status != FIRED or not outcome.evidence:
+            continue
+        if outcome.rule.id not in best or outcome.score > best[outcome.rule.id].score:
+            best[outcome.rule.id] = outcome
+    ranked = sorted(best.values(), key=lambda o: (-o.score, o.rule.id))
+    return [
+        {
+            "id": o.rule.id,
+            "rule": o.rule.path,
+            "title": o.rule.title,
+            "summary": o.rule.summary,
+            "score": o.score,
+            "confidence": o.confidence,
+            "evidence": [_line(e) for e in o.evidence],
+            "contrary": [_line(e) for e in o.contrary],
+            "not_checked": o.missing,
+            "verify": list(o.rule.verify),
+            "remedy": list(o.rule.remedy),
+            "pitfalls": list(o.rule.pitfalls),
+        }
+        for o in ranked
+    ]
+
+
+def _line(line: EvidenceLine) -> dict:
+    value = _round(line.value) if isinstance(line.value, float) else line.value
+    return {"text": line.text, "value": value, "sources": list(line.sources)}
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 4)

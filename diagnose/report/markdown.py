@@ -1,0 +1,99 @@
+"""The Markdown report: what an engineer pastes into an incident review."""
+
+from __future__ import annotations
+
+from diagnose.units import human_ms, percent
+
+
+def render_markdown(report: dict) -> str:
+    out: list[str] = [f"# diagnose report: `{report['dump']}`", ""]
+    window = report["window"]
+    if window["start"]:
+        out += [f"Window: {window['start']} to {window['end']}", ""]
+    out += _summary(report["summary"])
+    hypotheses = report["hypotheses"]
+    out += ["## Hypotheses", ""]
+    if not hypotheses:
+        out += ["No rule found evidence of a known root cause.", ""]
+    for rank, h in enumerate(hypotheses, start=1):
+        out += [
+            f"### {rank}. {h['title']}",
+            "",
+            f"`{h['id']}` · score **{h['score']:.2f}** ({h['confidence']}) · rule `{h['rule']}`",
+            "",
+            "**Evidence**",
+            "",
+            *[f"- {_evidence(e)}" for e in h["evidence"]],
+            *[f"- *Against:* {_evidence(e)}" for e in h["contrary"]],
+            "",
+        ]
+        if h["not_checked"]:
+            out += [f"Not checked for lack of: {', '.join(h['not_checked'])}", ""]
+        out += ["**Verify**", "", *[f"{i}. {s}" for i, s in enumerate(h["verify"], 1)], ""]
+        out += ["**Remedy**", "", *[f"{i}. {s}" for i, s in enumerate(h["remedy"], 1)], ""]
+        out += ["**Pitfalls**", "", *[f"- {s}" for s in h["pitfalls"]], ""]
+    if report["ruled_out"]:
+        out += ["## Ruled out", "", "| rule | why |", "|---|---|"]
+        out += [f"| `{r['id']}` | {_cell(r['reason'])} |" for r in report["ruled_out"]]
+        out.append("")
+    if report["not_run"]:
+        out += ["## Not checked (missing evidence)", "", "| rule | missing |", "|---|---|"]
+        out += [f"| `{r['id']}` | {_cell('; '.join(r['missing']))} |" for r in report["not_run"]]
+        out.append("")
+    out += _evidence_section(report["evidence"])
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _summary(summary: dict) -> list[str]:
+    latency = summary["latency_ms"]
+    if not latency:
+        return ["No request latencies in the dump.", ""]
+    out = [
+        "## Summary",
+        "",
+        "| requests | throughput | P50 | P95 | P99 | P99.9 | mean |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {summary['requests']:,} | {_rps(summary['throughput_rps'])} | "
+        + " | ".join(human_ms(latency.get(k)) for k in ("p50", "p95", "p99", "p999", "mean"))
+        + " |",
+        "",
+    ]
+    stages = summary["stages"]
+    if stages:
+        out += [
+            "| stage | kind | share of mean | share of P99 requests | share of tail excess | P50 | P99 |",
+            "|---|---|---:|---:|---:|---:|---:|",
+        ]
+        for name, row in sorted(stages.items(), key=lambda item: -item[1]["share"]):
+            out.append(
+                f"| {name} | {row['kind']} | {percent(row['share'])} | {percent(row['tail_share'])} | "
+                f"{percent(row['excess_share'])} | {human_ms(row['p50_ms'])} | {human_ms(row['p99_ms'])} |"
+            )
+        out.append("")
+    return out
+
+
+def _evidence_section(evidence: dict) -> list[str]:
+    out = ["## Evidence used", "", "| table | rows | files |", "|---|---:|---|"]
+    out += [f"| {n} | {t['rows']:,} | {', '.join(t['files'])} |" for n, t in evidence["tables"].items()]
+    out.append("")
+    if evidence["missing"]:
+        out += [f"Missing tables: {', '.join(evidence['missing'])}", ""]
+    if evidence["not_used"]:
+        out += [f"Files not used: {', '.join(evidence['not_used'])}", ""]
+    if evidence["warnings"]:
+        out += ["Warnings:", "", *[f"- {w}" for w in evidence["warnings"]], ""]
+    return out
+
+
+def _evidence(line: dict) -> str:
+    sources = "; ".join(line["sources"])
+    return f"{line['text']} *(from {sources})*" if sources else line["text"]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _rps(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}/s"

@@ -1,0 +1,109 @@
+"""The terminal report: the same content as the Markdown, laid out for reading in a shell."""
+
+from __future__ import annotations
+
+import textwrap
+
+from diagnose.units import human_ms, percent
+
+_WIDTH = 100
+
+
+def render_text(report: dict) -> str:
+    out: list[str] = [f"diagnose: {report['dump']}"]
+    window = report["window"]
+    if window["start"]:
+        out.append(f"window:   {window['start']} to {window['end']}")
+    out.append("")
+    out += _summary(report["summary"])
+    hypotheses = report["hypotheses"]
+    out.append(
+        "HYPOTHESES (most likely first)" if hypotheses else "No rule found evidence of a known root cause."
+    )
+    for rank, h in enumerate(hypotheses, start=1):
+        out.append("")
+        out.append(f"{rank}. [{h['score']:.2f} {h['confidence']}] {h['title']}")
+        out.append(f"   id {h['id']}, rule {h['rule']}")
+        out += _block("Evidence", [e["text"] for e in h["evidence"]], bullet="+")
+        out += _block("Against", [e["text"] for e in h["contrary"]], bullet="-")
+        out += _block("Not checked, missing", h["not_checked"], bullet="?")
+        out += _block("Verify", h["verify"], numbered=True)
+        out += _block("Remedy", h["remedy"], numbered=True)
+        out += _block("Pitfalls", h["pitfalls"], bullet="!")
+    if report["ruled_out"]:
+        out += ["", "RULED OUT"]
+        out += _wrap([f"{r['id']}: {r['reason']}" for r in report["ruled_out"]], "  - ")
+    if report["not_run"]:
+        out += ["", "NOT CHECKED (missing evidence)"]
+        out += _wrap([f"{r['id']}: needs {'; '.join(r['missing'])}" for r in report["not_run"]], "  - ")
+    out += ["", *_evidence(report["evidence"])]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _summary(summary: dict) -> list[str]:
+    latency = summary["latency_ms"]
+    if not latency:
+        return ["No request latencies in the dump.", ""]
+    rps = summary["throughput_rps"]
+    out = [
+        f"requests {summary['requests']:,}" + (f" at {rps:,.1f}/s" if rps else ""),
+        "latency  "
+        + "  ".join(
+            f"{label} {human_ms(latency.get(k))}"
+            for k, label in (
+                ("p50", "P50"),
+                ("p95", "P95"),
+                ("p99", "P99"),
+                ("p999", "P99.9"),
+                ("mean", "mean"),
+            )
+        ),
+    ]
+    stages = summary["stages"]
+    if stages:
+        out += ["", f"{'stage':<16}{'kind':<9}{'mean':>7}{'P99 req':>9}{'tail':>7}{'P50':>11}{'P99':>11}"]
+        for name, row in sorted(stages.items(), key=lambda item: -item[1]["share"]):
+            out.append(
+                f"{name:<16}{row['kind']:<9}{percent(row['share']):>7}{percent(row['tail_share']):>9}"
+                f"{percent(row['excess_share']):>7}{human_ms(row['p50_ms']):>11}{human_ms(row['p99_ms']):>11}"
+            )
+        out.append(
+            "(mean: share of mean latency; P99 req: share within P99 requests; tail: share of their excess)"
+        )
+    return [*out, ""]
+
+
+def _block(title: str, items: list[str], bullet: str = "-", numbered: bool = False) -> list[str]:
+    if not items:
+        return []
+    lines = [f"   {title}:"]
+    for i, item in enumerate(items, start=1):
+        marker = f"{i}." if numbered else bullet
+        lines += textwrap.wrap(
+            " ".join(item.split()),
+            _WIDTH,
+            initial_indent=f"     {marker} ",
+            subsequent_indent=" " * (6 + len(marker)),
+        )
+    return lines
+
+
+def _wrap(items: list[str], indent: str) -> list[str]:
+    lines: list[str] = []
+    for item in items:
+        lines += textwrap.wrap(item, _WIDTH, initial_indent=indent, subsequent_indent=" " * len(indent))
+    return lines
+
+
+def _evidence(evidence: dict) -> list[str]:
+    tables = ", ".join(
+        f"{n} ({t['rows']:,} rows, {', '.join(t['files'])})" for n, t in evidence["tables"].items()
+    )
+    out = _wrap([f"evidence: {tables}"], "")
+    if evidence["missing"]:
+        out += _wrap([f"missing:  {', '.join(evidence['missing'])}"], "")
+    if evidence["not_used"]:
+        out += _wrap([f"not used: {', '.join(evidence['not_used'])}"], "")
+    for warning in evidence["warnings"]:
+        out += _wrap([f"warning:  {warning}"], "")
+    return out
