@@ -1,0 +1,105 @@
+"""PyTorch OOM messages across wordings, and the classification of each OOM."""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnose.facts.oom import (
+    ANOMALOUS,
+    EXHAUSTION,
+    EXHAUSTION_OTHER_PROCESS,
+    EXHAUSTION_REQUEST_TOO_LARGE,
+    FRAGMENTATION,
+    UNKNOWN,
+    classify_oom,
+    parse_oom_message,
+)
+from tests.conftest import SHARED_DATA
+
+MIB, GIB = 2**20, 2**30
+
+OLD = (
+    "RuntimeError: CUDA out of memory. Tried to allocate 2.87 GiB (GPU 0; 14.76 GiB total capacity; "
+    "8.77 GiB already allocated; 19.75 MiB free; 13.71 GiB reserved in total by PyTorch)"
+)
+NEW = (
+    "ERROR 04-01 23:46:56 [engine.py:160] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+    "546.00 MiB. GPU 3 has a total capacity of 15.77 GiB of which 514.19 MiB is free. Process 562167 has "
+    "15.25 GiB memory in use. Of the allocated memory 13.73 GiB is allocated by PyTorch, and 736.86 MiB is "
+    "reserved by PyTorch but unallocated."
+)
+
+
+def test_old_wording_derives_stranded_memory_from_reserved_minus_allocated():
+    oom = parse_oom_message(OLD)
+    assert oom.requested_bytes == pytest.approx(2.87 * GIB)
+    assert oom.total_bytes == pytest.approx(14.76 * GIB)
+    assert oom.free_bytes == pytest.approx(19.75 * MIB)
+    assert oom.reserved_unallocated_bytes == pytest.approx((13.71 - 8.77) * GIB)
+    assert classify_oom(oom) == FRAGMENTATION
+
+
+def test_new_wording_with_log_prefix_reads_every_field():
+    oom = parse_oom_message(NEW)
+    assert (oom.gpu, oom.pid) == (3, 562167)
+    assert oom.requested_bytes == pytest.approx(546 * MIB)
+    assert oom.process_in_use_bytes == pytest.approx(15.25 * GIB)
+    assert oom.reserved_unallocated_bytes == pytest.approx(736.86 * MIB)
+    assert classify_oom(oom) == FRAGMENTATION
+
+
+def test_allocator_warning_in_bytes():
+    oom = parse_oom_message(
+        "[rank5]:[W CUDACachingAllocator.cpp:3933] memory allocation failed with OOM on device 5\n"
+        "  while trying to allocate 671088640 bytes (free: 513736704, total: 85095874560)."
+    )
+    assert (oom.requested_bytes, oom.free_bytes, oom.total_bytes, oom.gpu) == (
+        671088640,
+        513736704,
+        85095874560,
+        5,
+    )
+    assert classify_oom(oom) == EXHAUSTION
+
+
+def _new(requested: str, total: str, free: str, in_use: str, stranded: str) -> str:
+    return (
+        f"CUDA out of memory. Tried to allocate {requested}. GPU 0 has a total capacity of {total} of "
+        f"which {free} is free. Including non-PyTorch memory, this process has {in_use} memory in use. "
+        f"Of the allocated memory 1.00 GiB is allocated by PyTorch, and {stranded} is reserved by "
+        "PyTorch but unallocated."
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "kind"),
+    [
+        (_new("2.00 GiB", "80.00 GiB", "100.00 MiB", "79.80 GiB", "3.00 GiB"), FRAGMENTATION),
+        (_new("90.00 GiB", "80.00 GiB", "100.00 MiB", "79.80 GiB", "1.00 GiB"), EXHAUSTION_REQUEST_TOO_LARGE),
+        (_new("2.00 GiB", "80.00 GiB", "100.00 MiB", "30.00 GiB", "10.00 MiB"), EXHAUSTION_OTHER_PROCESS),
+        (_new("2.00 GiB", "80.00 GiB", "100.00 MiB", "79.80 GiB", "10.00 MiB"), EXHAUSTION),
+        (_new("2.00 GiB", "80.00 GiB", "5.00 GiB", "70.00 GiB", "10.00 MiB"), ANOMALOUS),
+        ("torch.OutOfMemoryError: CUDA out of memory.", UNKNOWN),
+    ],
+)
+def test_each_classification_outcome(message, kind):
+    assert classify_oom(parse_oom_message(message)) == kind
+
+
+def test_text_without_an_oom_is_not_parsed():
+    assert parse_oom_message("INFO model loaded in 12.3 s, 14.2 GiB") is None
+
+
+SAMPLES = SHARED_DATA / "real-samples" / "formats" / "pytorch_oom"
+
+
+@pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared real samples are not present")
+def test_every_real_oom_sample_yields_its_requested_size():
+    for sample in sorted(SAMPLES.glob("*.txt")):
+        text = sample.read_text(encoding="utf-8").split("\n", 1)[1]
+        oom = parse_oom_message(text)
+        assert oom is not None, sample.name
+        assert oom.requested_bytes and oom.requested_bytes > 0, sample.name
+        if "total capac" in text or "Device limit" in text or "total:" in text:
+            assert oom.total_bytes, sample.name
+        assert classify_oom(oom) != UNKNOWN, sample.name

@@ -1,0 +1,124 @@
+"""The report contract (docs/report-json.md), exit codes, and the golden Markdown."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import DUMPS, ROOT
+
+ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
+GOLDEN = ROOT / "tests" / "golden"
+
+
+@pytest.fixture(scope="module")
+def report(request):
+    from diagnose.pipeline import analyse
+
+    return analyse(str(DUMPS / "memory-fragmentation"))
+
+
+def test_json_report_follows_the_contract(report_of):
+    report = report_of(DUMPS / "memory-fragmentation")
+    assert report["format"] == "diagnose-report/1"
+    assert report["dump"] == str(DUMPS / "memory-fragmentation")
+    assert ISO.match(report["window"]["start"]) and ISO.match(report["window"]["end"])
+    evidence = report["evidence"]
+    assert evidence["tables"]["requests"]["files"] == ["requests.csv.gz"]
+    assert evidence["tables"]["requests"]["rows"] > 1000
+    assert "gpu_processes" in evidence["missing"]
+    assert {"importers", "not_used", "warnings"} <= set(evidence)
+    summary = report["summary"]
+    assert set(summary["latency_ms"]) >= {"p50", "p95", "p99", "p999", "mean"}
+    lat = summary["latency_ms"]
+    assert lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["p999"]
+    # The fixture's network time is in latency_ms but not in any stage column.
+    assert 0.9 < sum(s["share"] for s in summary["stages"].values()) < 1.0
+    assert {"share", "p50_ms", "p99_ms"} <= set(summary["stages"]["forward"])
+    assert isinstance(report["signals"], dict) and isinstance(report["alignments"], list)
+    scores = [h["score"] for h in report["hypotheses"]]
+    assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
+    for h in report["hypotheses"]:
+        assert {"id", "rule", "title", "score", "confidence", "evidence", "verify", "remedy"} <= set(h)
+        assert all({"text", "value"} <= set(e) for e in h["evidence"])
+    assert all({"rule", "missing"} <= set(r) for r in report["not_run"])
+
+
+def test_every_evidence_number_cites_a_fact_source(report):
+    for h in report["hypotheses"]:
+        for line in h["evidence"]:
+            assert line["sources"], line
+            assert all(any(s == f["source"] for f in report["facts"].values()) for s in line["sources"])
+
+
+def test_per_window_percentiles_cover_the_dump(report):
+    windows = report["summary"]["windows"]
+    assert len(windows) >= 5
+    assert sum(w["requests"] for w in windows) == report["summary"]["requests"]
+    assert all(ISO.match(w["start"]) for w in windows)
+
+
+def test_fail_on_turns_a_likely_finding_into_exit_1(run_cli):
+    dump = DUMPS / "cpu-bound-stage"
+    assert run_cli("file", dump, "--format", "json", "--fail-on", "0.5")[0] == 1
+    assert run_cli("file", DUMPS / "healthy-steady", "--format", "json", "--fail-on", "0.5")[0] == 0
+
+
+@pytest.mark.parametrize("args", [("--fail-on", "2"), ("--format", "pdf"), ("--slo-p99-ms", "-3")])
+def test_bad_arguments_exit_2(run_cli, args):
+    with pytest.raises(SystemExit) as stop:
+        run_cli("file", DUMPS / "healthy-steady", *args)
+    assert stop.value.code == 2
+
+
+def test_slo_option_feeds_the_rules(report_of):
+    report = report_of(DUMPS / "healthy-steady", "--slo-p99-ms", "50")
+    assert report["facts"]["latency.p99_over_slo"]["value"] > 1
+    assert report["facts"]["slo.p99_ms"]["value"] == 50
+
+
+def test_output_file_option_writes_the_report(run_cli, tmp_path):
+    target = tmp_path / "report.md"
+    code, out, err = run_cli("file", DUMPS / "cpu-bound-stage", "--format", "markdown", "-o", target)
+    assert code == 0 and out == "" and str(target) in err
+    assert target.read_text(encoding="utf-8").startswith("# diagnose report")
+
+
+def test_text_report_shows_hypothesis_verification_and_what_was_not_checked(run_cli):
+    code, out, _ = run_cli("file", DUMPS / "cpu-bound-stage")
+    assert code == 0
+    assert "1. [0." in out and "A CPU-side stage is the bottleneck" in out
+    assert "Verify:" in out and "Pitfalls:" in out
+    assert "NOT CHECKED (missing evidence)" in out and "RULED OUT" in out
+
+
+def test_markdown_report_matches_the_golden_file(run_cli):
+    """Regenerate with UPDATE_GOLDEN=1 after an intended change, and review the diff."""
+    code, out, _ = run_cli("file", "fixtures/dumps/cold-start-contamination", "--format", "markdown")
+    assert code == 0
+    golden = GOLDEN / "cold-start-contamination.md"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(out, encoding="utf-8")
+    assert out == golden.read_text(encoding="utf-8")
+
+
+def test_internal_errors_exit_3_with_a_request_to_report(tmp_path):
+    script = (
+        "import diagnose.pipeline as p, diagnose.cli as c\n"
+        "def boom(*a, **k): raise ZeroDivisionError('simulated bug')\n"
+        "p.analyse = boom\n"
+        f"raise SystemExit(c.main(['file', {str(DUMPS / 'healthy-steady')!r}]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 3
+    assert "internal error" in result.stderr and "--debug" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_python_dash_m_and_version(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "diagnose", "--version"], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.startswith("diagnose ")

@@ -1,0 +1,177 @@
+"""Rule files: the built-in set, validation errors, and the rule engine's verdicts."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from diagnose.errors import RuleError
+from diagnose.facts.model import Facts
+from diagnose.judge import FIRED, RULED_OUT, SKIPPED, default_rules_dir, judge, load_rule_file, load_rules
+from diagnose.judge.ids import ROOT_CAUSE_IDS
+
+RULE = """\
+id: cpu-bound-stage
+title: test rule
+summary: a rule for tests
+when: busy and hot
+conditions:
+  busy:
+    if: gpu.util_pct.mean >= 80
+    weight: 0.5
+    evidence: GPU at {gpu.util_pct.mean}
+  hot:
+    if: host.cpu_pct.mean >= 50
+    weight: 0.4
+    strength: ramp(host.cpu_pct.mean, 50, 100)
+    evidence: CPU at {host.cpu_pct.mean}
+contrary:
+  idle_thread:
+    if: thread.busiest.cpu_pct < 10
+    weight: 0.5
+    evidence: busiest thread only {thread.busiest.cpu_pct}
+verify: [look]
+remedy: [fix]
+pitfalls: [do not panic]
+"""
+
+
+def _rule(tmp_path, text=RULE, name="rule.yaml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return load_rule_file(path)
+
+
+def _facts(**values):
+    facts = Facts()
+    for name, value in values.items():
+        facts.add(name.replace("__", "."), value, "test")
+    return facts
+
+
+def test_builtin_rules_load_and_each_is_a_complete_checklist():
+    rules = load_rules(default_rules_dir())
+    assert {r.id for r in rules} >= {
+        "cpu-bound-stage",
+        "memory-fragmentation",
+        "cold-start-contamination",
+        "compute-bound-forward",
+        "input-length-shift",
+    }
+    for rule in rules:
+        assert rule.id in ROOT_CAUSE_IDS
+        assert rule.path == f"rules/{rule.id}.yaml"
+        assert rule.verify and rule.remedy and rule.pitfalls and rule.contrary
+
+
+def test_a_rule_fires_with_certainty_factor_score(tmp_path):
+    rule = _rule(tmp_path)
+    (outcome,) = judge([rule], _facts(gpu__util_pct__mean=90.0, host__cpu_pct__mean=75.0))
+    assert outcome.status == FIRED
+    # belief = 0.5 + 0.2 * (1 - 0.5) with the second condition at half strength
+    assert outcome.score == pytest.approx(0.6)
+    assert [e.text for e in outcome.evidence] == ["GPU at 90%", "CPU at 75%"]
+
+
+def test_contrary_evidence_lowers_the_score(tmp_path):
+    rule = _rule(tmp_path)
+    facts = _facts(gpu__util_pct__mean=90.0, host__cpu_pct__mean=100.0, thread__busiest__cpu_pct=5.0)
+    (outcome,) = judge([rule], facts)
+    belief, disbelief = 0.5 + 0.4 * 0.5, 0.5
+    assert outcome.score == pytest.approx((belief - disbelief) / (1 - disbelief))
+    assert [e.text for e in outcome.contrary] == ["busiest thread only 5%"]
+
+
+def test_false_when_rules_out_and_says_why(tmp_path):
+    (outcome,) = judge([_rule(tmp_path)], _facts(gpu__util_pct__mean=20.0))
+    assert outcome.status == RULED_OUT
+    assert outcome.reason == "gpu.util_pct.mean >= 80 is false (gpu.util_pct.mean = 20%)"
+
+
+def test_undecidable_when_is_skipped_naming_the_missing_evidence(tmp_path):
+    (outcome,) = judge([_rule(tmp_path)], _facts(gpu__util_pct__mean=90.0))
+    assert outcome.status == SKIPPED
+    assert outcome.missing == ["system: cpu_pct"]
+
+
+def test_a_condition_calling_import_is_rejected_at_load(tmp_path):
+    text = RULE.replace("gpu.util_pct.mean >= 80", "__import__('os')")
+    with pytest.raises(RuleError) as error:
+        _rule(tmp_path, text)
+    assert str(error.value).startswith(f"{tmp_path / 'rule.yaml'}: rule cpu-bound-stage: conditions.busy.if:")
+    assert "unknown function '__import__'" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "problem"),
+    [
+        (("weight: 0.5", "weight: 2"), "conditions.busy.weight", "expected a number in (0, 1]"),
+        (
+            ("gpu.util_pct.mean >= 80", "gpu.utilisation >= 80"),
+            "conditions.busy",
+            "unknown fact 'gpu.utilisation'",
+        ),
+        (("when: busy and hot", "when: busy and cold"), "when", "names 'cold'"),
+        (("when: busy and hot", "when: busy and"), "when", "unexpected end"),
+        (("verify: [look]", "verify: []"), "verify", "expected a list of steps"),
+        (("pitfalls: [do not panic]", "pitfals: [x]"), "pitfals", "unknown field"),
+        (
+            ("evidence: GPU at {gpu.util_pct.mean}", "evidence: GPU at {gpu.util_pct.mean.__class__}"),
+            "conditions.busy.evidence",
+            "unknown fact",
+        ),
+        (("verify: [look]", "verify: [look: here]"), "verify[0]", "quote a line that contains ': '"),
+    ],
+)
+def test_invalid_rule_errors_name_file_rule_and_field(tmp_path, change, field, problem):
+    with pytest.raises(RuleError) as error:
+        _rule(tmp_path, RULE.replace(*change))
+    assert error.value.rule == "cpu-bound-stage"
+    assert error.value.field == field
+    assert problem in error.value.problem
+
+
+def test_invalid_yaml_names_the_line(tmp_path):
+    with pytest.raises(RuleError) as error:
+        _rule(tmp_path, "id: x\nwhen: [a,\n")
+    assert "line 3: not valid YAML" in str(error.value)
+
+
+def test_yaml_tags_that_would_build_objects_are_refused(tmp_path):
+    with pytest.raises(RuleError):
+        _rule(tmp_path, "!!python/object/apply:os.system ['id']\n")
+
+
+def test_rules_command_lists_and_checks(run_cli, tmp_path):
+    code, out, _ = run_cli("rules")
+    assert code == 0 and "memory-fragmentation" in out
+    code, out, _ = run_cli("rules", "check", default_rules_dir())
+    assert code == 0 and out.strip().endswith("rule(s) valid")
+    bad = tmp_path / "mine"
+    bad.mkdir()
+    (bad / "broken.yaml").write_text(RULE.replace("weight: 0.4", "weight: heavy"), encoding="utf-8")
+    code, out, err = run_cli("rules", "check", bad)
+    assert code == 2
+    assert err.strip() == (
+        "diagnose: error: mine/broken.yaml: rule cpu-bound-stage: conditions.hot.weight: "
+        "expected a number in (0, 1], got 'heavy'"
+    )
+
+
+def test_file_accepts_a_users_rule_folder(report_of, tmp_path):
+    from tests.conftest import DUMPS
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "gpu-busy.yaml").write_text(
+        RULE.replace("when: busy and hot", "when: busy")
+        .replace("id: cpu-bound-stage", "id: gpu-busy")
+        .replace(">= 80", ">= 10")
+        .split("contrary:")[0]
+        + "verify: [look]\nremedy: [fix]\npitfalls: [none]\n",
+        encoding="utf-8",
+    )
+    report = report_of(DUMPS / "healthy-steady", "--rules", mine)
+    assert [h["id"] for h in report["hypotheses"]] == ["gpu-busy"]
+    assert report["hypotheses"][0]["rule"] == "mine/gpu-busy.yaml"
