@@ -101,7 +101,10 @@ def _load_table(name: str, file: Path, suffix: str, warnings: list[str]) -> pd.D
         frame = _ensure_latency(frame, file.name, warnings)
     if name == EVENTS_TABLE and "kind" not in frame.columns:
         raise TableReadError("no 'kind' field in any event")
-    frame = frame.sort_values("ts", kind="stable", ignore_index=True)
+    if not frame["ts"].is_monotonic_increasing:
+        frame = frame.sort_values("ts", kind="stable", ignore_index=True)
+    else:
+        frame = frame.reset_index(drop=True)
     return _drop_duplicates(name, frame, file.name, warnings)
 
 
@@ -160,17 +163,28 @@ def _ensure_latency(frame: pd.DataFrame, file: str, warnings: list[str]) -> pd.D
 
 
 def _drop_duplicates(name: str, frame: pd.DataFrame, file: str, warnings: list[str]) -> pd.DataFrame:
+    """Keep the last of rows sharing (ts, key); the frame is already sorted by ts, stably."""
     if name == EVENTS_TABLE:
         return frame
     spec = TABLES[name]
     key = [c for c in spec.key if c in frame.columns]
     if spec.per_request and not key:
         return frame  # two requests may arrive in the same instant; without ids both are real
-    duplicated = frame.duplicated(subset=["ts", *key], keep="last")
-    count = int(duplicated.sum())
-    if count:
-        warnings.append(f"{file}: {count} duplicate (ts, {', '.join(key) or 'row'}) row(s); kept the last")
-        frame = frame.loc[~duplicated].reset_index(drop=True)
+    ts = frame["ts"].to_numpy()
+    repeated = ts[1:] == ts[:-1]
+    if not repeated.any():
+        return frame
+    # Only rows whose ts repeats can be duplicates; checking just those keeps this cheap.
+    candidate = np.zeros(ts.size, dtype=bool)
+    candidate[1:] |= repeated
+    candidate[:-1] |= repeated
+    subset = frame.loc[candidate, ["ts", *key]]
+    duplicated = subset.index[subset.duplicated(keep="last").to_numpy()]
+    if duplicated.size:
+        warnings.append(
+            f"{file}: {duplicated.size} duplicate (ts, {', '.join(key) or 'row'}) row(s); kept the last"
+        )
+        frame = frame.drop(index=duplicated).reset_index(drop=True)
     return frame
 
 

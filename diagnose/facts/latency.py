@@ -57,28 +57,25 @@ def window_length(duration_s: float) -> float:
 
 
 def _add_windows(facts: Facts, ts: np.ndarray, latency: np.ndarray, source: str, duration: float) -> None:
+    """Percentiles per window; rows are sorted by ts, so each window is a contiguous slice."""
     width = window_length(duration)
     start = np.floor(ts[0] / width) * width
-    index = ((ts - start) // width).astype("int64")
-    frame = pd.DataFrame({"w": index, "latency": latency})
-    grouped = frame.groupby("w", sort=True)["latency"]
-    counts = grouped.size()
-    quantiles = grouped.quantile([0.5, 0.95, 0.99, 0.999]).unstack()
+    edges = start + width * np.arange(int((ts[-1] - start) // width) + 2)
+    bounds = np.searchsorted(ts, edges)
     summary = facts.summary
     summary.window_s = width
-    summary.windows = [
-        {
-            "start": float(start + w * width),
-            "requests": int(counts[w]),
-            "p50": float(row[0.5]),
-            "p95": float(row[0.95]),
-            "p99": float(row[0.99]),
-            "p999": float(row[0.999]),
-        }
-        for w, row in quantiles.iterrows()
-    ]
+    summary.windows = []
+    for begin, lo, hi in zip(edges[:-1], bounds[:-1], bounds[1:], strict=True):
+        if hi > lo:
+            points = np.percentile(latency[lo:hi], list(PERCENTILES.values()))
+            summary.windows.append(
+                {"start": float(begin), "requests": int(hi - lo)}
+                | {name: float(v) for name, v in zip(PERCENTILES, points, strict=True)}
+            )
     # Windows with too few requests have no meaningful P99; leave them out of the extremes.
-    solid = [w["p99"] for w in summary.windows if w["requests"] >= 100] or [w["p99"] for w in summary.windows]
+    solid = [w["p99"] for w in summary.windows if w["requests"] >= 100] or [
+        w["p99"] for w in summary.windows
+    ]
     cite = f"{source}: latency_ms per {width:.0f} s window, {len(summary.windows)} windows"
     facts.add("latency.window_p99_max_ms", max(solid), cite)
     facts.add("latency.window_p99_min_ms", min(solid), cite)

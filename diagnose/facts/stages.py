@@ -64,13 +64,14 @@ def add_stage_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
     rows: dict[str, dict[str, float | str]] = {}
     for name, column in columns.items():
         values = np.nan_to_num(requests[column].to_numpy(dtype="float64")[valid], nan=0.0)
+        p50, p99_stage = np.percentile(values, [50, 99])
         rows[name] = {
             "kind": stage_kind(name),
             "share": float(values.mean() / mean_all) if mean_all > 0 else 0.0,
             "tail_share": float(values[tail].mean() / mean_tail) if mean_tail > 0 else 0.0,
             "excess_share": float((values[tail].mean() - values.mean()) / excess) if excess > 0 else 0.0,
-            "p50_ms": float(np.percentile(values, 50)),
-            "p99_ms": float(np.percentile(values, 99)),
+            "p50_ms": float(p50),
+            "p99_ms": float(p99_stage),
         }
     facts.summary.stages = rows
     cite = f"{source}: {', '.join(columns.values())} against latency_ms"

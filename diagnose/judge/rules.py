@@ -70,7 +70,8 @@ def load_rules(directory: Path) -> list[Rule]:
     files = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml"))
     if not files:
         raise RuleError(str(directory), None, None, "no .yaml rule files in this folder")
-    return [load_rule_file(path, f"{directory.name}/{path.name}") for path in files]
+    label = "rules" if directory.resolve() == default_rules_dir().resolve() else directory.name
+    return [load_rule_file(path, f"{label}/{path.name}") for path in files]
 
 
 def load_rule_file(path: Path, shown_as: str | None = None) -> Rule:

@@ -1,0 +1,156 @@
+"""How long `diagnose file` takes on a big dump, against pandas merely reading it.
+
+    python benchmarks/bench_file.py                   # 1,000,000 requests, a day of 1 Hz, 8 GPUs
+    python benchmarks/bench_file.py --requests 200000 --hours 4 --format parquet
+
+Makes the dump in a temporary folder (or --out), then runs, each in a fresh
+process so import time and peak memory are counted the same way:
+  1. plain read: pandas.read_csv (or read_parquet / read_json) of every table
+  2. the same read with pandas' pyarrow CSV engine, for reference
+  3. `diagnose file DUMP --format json`
+and prints wall time, peak RSS and the ratio of (3) to (1) and (2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+
+T0 = 1_764_460_800.0
+GIB = 2**30
+
+
+def make_dump(folder: Path, requests: int, hours: float, gpus: int, fmt: str, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    seconds = int(hours * 3600)
+    folder.mkdir(parents=True, exist_ok=True)
+    ts = np.sort(rng.uniform(0, seconds, requests)) + T0
+    length = np.maximum(1, rng.lognormal(np.log(300), 0.5, requests)).round()
+    pre = 2 + 0.01 * length * rng.lognormal(0, 0.25, requests)
+    forward = (20 + 0.08 * length) * rng.lognormal(0, 0.25, requests)
+    queue = rng.exponential(10, requests)
+    post = 2 * rng.lognormal(0, 0.25, requests)
+    _write(folder / "requests", fmt, {
+        "ts": ts.round(3), "id": np.char.add("r", np.arange(requests).astype(str)),
+        "latency_ms": (queue + pre + forward + post + 3).round(2),
+        "stage_queue_ms": queue.round(2), "stage_preprocess_ms": pre.round(2),
+        "stage_forward_ms": forward.round(2), "stage_postprocess_ms": post.round(2),
+        "input_len": length.astype("int64"), "output_len": rng.integers(20, 200, requests),
+        "status": np.where(rng.random(requests) < 0.001, "error", "ok"),
+    })
+    tick = T0 + np.arange(seconds, dtype="float64")
+    _write(folder / "system", fmt, {
+        "ts": tick, "cpu_pct": rng.uniform(10, 30, seconds).round(1), "cpu_count": np.full(seconds, 64),
+        "mem_used_bytes": rng.integers(60 * GIB, 70 * GIB, seconds), "mem_total_bytes": np.full(seconds, 512 * GIB),
+    })
+    _write(folder / "gpu", fmt, {
+        "ts": np.repeat(tick, gpus), "gpu": np.tile(np.arange(gpus), seconds),
+        "util_pct": rng.uniform(30, 60, seconds * gpus).round(1),
+        "mem_used_bytes": rng.integers(40 * GIB, 60 * GIB, seconds * gpus),
+        "mem_total_bytes": np.full(seconds * gpus, 80 * GIB),
+        "sm_clock_mhz": np.full(seconds * gpus, 1980), "temp_c": rng.integers(50, 70, seconds * gpus),
+    })
+    pids = 5
+    _write(folder / "processes", fmt, {
+        "ts": np.repeat(tick, pids), "pid": np.tile(1000 + np.arange(pids), seconds),
+        "name": np.tile(np.array([f"proc{i}" for i in range(pids)]), seconds),
+        "cpu_pct": rng.uniform(0, 150, seconds * pids).round(1),
+        "max_thread_cpu_pct": rng.uniform(0, 60, seconds * pids).round(1),
+    })
+    _write(folder / "allocator", fmt, {
+        "ts": tick, "pid": np.full(seconds, 1000),
+        "allocated_bytes": rng.integers(40 * GIB, 41 * GIB, seconds),
+        "reserved_bytes": rng.integers(42 * GIB, 43 * GIB, seconds),
+        "num_alloc_retries": np.zeros(seconds, dtype="int64"),
+    })
+
+
+def _write(stem: Path, fmt: str, columns: dict) -> None:
+    table = pa.table(columns)
+    if fmt == "csv":
+        pa_csv.write_csv(table, f"{stem}.csv")
+    elif fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, f"{stem}.parquet")
+    else:
+        table.to_pandas().to_json(f"{stem}.jsonl", orient="records", lines=True)
+
+
+def _child(kind: str, dump: str) -> None:
+    """Runs in a fresh process: do one job, print its peak RSS."""
+    if kind == "diagnose":
+        from diagnose.cli import main
+
+        sys.stdout = open("/dev/null", "w")  # noqa: SIM115 - the report itself is not measured
+        code = main(["file", dump, "--format", "json"])
+        sys.stdout = sys.__stdout__
+        if code != 0:
+            raise SystemExit(code)
+    else:
+        for path in sorted(Path(dump).iterdir()):
+            if path.suffix == ".csv":
+                pd.read_csv(path, engine="pyarrow" if kind == "read-pyarrow" else "c")
+            elif path.suffix == ".parquet":
+                pd.read_parquet(path)
+            elif path.suffix == ".jsonl":
+                pd.read_json(path, lines=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"peak_rss_bytes": peak}))
+
+
+def _measure(kind: str, dump: Path, repeat: int) -> tuple[float, int]:
+    best, peak = float("inf"), 0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", kind, str(dump)], capture_output=True, text=True, check=True
+        )
+        best = min(best, time.perf_counter() - start)
+        peak = max(peak, json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_bytes"])
+    return best, peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=1_000_000)
+    parser.add_argument("--hours", type=float, default=24.0)
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--format", choices=("csv", "parquet", "jsonl"), default="csv")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each; the best time is reported")
+    parser.add_argument("--out", type=Path, help="keep the dump here instead of a temporary folder")
+    parser.add_argument("--child", nargs=2, metavar=("KIND", "DUMP"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(*args.child)
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        dump = args.out or Path(scratch) / "dump"
+        start = time.perf_counter()
+        make_dump(dump, args.requests, args.hours, args.gpus, args.format)
+        size = sum(p.stat().st_size for p in dump.iterdir())
+        print(f"dump: {args.requests:,} requests, {args.hours:g} h at 1 Hz, {args.gpus} GPUs, "
+              f"{args.format}, {size / 2**20:,.0f} MiB (made in {time.perf_counter() - start:.1f} s)")
+        kinds = ["read", "read-pyarrow", "diagnose"] if args.format == "csv" else ["read", "diagnose"]
+        results = {kind: _measure(kind, dump, args.repeat) for kind in kinds}
+    for kind, (seconds, peak) in results.items():
+        print(f"{kind:<14} {seconds:6.2f} s   peak RSS {peak / 2**20:7,.0f} MiB")
+    diagnose_s = results["diagnose"][0]
+    print(f"ratio diagnose / pandas read: {diagnose_s / results['read'][0]:.2f}")
+    if "read-pyarrow" in results:
+        print(f"ratio diagnose / pandas read (pyarrow engine): {diagnose_s / results['read-pyarrow'][0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
