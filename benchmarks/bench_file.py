@@ -41,39 +41,70 @@ def make_dump(folder: Path, requests: int, hours: float, gpus: int, fmt: str, se
     forward = (20 + 0.08 * length) * rng.lognormal(0, 0.25, requests)
     queue = rng.exponential(10, requests)
     post = 2 * rng.lognormal(0, 0.25, requests)
-    _write(folder / "requests", fmt, {
-        "ts": ts.round(3), "id": np.char.add("r", np.arange(requests).astype(str)),
-        "latency_ms": (queue + pre + forward + post + 3).round(2),
-        "stage_queue_ms": queue.round(2), "stage_preprocess_ms": pre.round(2),
-        "stage_forward_ms": forward.round(2), "stage_postprocess_ms": post.round(2),
-        "input_len": length.astype("int64"), "output_len": rng.integers(20, 200, requests),
-        "status": np.where(rng.random(requests) < 0.001, "error", "ok"),
-    })
+    _write(
+        folder / "requests",
+        fmt,
+        {
+            "ts": ts.round(3),
+            "id": np.char.add("r", np.arange(requests).astype(str)),
+            "latency_ms": (queue + pre + forward + post + 3).round(2),
+            "stage_queue_ms": queue.round(2),
+            "stage_preprocess_ms": pre.round(2),
+            "stage_forward_ms": forward.round(2),
+            "stage_postprocess_ms": post.round(2),
+            "input_len": length.astype("int64"),
+            "output_len": rng.integers(20, 200, requests),
+            "status": np.where(rng.random(requests) < 0.001, "error", "ok"),
+        },
+    )
     tick = T0 + np.arange(seconds, dtype="float64")
-    _write(folder / "system", fmt, {
-        "ts": tick, "cpu_pct": rng.uniform(10, 30, seconds).round(1), "cpu_count": np.full(seconds, 64),
-        "mem_used_bytes": rng.integers(60 * GIB, 70 * GIB, seconds), "mem_total_bytes": np.full(seconds, 512 * GIB),
-    })
-    _write(folder / "gpu", fmt, {
-        "ts": np.repeat(tick, gpus), "gpu": np.tile(np.arange(gpus), seconds),
-        "util_pct": rng.uniform(30, 60, seconds * gpus).round(1),
-        "mem_used_bytes": rng.integers(40 * GIB, 60 * GIB, seconds * gpus),
-        "mem_total_bytes": np.full(seconds * gpus, 80 * GIB),
-        "sm_clock_mhz": np.full(seconds * gpus, 1980), "temp_c": rng.integers(50, 70, seconds * gpus),
-    })
+    _write(
+        folder / "system",
+        fmt,
+        {
+            "ts": tick,
+            "cpu_pct": rng.uniform(10, 30, seconds).round(1),
+            "cpu_count": np.full(seconds, 64),
+            "mem_used_bytes": rng.integers(60 * GIB, 70 * GIB, seconds),
+            "mem_total_bytes": np.full(seconds, 512 * GIB),
+        },
+    )
+    _write(
+        folder / "gpu",
+        fmt,
+        {
+            "ts": np.repeat(tick, gpus),
+            "gpu": np.tile(np.arange(gpus), seconds),
+            "util_pct": rng.uniform(30, 60, seconds * gpus).round(1),
+            "mem_used_bytes": rng.integers(40 * GIB, 60 * GIB, seconds * gpus),
+            "mem_total_bytes": np.full(seconds * gpus, 80 * GIB),
+            "sm_clock_mhz": np.full(seconds * gpus, 1980),
+            "temp_c": rng.integers(50, 70, seconds * gpus),
+        },
+    )
     pids = 5
-    _write(folder / "processes", fmt, {
-        "ts": np.repeat(tick, pids), "pid": np.tile(1000 + np.arange(pids), seconds),
-        "name": np.tile(np.array([f"proc{i}" for i in range(pids)]), seconds),
-        "cpu_pct": rng.uniform(0, 150, seconds * pids).round(1),
-        "max_thread_cpu_pct": rng.uniform(0, 60, seconds * pids).round(1),
-    })
-    _write(folder / "allocator", fmt, {
-        "ts": tick, "pid": np.full(seconds, 1000),
-        "allocated_bytes": rng.integers(40 * GIB, 41 * GIB, seconds),
-        "reserved_bytes": rng.integers(42 * GIB, 43 * GIB, seconds),
-        "num_alloc_retries": np.zeros(seconds, dtype="int64"),
-    })
+    _write(
+        folder / "processes",
+        fmt,
+        {
+            "ts": np.repeat(tick, pids),
+            "pid": np.tile(1000 + np.arange(pids), seconds),
+            "name": np.tile(np.array([f"proc{i}" for i in range(pids)]), seconds),
+            "cpu_pct": rng.uniform(0, 150, seconds * pids).round(1),
+            "max_thread_cpu_pct": rng.uniform(0, 60, seconds * pids).round(1),
+        },
+    )
+    _write(
+        folder / "allocator",
+        fmt,
+        {
+            "ts": tick,
+            "pid": np.full(seconds, 1000),
+            "allocated_bytes": rng.integers(40 * GIB, 41 * GIB, seconds),
+            "reserved_bytes": rng.integers(42 * GIB, 43 * GIB, seconds),
+            "num_alloc_retries": np.zeros(seconds, dtype="int64"),
+        },
+    )
 
 
 def _write(stem: Path, fmt: str, columns: dict) -> None:
@@ -123,7 +154,9 @@ def _measure(kind: str, dump: Path, repeat: int) -> tuple[float, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--requests", type=int, default=1_000_000)
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--gpus", type=int, default=8)
@@ -140,8 +173,10 @@ def main() -> None:
         start = time.perf_counter()
         make_dump(dump, args.requests, args.hours, args.gpus, args.format)
         size = sum(p.stat().st_size for p in dump.iterdir())
-        print(f"dump: {args.requests:,} requests, {args.hours:g} h at 1 Hz, {args.gpus} GPUs, "
-              f"{args.format}, {size / 2**20:,.0f} MiB (made in {time.perf_counter() - start:.1f} s)")
+        print(
+            f"dump: {args.requests:,} requests, {args.hours:g} h at 1 Hz, {args.gpus} GPUs, "
+            f"{args.format}, {size / 2**20:,.0f} MiB (made in {time.perf_counter() - start:.1f} s)"
+        )
         kinds = ["read", "read-pyarrow", "diagnose"] if args.format == "csv" else ["read", "diagnose"]
         results = {kind: _measure(kind, dump, args.repeat) for kind in kinds}
     for kind, (seconds, peak) in results.items():

@@ -73,9 +73,7 @@ def _add_windows(facts: Facts, ts: np.ndarray, latency: np.ndarray, source: str,
                 | {name: float(v) for name, v in zip(PERCENTILES, points, strict=True)}
             )
     # Windows with too few requests have no meaningful P99; leave them out of the extremes.
-    solid = [w["p99"] for w in summary.windows if w["requests"] >= 100] or [
-        w["p99"] for w in summary.windows
-    ]
+    solid = [w["p99"] for w in summary.windows if w["requests"] >= 100] or [w["p99"] for w in summary.windows]
     cite = f"{source}: latency_ms per {width:.0f} s window, {len(summary.windows)} windows"
     facts.add("latency.window_p99_max_ms", max(solid), cite)
     facts.add("latency.window_p99_min_ms", min(solid), cite)
