@@ -30,7 +30,7 @@ def test_json_report_follows_the_contract(report_of):
     evidence = report["evidence"]
     assert evidence["tables"]["requests"]["files"] == ["requests.csv.gz"]
     assert evidence["tables"]["requests"]["rows"] > 1000
-    assert "gpu_processes" in evidence["missing"]
+    assert "server" in evidence["missing"]
     assert {"importers", "not_used", "warnings"} <= set(evidence)
     summary = report["summary"]
     assert set(summary["latency_ms"]) >= {"p50", "p95", "p99", "p999", "mean"}

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 TABLE_SUFFIXES = (".csv", ".csv.gz", ".jsonl", ".jsonl.gz", ".parquet")
 UNIT_SUFFIXES = ("_bytes", "_pct", "_ms", "_s", "_w", "_c", "_mhz", "_per_s")
 
@@ -59,3 +61,12 @@ def split_table_name(file_name: str) -> tuple[str, str] | None:
         if file_name.endswith(suffix) and len(file_name) > len(suffix):
             return file_name[: -len(suffix)], suffix
     return None
+
+
+def stage_columns(requests: pd.DataFrame) -> dict[str, str]:
+    """``stage_<name>_ms`` columns by stage name."""
+    return {
+        column[len("stage_") : -len("_ms")]: column
+        for column in requests.columns
+        if column.startswith("stage_") and column.endswith("_ms") and len(column) > 9
+    }

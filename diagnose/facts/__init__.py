@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from diagnose.detect import SpikeAnalysis
 from diagnose.dump.model import Dump
 from diagnose.facts.coldstart import add_coldstart_facts
 from diagnose.facts.latency import add_latency_facts
@@ -11,12 +12,13 @@ from diagnose.facts.memory import add_allocator_facts, add_oom_facts
 from diagnose.facts.model import Fact, Facts, Summary
 from diagnose.facts.resources import add_gpu_facts, add_host_facts, add_thread_facts
 from diagnose.facts.shift import add_shift_facts
+from diagnose.facts.spikes import add_spike_facts
 from diagnose.facts.stages import add_stage_facts
 
 __all__ = ["Fact", "Facts", "Summary", "compute_facts"]
 
 
-def compute_facts(dump: Dump, slo_p99_ms: float | None = None) -> Facts:
+def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnalysis | None = None) -> Facts:
     facts = Facts()
     _set_window(facts, dump)
     requests = dump.table("requests")
@@ -31,6 +33,8 @@ def compute_facts(dump: Dump, slo_p99_ms: float | None = None) -> Facts:
     add_thread_facts(facts, dump)
     add_allocator_facts(facts, dump)
     add_oom_facts(facts, dump)
+    if spikes is not None:
+        add_spike_facts(facts, spikes)
     return facts
 
 

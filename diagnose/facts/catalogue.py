@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class FactSpec:
-    unit: str  # ms, s, ratio (0-1), factor (a multiplier), pct (0-100), bytes, count, rps, name, time, id
+    unit: str  # ms, s, ratio (0-1), factor (a multiplier), pct (0-100), bytes, count, rps, name, time, id, bool, p
     needs: str  # the evidence that must be in the dump for the fact to exist
     meaning: str
 
@@ -21,6 +21,8 @@ _STAGES = "requests: stage_<name>_ms columns"
 _INPUT = "requests: input_len column"
 _RESTART = "restart times (manifest process_start or events: restart/deploy)"
 _OOM = "events: oom"
+_SPIKES = "requests (per-second latency)"
+_COLOCATED = "processes or gpu_processes (per-process CPU or GPU memory) and requests"
 
 CATALOGUE: dict[str, FactSpec] = {
     "requests.count": FactSpec("count", _REQ, "requests in the dump"),
@@ -97,6 +99,24 @@ CATALOGUE: dict[str, FactSpec] = {
     ),
     "allocator.alloc_retries": FactSpec("count", "allocator: num_alloc_retries", "retries during the dump"),
     "allocator.ooms": FactSpec("count", "allocator: num_ooms", "allocator OOMs during the dump"),
+    "spikes.latency.episodes": FactSpec("count", _SPIKES, "P99 latency spike episodes"),
+    "spikes.latency.episode_s": FactSpec("s", _SPIKES, "median length of a latency episode"),
+    "spikes.latency.peak_ratio": FactSpec("factor", _SPIKES, "median episode peak / its baseline"),
+    "spikes.latency.periodic": FactSpec("bool", _SPIKES, "the episodes recur with a regular period"),
+    "spikes.latency.period_s": FactSpec("s", _SPIKES, "estimated period of the latency episodes"),
+    "spikes.latency.period_jitter_s": FactSpec("s", _SPIKES, "spread of the episodes around that period"),
+    "spikes.latency.period_p_value": FactSpec("p", _SPIKES, "chance of such regularity at random times"),
+    "spikes.throughput.change": FactSpec("factor", _SPIKES, "throughput in latency episodes / outside"),
+    "spikes.throughput.coincidence": FactSpec("ratio", _SPIKES, "latency episodes with a throughput episode"),
+    "spikes.colocated.signal": FactSpec("name", _COLOCATED, "best-aligned signal of a non-server process"),
+    "spikes.colocated.pid": FactSpec("name", _COLOCATED, "its process id(s)"),
+    "spikes.colocated.name": FactSpec("name", _COLOCATED, "its process name"),
+    "spikes.colocated.cmdline": FactSpec("name", _COLOCATED, "its command line"),
+    "spikes.colocated.coincidence": FactSpec("ratio", _COLOCATED, "latency episodes it overlaps"),
+    "spikes.colocated.locked": FactSpec("ratio", _COLOCATED, "latency episodes it starts at one common lag"),
+    "spikes.colocated.p_value": FactSpec("p", _COLOCATED, "chance of that locking (circular shifts)"),
+    "spikes.colocated.lag_s": FactSpec("s", _COLOCATED, "its episode start minus the latency episode's"),
+    "spikes.colocated.footprint": FactSpec("name", _COLOCATED, "how much it rises in its episodes"),
     "oom.count": FactSpec("count", _OOM, "OOM events"),
     "oom.parsed": FactSpec("count", _OOM, "OOM events whose message had figures"),
     "oom.kind": FactSpec("name", _OOM, "classification of the most telling OOM"),

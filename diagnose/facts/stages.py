@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from diagnose.dump.schema import stage_columns
 from diagnose.facts.model import Facts
 
 CPU_STAGES = frozenset(
@@ -38,14 +39,6 @@ def stage_kind(name: str) -> str:
     if name in WAIT_STAGES:
         return "wait"
     return "network" if name == "network" else "other"
-
-
-def stage_columns(requests: pd.DataFrame) -> dict[str, str]:
-    return {
-        column[len("stage_") : -len("_ms")]: column
-        for column in requests.columns
-        if column.startswith("stage_") and column.endswith("_ms") and len(column) > 9
-    }
 
 
 def add_stage_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:

@@ -82,6 +82,10 @@ def format_value(name: str, value: FactValue, spec: str | None = None) -> str:
         return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
     if unit == "time":
         return iso(float(value)) or str(value)
+    if unit == "p":
+        return "< 0.001" if value < 0.001 else f"{value:.3f}"
+    if unit == "s" and value < 0:
+        return f"-{format_value(name, -value, spec)}"
     if unit == "id":
         return f"{value:.0f}"
     if unit == "count":

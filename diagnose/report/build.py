@@ -6,6 +6,8 @@ the three can never disagree about a number.
 
 from __future__ import annotations
 
+from diagnose.detect import SignalFindings, SpikeAnalysis
+from diagnose.detect.alignment import Alignment
 from diagnose.dump.model import Dump
 from diagnose.dump.reader import KNOWN_TABLES
 from diagnose.dump.timestamps import iso
@@ -15,7 +17,9 @@ from diagnose.judge.engine import FIRED, RULED_OUT, SKIPPED, EvidenceLine, Outco
 REPORT_FORMAT = "diagnose-report/1"
 
 
-def build_report(dump: Dump, facts: Facts, outcomes: list[Outcome]) -> dict:
+def build_report(
+    dump: Dump, facts: Facts, outcomes: list[Outcome], spikes: SpikeAnalysis | None = None
+) -> dict:
     return {
         "format": REPORT_FORMAT,
         "dump": dump.path,
@@ -31,8 +35,8 @@ def build_report(dump: Dump, facts: Facts, outcomes: list[Outcome]) -> dict:
             "warnings": list(dump.warnings),
         },
         "summary": _summary(facts),
-        "signals": {},
-        "alignments": [],
+        "signals": _signals(spikes) if spikes else {},
+        "alignments": [_alignment(a) for a in spikes.alignments] if spikes else [],
         "hypotheses": _hypotheses(outcomes),
         "ruled_out": [
             {"id": o.rule.id, "rule": o.rule.path, "reason": o.reason}
@@ -65,6 +69,60 @@ def _summary(facts: Facts) -> dict:
             {**{k: _round(v) for k, v in w.items() if k != "start"}, "start": iso(w["start"])}
             for w in summary.windows
         ],
+    }
+
+
+def _signals(spikes: SpikeAnalysis) -> dict:
+    """Signals where something happened: a change point, an episode or a period."""
+    return {
+        name: _signal(found)
+        for name, found in spikes.findings.items()
+        if found.change_points or found.episodes
+    }
+
+
+def _signal(found: SignalFindings) -> dict:
+    entry: dict = {
+        "kind": found.signal.kind,
+        "step_s": found.signal.step,
+        "change_points": [iso(t) for t in found.change_points],
+        "episodes": [
+            {
+                "start": iso(e.start),
+                "end": iso(e.end),
+                "peak": _round(e.peak),
+                "baseline": _round(e.baseline),
+                "direction": "up" if e.direction > 0 else "down",
+            }
+            for e in found.episodes
+        ],
+        "period_s": None,
+    }
+    period = found.periodicity
+    if period is not None:
+        entry["period_s"] = _round(period.period_s) if period.periodic else None
+        entry["periodicity"] = {
+            "estimate_s": _round(period.period_s),
+            "jitter_s": _round(period.jitter_s),
+            "occurrences": period.occurrences,
+            "p_value": _round(period.p_value),
+            "periodic": period.periodic,
+        }
+    meta = {k: v for k, v in found.signal.meta.items() if k in ("pids", "name", "cmdline", "gpu", "stage")}
+    if meta:
+        entry["meta"] = meta
+    return entry
+
+
+def _alignment(alignment: Alignment) -> dict:
+    return {
+        "a": alignment.a,
+        "b": alignment.b,
+        "coincidence": _round(alignment.coincidence),
+        "locked": _round(alignment.locked),
+        "lag_s": None if alignment.lag_s != alignment.lag_s else _round(alignment.lag_s),
+        "p_value": _round(alignment.p_value),
+        "matched": alignment.matched,
     }
 
 

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+from diagnose.report.spikes_section import (
+    ALIGNMENT_HEADER,
+    EPISODE_HEADER,
+    SIGNAL_HEADER,
+    alignment_rows,
+    episode_rows,
+    spike_rows,
+)
 from diagnose.units import human_ms, percent
 
 
@@ -32,6 +40,7 @@ def render_markdown(report: dict) -> str:
         out += ["**Verify**", "", *[f"{i}. {s}" for i, s in enumerate(h["verify"], 1)], ""]
         out += ["**Remedy**", "", *[f"{i}. {s}" for i, s in enumerate(h["remedy"], 1)], ""]
         out += ["**Pitfalls**", "", *[f"- {s}" for s in h["pitfalls"]], ""]
+    out += _spikes(report)
     if report["ruled_out"]:
         out += ["## Ruled out", "", "| rule | why |", "|---|---|"]
         out += [f"| `{r['id']}` | {_cell(r['reason'])} |" for r in report["ruled_out"]]
@@ -42,6 +51,30 @@ def render_markdown(report: dict) -> str:
         out.append("")
     out += _evidence_section(report["evidence"])
     return "\n".join(out).rstrip() + "\n"
+
+
+def _spikes(report: dict) -> list[str]:
+    rows = spike_rows(report)
+    if not rows:
+        return []
+    out = ["## Spikes and change points", "", *_table(SIGNAL_HEADER, rows), ""]
+    reference, episodes = episode_rows(report)
+    if episodes:
+        out += [
+            f"Episodes of `{reference}` (first {len(episodes)}):",
+            "",
+            *_table(EPISODE_HEADER, episodes),
+            "",
+        ]
+    alignments = alignment_rows(report)
+    if alignments:
+        out += [f"What moves with `{reference}`:", "", *_table(ALIGNMENT_HEADER, alignments), ""]
+    return out
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
 
 
 def _summary(summary: dict) -> list[str]:

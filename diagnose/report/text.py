@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import textwrap
 
+from diagnose.report.spikes_section import (
+    ALIGNMENT_HEADER,
+    EPISODE_HEADER,
+    SIGNAL_HEADER,
+    alignment_rows,
+    episode_rows,
+    spike_rows,
+)
 from diagnose.units import human_ms, percent
 
 _WIDTH = 100
@@ -30,6 +38,7 @@ def render_text(report: dict) -> str:
         out += _block("Verify", h["verify"], numbered=True)
         out += _block("Remedy", h["remedy"], numbered=True)
         out += _block("Pitfalls", h["pitfalls"], bullet="!")
+    out += _spikes(report)
     if report["ruled_out"]:
         out += ["", "RULED OUT"]
         out += _wrap([f"{r['id']}: {r['reason']}" for r in report["ruled_out"]], "  - ")
@@ -38,6 +47,28 @@ def render_text(report: dict) -> str:
         out += _wrap([f"{r['id']}: needs {'; '.join(r['missing'])}" for r in report["not_run"]], "  - ")
     out += ["", *_evidence(report["evidence"])]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _spikes(report: dict) -> list[str]:
+    rows = spike_rows(report)
+    if not rows:
+        return []
+    out = ["", "SPIKES AND CHANGE POINTS", *_columns(SIGNAL_HEADER, rows)]
+    reference, episodes = episode_rows(report)
+    if episodes:
+        out += ["", f"episodes of {reference} (first {len(episodes)}):", *_columns(EPISODE_HEADER, episodes)]
+    alignments = alignment_rows(report)
+    if alignments:
+        out += ["", f"what moves with {reference}:", *_columns(ALIGNMENT_HEADER, alignments)]
+    return out
+
+
+def _columns(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return [
+        "  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
 
 
 def _summary(summary: dict) -> list[str]:

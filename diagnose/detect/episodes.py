@@ -1,0 +1,217 @@
+"""Episodes and change points in one signal, with ruptures doing the segmentation.
+
+Running ruptures' PELT over a whole day at 1 Hz costs tens of seconds per
+signal, so detection is two-staged:
+
+1. Screening (linear time): a robust baseline (rolling median of block
+   medians, long enough that short episodes do not move it) and a robust noise
+   scale (MAD of the residual) flag samples more than ``Z_SCREEN`` noise units
+   off the baseline; flagged samples a few seconds apart form a candidate.
+2. Segmentation: ruptures' ``KernelCPD(kernel="linear")`` (the l2 cost,
+   implemented in C) with a penalty proportional to the signal's own noise
+   variance, ``PENALTY * sigma^2 * ln(n)``, segments a window around each
+   candidate; the segments whose mean departs from the baseline form the
+   episode, with exact start and end.
+
+Persistent level shifts (change points) are found by the same ruptures search
+on block medians of the signal with its episodes masked out, so the edges of
+a spike are not counted as shifts. Their penalty is ``SHIFT_PENALTY * ln(n)``
+in noise units (the MBIC-style 3 ln n: a level shift must hold for a while).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import ruptures as rpt
+
+Z_SCREEN = 4.0  # a sample this many noise units off the baseline starts a candidate
+Z_SEGMENT = 3.0  # a segment whose mean is this far off belongs to the episode
+PENALTY = 2.0  # x sigma^2 x ln(n): the BIC-style penalty of the l2 cost, for episode edges
+SHIFT_PENALTY = 3.0  # x sigma^2 x ln(n): MBIC-style, for persistent level shifts
+SHIFT_BLOCK_S = 10.0  # level shifts are located to within this
+BASELINE_S = 300.0  # the baseline follows changes slower than this
+MERGE_GAP_S = 3.0
+MIN_EPISODE_S = 3.0
+MAX_CHANGE_POINT_POINTS = 2000
+
+
+@dataclass(frozen=True)
+class Episode:
+    start: float  # epoch seconds
+    end: float
+    peak: float
+    baseline: float
+    direction: int  # +1 above the baseline, -1 below
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+
+def robust_sigma(values: np.ndarray) -> float:
+    """Noise scale: 1.4826 x the median absolute deviation, ignoring NaN."""
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(finite - np.median(finite))))
+
+
+def difference_sigma(values: np.ndarray) -> float:
+    """Noise scale from first differences: unmoved by level shifts and slow drifts."""
+    finite = values[np.isfinite(values)]
+    if finite.size < 3:
+        return 0.0
+    return robust_sigma(np.diff(finite)) / np.sqrt(2)
+
+
+def baseline(values: np.ndarray, step: float) -> np.ndarray:
+    """Rolling median of block medians, interpolated back to every sample."""
+    n = values.size
+    window = max(5, int(BASELINE_S / step))
+    block = max(1, window // 10)
+    padded = np.full(-(-n // block) * block, np.nan)
+    padded[:n] = values
+    blocks = pd.Series(_block_medians(padded, block))
+    level = blocks.rolling(max(3, window // block) | 1, center=True, min_periods=1).median()
+    level = level.interpolate(limit_direction="both").to_numpy()
+    centres = np.arange(level.size) * block + (block - 1) / 2
+    return np.interp(np.arange(n), centres, level)
+
+
+def find_episodes(values: np.ndarray, start: float, step: float, log_scale: bool = False) -> list[Episode]:
+    """Episodes of one signal. ``log_scale`` suits positive, multiplicative-noise signals (latency)."""
+    if np.isfinite(values).sum() < 10:
+        return []
+    if log_scale:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            work = np.log(np.where(values > 0, values, np.nan))
+    else:
+        work = values
+    level = baseline(work, step)
+    residual = work - level
+    sigma = _noise_floor(robust_sigma(residual), work)
+    z = residual / sigma
+    gap = max(1, int(round(MERGE_GAP_S / step)))
+    minimum = max(2, int(np.ceil(MIN_EPISODE_S / step)))
+    reference = np.exp(level) if log_scale else level
+    episodes: list[Episode] = []
+    for direction in (1, -1):
+        flagged = np.nan_to_num(direction * z, nan=-np.inf) > Z_SCREEN
+        spans = [_segment(direction * z, lo, hi) for lo, hi in _regions(flagged, gap)]
+        for a, b in _merge([s for s in spans if s is not None], gap):
+            if b - a < minimum:
+                continue
+            inside = values[a:b]
+            peak = np.nanmax(inside) if direction > 0 else np.nanmin(inside)
+            episodes.append(
+                Episode(
+                    float(start + a * step),
+                    float(start + b * step),
+                    float(peak),
+                    float(np.nanmedian(reference[a:b])),
+                    direction,
+                )
+            )
+    return sorted(episodes, key=lambda e: e.start)
+
+
+def _merge(spans: list[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
+    """Join spans that overlap or nearly touch: one episode can be screened as several candidates."""
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1] + gap:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def _block_medians(padded: np.ndarray, block: int) -> np.ndarray:
+    """Median of each block of ``block`` samples; NaN for a block with no sample."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN blocks are expected: gaps
+        return np.nanmedian(padded.reshape(-1, block), axis=1)
+
+
+def _regions(flagged: np.ndarray, gap: int) -> list[tuple[int, int]]:
+    """Runs of flagged samples, joined across gaps of at most ``gap`` samples."""
+    index = np.flatnonzero(flagged)
+    if index.size == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(index) > gap + 1)
+    starts = np.concatenate(([index[0]], index[breaks + 1]))
+    ends = np.concatenate((index[breaks], [index[-1]])) + 1
+    return list(zip(starts.tolist(), ends.tolist(), strict=True))
+
+
+def _segment(z: np.ndarray, lo: int, hi: int) -> tuple[int, int] | None:
+    """Exact episode bounds: ruptures segments a window around the candidate."""
+    margin = max(hi - lo, 10)
+    a, b = max(0, lo - margin), min(z.size, hi + margin)
+    window = pd.Series(z[a:b]).interpolate(limit_direction="both").to_numpy()
+    if not np.isfinite(window).all() or window.size < 4:
+        return None
+    penalty = PENALTY * np.log(window.size)  # z is in noise units: sigma^2 = 1
+    bkps = rpt.KernelCPD(kernel="linear", min_size=2).fit(window).predict(pen=penalty)
+    edges = [0, *bkps]
+    centre = (lo + hi) / 2 - a
+    chosen = [
+        (s, e)
+        for s, e in zip(edges[:-1], edges[1:], strict=True)
+        if window[s:e].mean() >= Z_SEGMENT and e > lo - a and s < hi - a
+    ]
+    if not chosen:
+        return None
+    # Keep the contiguous run of departing segments around the candidate's centre.
+    runs: list[list[tuple[int, int]]] = []
+    for s, e in chosen:
+        if runs and runs[-1][-1][1] == s:
+            runs[-1].append((s, e))
+        else:
+            runs.append([(s, e)])
+    best = min(runs, key=lambda run: 0 if run[0][0] <= centre < run[-1][1] else abs(run[0][0] - centre))
+    return a + best[0][0], a + best[-1][1]
+
+
+def _noise_floor(sigma: float, values: np.ndarray) -> float:
+    """A flat signal has sigma 0; treat a 1 % move of its level as the smallest that matters."""
+    scale = float(np.nanmedian(np.abs(values))) if np.isfinite(values).any() else 0.0
+    return max(sigma, 0.01 * scale, 1e-9)
+
+
+def change_points(
+    values: np.ndarray, start: float, step: float, episodes: list[Episode] = (), log_scale: bool = False
+) -> list[float]:
+    """Persistent level shifts, found by ruptures on block medians, episodes masked out."""
+    if log_scale:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            values = np.log(np.where(values > 0, values, np.nan))
+    else:
+        values = values.copy()
+    for episode in episodes:
+        a = max(0, int((episode.start - start) / step))
+        values[a : int(np.ceil((episode.end - start) / step))] = np.nan
+    if np.isfinite(values).sum() < 20:
+        return []
+    block = max(int(np.ceil(SHIFT_BLOCK_S / step)), -(-values.size // MAX_CHANGE_POINT_POINTS))
+    padded = np.full(-(-values.size // block) * block, np.nan)
+    padded[: values.size] = values
+    coarse = _block_medians(padded, block)
+    coarse = pd.Series(coarse).interpolate(limit_direction="both").to_numpy()
+    if coarse.size < 10:
+        return []
+    bkps = detect_shifts(coarse)
+    return [float(start + b * block * step) for b in bkps]
+
+
+def detect_shifts(series: np.ndarray, min_size: int = 5, penalty_factor: float = SHIFT_PENALTY) -> list[int]:
+    """Change-point indices of a gap-free series, penalty scaled to its own noise."""
+    sigma = _noise_floor(difference_sigma(series), series)
+    scaled = (series - np.median(series)) / sigma
+    penalty = penalty_factor * np.log(series.size)
+    bkps = rpt.KernelCPD(kernel="linear", min_size=min_size).fit(scaled).predict(pen=penalty)
+    return [int(b) for b in bkps[:-1]]

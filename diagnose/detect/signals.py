@@ -1,0 +1,228 @@
+"""Build regular time series ("signals") from a dump's tables.
+
+Each signal has a start, a step and one value per step; a step with no sample
+is NaN, never zero. For per-process tables one exception is principled: at a
+second where the table *was* sampled but a process has no row, that process
+was not running, so its CPU or GPU memory is 0 there.
+
+Processes that come back under new pids (a cron job started every few
+minutes) are one signal per name and command line, summed over their pids.
+Request signals use a window long enough to hold about ten requests, so a
+per-window P99 means something at low traffic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from diagnose.dump.model import Dump
+from diagnose.dump.schema import stage_columns
+
+_MIN_REQUESTS_PER_WINDOW = 10
+_MAX_PROCESS_SIGNALS = 20
+_SERIES_TABLES = {
+    "system": ("cpu_pct", "mem_used_bytes", "swap_used_bytes", "swap_in_per_s", "swap_out_per_s", "load1"),
+    "server": (
+        "queue_depth",
+        "running",
+        "batch_size",
+        "kv_cache_usage_pct",
+        "throughput_rps",
+        "tokens_per_s",
+    ),
+    "allocator": ("allocated_bytes", "reserved_bytes", "inactive_split_bytes", "num_alloc_retries"),
+}
+_GPU_COLUMNS = ("util_pct", "mem_used_bytes", "sm_clock_mhz", "power_w", "temp_c")
+_PROCESS_COLUMNS = {"processes": ("cpu_pct", "max_thread_cpu_pct"), "gpu_processes": ("mem_used_bytes",)}
+
+
+@dataclass
+class Signal:
+    name: str  # e.g. requests.latency_ms.p99, gpu_processes.mem_used_bytes[pid=9001]
+    kind: str  # latency, throughput, stage, gpu, host, process, allocator, server
+    start: float  # epoch seconds of values[0]
+    step: float
+    values: np.ndarray
+    meta: dict = field(default_factory=dict)  # pid, name, cmdline, gpu, server
+
+    def times(self) -> np.ndarray:
+        return self.start + self.step * np.arange(self.values.size)
+
+
+def build_signals(dump: Dump, server_pids: set[int] | None = None) -> list[Signal]:
+    step = _base_step(dump)
+    signals: list[Signal] = []
+    requests = dump.table("requests")
+    if requests is not None and len(requests) > 1:
+        signals += _request_signals(requests, step)
+    for table, columns in _SERIES_TABLES.items():
+        frame = dump.table(table)
+        if frame is not None and len(frame):
+            if table == "allocator" and "pid" in frame.columns:
+                frame = frame.groupby("ts", as_index=False).sum(numeric_only=True)
+            signals += [_series(frame, table, c, step, table) for c in columns if c in frame.columns]
+    gpu = dump.table("gpu")
+    if gpu is not None and "gpu" in gpu.columns:
+        for index, rows in gpu.groupby("gpu"):
+            signals += [
+                _series(rows, "gpu", c, step, "gpu", key=f"gpu={int(index)}", meta={"gpu": int(index)})
+                for c in _GPU_COLUMNS
+                if c in rows.columns
+            ]
+    for table, columns in _PROCESS_COLUMNS.items():
+        frame = dump.table(table)
+        if frame is not None and "pid" in frame.columns:
+            signals += _process_signals(frame, table, columns, step, server_pids or set())
+    return [s for s in signals if np.isfinite(s.values).sum() >= 10]
+
+
+def _base_step(dump: Dump) -> float:
+    if dump.manifest.interval_s:
+        return float(dump.manifest.interval_s)
+    for name in ("system", "gpu", "processes", "server", "allocator", "gpu_processes"):
+        frame = dump.table(name)
+        if frame is not None and len(frame) > 2:
+            gaps = np.diff(np.unique(frame["ts"].to_numpy()))
+            if gaps.size:
+                return float(max(np.median(gaps), 0.001))
+    return 1.0
+
+
+def _grid(ts: np.ndarray, start: float, step: float) -> np.ndarray:
+    return np.round((ts - start) / step).astype("int64")
+
+
+def _series(
+    frame: pd.DataFrame,
+    table: str,
+    column: str,
+    step: float,
+    kind: str,
+    key: str | None = None,
+    meta: dict | None = None,
+) -> Signal:
+    ts = frame["ts"].to_numpy()
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype="float64")
+    start = np.floor(ts[0] / step) * step
+    slots = _grid(ts, start, step)
+    series = np.full(int(slots[-1]) + 1, np.nan)
+    series[slots] = values  # rows are sorted by ts, so the last sample in a slot wins
+    name = f"{table}.{column}" + (f"[{key}]" if key else "")
+    return Signal(name, kind, float(start), step, series, meta or {})
+
+
+def _request_signals(requests: pd.DataFrame, base_step: float) -> list[Signal]:
+    ts = requests["ts"].to_numpy()
+    duration = max(ts[-1] - ts[0], base_step)
+    rate = len(ts) / duration
+    step = float(max(base_step, np.ceil(_MIN_REQUESTS_PER_WINDOW / rate / base_step) * base_step))
+    start = np.floor(ts[0] / step) * step
+    slot = ((ts - start) // step).astype("int64")
+    bins = int(slot[-1]) + 1
+    counts = np.bincount(slot, minlength=bins).astype("float64")
+    present = counts > 0
+    latency = requests["latency_ms"].to_numpy(dtype="float64")
+    signals = [Signal("requests.throughput_rps", "throughput", start, step, counts / step)]
+    for label, q in (("p50", 0.50), ("p99", 0.99)):
+        signals.append(
+            Signal(
+                f"requests.latency_ms.{label}",
+                "latency",
+                start,
+                step,
+                _binned_quantile(slot, latency, bins, q),
+            )
+        )
+    for stage, column in stage_columns(requests).items():
+        sums = np.bincount(slot, np.nan_to_num(requests[column].to_numpy(dtype="float64")), minlength=bins)
+        mean = np.where(present, sums / np.maximum(counts, 1), np.nan)
+        signals.append(Signal(f"requests.{column}.mean", "stage", start, step, mean, {"stage": stage}))
+    return signals
+
+
+def _binned_quantile(slot: np.ndarray, values: np.ndarray, bins: int, q: float) -> np.ndarray:
+    """Per-bin quantile (linear interpolation) for all bins at once, from one sort."""
+    finite = np.isfinite(values)
+    slot, values = slot[finite], values[finite]
+    order = np.lexsort((values, slot))
+    ordered = values[order]
+    counts = np.bincount(slot, minlength=bins)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    result = np.full(bins, np.nan)
+    has = counts > 0
+    position = q * (counts[has] - 1)
+    low = np.floor(position).astype("int64")
+    high = np.minimum(low + 1, counts[has] - 1)
+    weight = position - low
+    base = starts[has]
+    result[has] = ordered[base + low] * (1 - weight) + ordered[base + high] * weight
+    return result
+
+
+def _process_signals(
+    frame: pd.DataFrame, table: str, columns: tuple[str, ...], step: float, server_pids: set[int]
+) -> list[Signal]:
+    ts = frame["ts"].to_numpy()
+    start = np.floor(ts[0] / step) * step
+    slots = _grid(ts, start, step)
+    sampled = np.zeros(int(slots[-1]) + 1, dtype=bool)
+    sampled[slots] = True
+    name = (
+        frame["name"].astype("string").fillna("?")
+        if "name" in frame.columns
+        else pd.Series("?", index=frame.index)
+    )
+    cmdline = frame["cmdline"].astype("string").fillna("") if "cmdline" in frame.columns else name
+    pids = frame["pid"].to_numpy()
+    identity = name + "\x00" + cmdline
+    groups: dict[str, np.ndarray] = {}
+    for ident, positions in pd.Series(np.arange(len(frame))).groupby(identity.to_numpy()).groups.items():
+        rows = np.asarray(positions)
+        unique_pids = np.unique(pids[rows])
+        if unique_pids.size == 1:
+            groups[f"pid={int(unique_pids[0])}"] = rows
+        else:
+            groups[f"name={ident.split(chr(0))[0]}"] = rows
+    signals = []
+    for column in columns:
+        values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype="float64")
+        candidates = []
+        for key, rows in groups.items():
+            series = np.bincount(slots[rows], np.nan_to_num(values[rows]), minlength=sampled.size)
+            series[~sampled] = np.nan
+            row = rows[-1]
+            meta = {
+                "pids": sorted(int(p) for p in np.unique(pids[rows])),
+                "name": str(name.iloc[row]),
+                "cmdline": str(cmdline.iloc[row]),
+                "server": bool(set(int(p) for p in np.unique(pids[rows])) & server_pids),
+            }
+            candidates.append(Signal(f"{table}.{column}[{key}]", "process", float(start), step, series, meta))
+        candidates.sort(key=lambda s: -np.nanmax(s.values))
+        signals += candidates[:_MAX_PROCESS_SIGNALS]
+    return signals
+
+
+def server_pids(dump: Dump) -> set[int]:
+    """The serving process(es): the manifest's server_pid(s), else the heaviest steady process.
+
+    A co-located job is, by definition, some other process; this tells them apart.
+    """
+    declared = dump.manifest.extra.get("server_pid") or dump.manifest.extra.get("server_pids")
+    if declared is not None:
+        items = declared if isinstance(declared, list) else [declared]
+        return {int(p) for p in items if isinstance(p, int | float | str) and str(p).isdigit()}
+    found: set[int] = set()
+    for table, column in (("gpu_processes", "mem_used_bytes"), ("processes", "cpu_pct")):
+        frame = dump.table(table)
+        if frame is None or not {"pid", column} <= set(frame.columns):
+            continue
+        presence = frame.groupby("pid")["ts"].count() / max(frame["ts"].nunique(), 1)
+        steady = presence[presence >= 0.9].index
+        if len(steady):
+            medians = frame[frame["pid"].isin(steady)].groupby("pid")[column].median()
+            found.add(int(medians.idxmax()))
+    return found

@@ -1,0 +1,95 @@
+"""Facts from the spike analysis: latency episodes, their period, and what moves with them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from diagnose.detect import SpikeAnalysis
+from diagnose.detect.alignment import SHIFTS, Alignment
+from diagnose.facts.model import Facts
+from diagnose.units import human_bytes
+
+_THROUGHPUT = "requests.throughput_rps"
+
+
+def add_spike_facts(facts: Facts, analysis: SpikeAnalysis) -> None:
+    reference = analysis.reference
+    if reference is None:
+        if any(name.startswith("requests.latency_ms") for name in analysis.findings):
+            facts.add("spikes.latency.episodes", 0, "requests: per-window latency, no episodes found")
+        return
+    found = analysis.findings[reference]
+    spikes = [e for e in found.episodes if e.direction > 0]
+    cite = f"{reference}: episodes (ruptures KernelCPD, noise-scaled penalty)"
+    facts.add("spikes.latency.episodes", len(spikes), cite)
+    facts.add("spikes.latency.episode_s", float(np.median([e.duration for e in spikes])), cite)
+    ratios = [e.peak / e.baseline for e in spikes if e.baseline > 0]
+    facts.add("spikes.latency.peak_ratio", float(np.median(ratios)) if ratios else None, cite)
+    period = found.periodicity
+    if period is not None:
+        cite_period = f"{reference}: gaps between {period.occurrences} episode starts"
+        facts.add("spikes.latency.periodic", period.periodic, cite_period)
+        facts.add("spikes.latency.period_s", period.period_s, cite_period)
+        facts.add("spikes.latency.period_jitter_s", period.jitter_s, cite_period)
+        facts.add("spikes.latency.period_p_value", period.p_value, cite_period)
+    _add_throughput(facts, analysis, spikes)
+    colocated = _colocated(analysis)
+    if colocated is not None:
+        _add_colocated(facts, analysis, colocated)
+    elif any(
+        f.signal.kind == "process" and not f.signal.meta.get("server") for f in analysis.findings.values()
+    ):
+        cite = "processes/gpu_processes: no other process's episodes overlapped the latency episodes"
+        facts.add("spikes.colocated.coincidence", 0.0, cite)
+        facts.add("spikes.colocated.locked", 0.0, cite)
+        facts.add("spikes.colocated.p_value", 1.0, cite)
+
+
+def _add_throughput(facts: Facts, analysis: SpikeAnalysis, spikes: list) -> None:
+    throughput = analysis.findings.get(_THROUGHPUT)
+    if throughput is None:
+        return
+    signal = throughput.signal
+    times = signal.times()
+    inside = np.zeros(times.size, dtype=bool)
+    for episode in spikes:
+        inside |= (times >= episode.start) & (times < episode.end)
+    values = signal.values
+    during, rest = np.nanmean(values[inside]), np.nanmean(values[~inside])
+    cite = f"{_THROUGHPUT} inside and outside the latency episodes"
+    if rest > 0 and np.isfinite(during):
+        facts.add("spikes.throughput.change", float(during / rest), cite)
+    match = next((a for a in analysis.alignments if a.b == _THROUGHPUT), None)
+    facts.add("spikes.throughput.coincidence", match.coincidence if match else 0.0, cite)
+
+
+def _colocated(analysis: SpikeAnalysis) -> Alignment | None:
+    """The best-aligned signal of a process other than the server."""
+    for alignment in analysis.alignments:
+        signal = analysis.findings[alignment.b].signal
+        if signal.kind == "process" and not signal.meta.get("server"):
+            return alignment
+    return None
+
+
+def _add_colocated(facts: Facts, analysis: SpikeAnalysis, alignment: Alignment) -> None:
+    found = analysis.findings[alignment.b]
+    meta = found.signal.meta
+    cite = f"{alignment.b}: episodes against {alignment.a}, {SHIFTS} circular shifts"
+    facts.add("spikes.colocated.signal", alignment.b, cite)
+    facts.add("spikes.colocated.pid", ", ".join(str(p) for p in meta["pids"]), cite)
+    facts.add("spikes.colocated.name", meta["name"], cite)
+    facts.add("spikes.colocated.cmdline", meta["cmdline"] or meta["name"], cite)
+    facts.add("spikes.colocated.coincidence", alignment.coincidence, cite)
+    facts.add("spikes.colocated.locked", alignment.locked, cite)
+    facts.add("spikes.colocated.p_value", alignment.p_value, cite)
+    facts.add("spikes.colocated.lag_s", alignment.lag_s, cite)
+    rises = [e.peak - e.baseline for e in found.episodes if e.direction > 0]
+    if rises:
+        rise = float(np.median(rises))
+        if ".mem_used_bytes" in alignment.b:
+            footprint = f"+{human_bytes(rise)} of GPU memory"
+        else:
+            metric = "busiest-thread CPU" if "max_thread" in alignment.b else "CPU"
+            footprint = f"+{rise:.0f}% of a core of {metric}"
+        facts.add("spikes.colocated.footprint", footprint, f"{alignment.b}: median episode peak - baseline")

@@ -1,0 +1,89 @@
+"""The spikes part of the text and Markdown reports: episodes, periods and alignments."""
+
+from __future__ import annotations
+
+from diagnose.units import percent
+
+MAX_SIGNALS = 12
+MAX_EPISODES = 10
+MAX_ALIGNMENTS = 10
+
+
+def spike_rows(report: dict) -> list[list[str]]:
+    """signal, episodes, typical length, period, change points; the busiest signals first."""
+    signals = report["signals"]
+    reference = report["alignments"][0]["a"] if report["alignments"] else None
+    names = sorted(signals, key=lambda n: (n != reference, -len(signals[n]["episodes"]), n))
+    rows = []
+    for name in names[:MAX_SIGNALS]:
+        entry = signals[name]
+        episodes = entry["episodes"]
+        rows.append(
+            [
+                name,
+                str(len(episodes)),
+                f"{_median_length(episodes):.0f} s" if episodes else "-",
+                _period(entry),
+                str(len(entry["change_points"])),
+            ]
+        )
+    return rows
+
+
+def episode_rows(report: dict) -> tuple[str | None, list[list[str]]]:
+    if not report["alignments"]:
+        reference = next(
+            (n for n in ("requests.latency_ms.p99", "requests.latency_ms.p50") if n in report["signals"]),
+            None,
+        )
+    else:
+        reference = report["alignments"][0]["a"]
+    if reference is None:
+        return None, []
+    episodes = report["signals"][reference]["episodes"][:MAX_EPISODES]
+    return reference, [
+        [e["start"], e["end"], _number(e["peak"]), _number(e["baseline"]), e["direction"]] for e in episodes
+    ]
+
+
+def alignment_rows(report: dict) -> list[list[str]]:
+    return [
+        [
+            a["b"],
+            percent(a["coincidence"]),
+            percent(a["locked"]),
+            "-" if a["lag_s"] is None else f"{a['lag_s']:+.1f} s",
+            "< 0.001" if a["p_value"] <= 0.001 else f"{a['p_value']:.3f}",
+        ]
+        for a in report["alignments"][:MAX_ALIGNMENTS]
+    ]
+
+
+SIGNAL_HEADER = ["signal", "episodes", "typical length", "period", "change points"]
+EPISODE_HEADER = ["start", "end", "peak", "baseline", "direction"]
+ALIGNMENT_HEADER = ["moves with the latency spikes", "coincidence", "locked", "lag", "p (chance)"]
+
+
+def _median_length(episodes: list[dict]) -> float:
+    from datetime import datetime
+
+    lengths = sorted(
+        (datetime.fromisoformat(e["end"]) - datetime.fromisoformat(e["start"])).total_seconds()
+        for e in episodes
+    )
+    return lengths[len(lengths) // 2]
+
+
+def _period(entry: dict) -> str:
+    period = entry.get("periodicity")
+    if not period:
+        return "-"
+    if not period["periodic"]:
+        return f"not regular (p = {period['p_value']:.2f})"
+    return f"{period['estimate_s']:.0f} s +- {period['jitter_s']:.0f} s"
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.3g}" if abs(value) < 1e4 else f"{value:,.0f}"
