@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class FactSpec:
-    unit: str  # ms, s, ratio (0-1), factor (a multiplier), pct (0-100), bytes, count, rps, name, time, id, bool, p
+    # ms, s, ratio (0-1), factor (a multiplier), pct (0-100), bytes, count, rps, name, time, id, bool, p
+    unit: str
     needs: str  # the evidence that must be in the dump for the fact to exist
     meaning: str
 
