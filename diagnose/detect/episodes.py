@@ -28,8 +28,11 @@ import numpy as np
 import pandas as pd
 import ruptures as rpt
 
-Z_SCREEN = 4.0  # a sample this many noise units off the baseline starts a candidate
-Z_SEGMENT = 3.0  # a segment whose mean is this far off belongs to the episode
+Z_SCREEN = 3.5  # a sample this many noise units off the baseline starts a candidate
+Z_SEGMENT = 2.5  # a segment whose level (see _level) is this far off is the core of an episode
+Z_EXTEND = 2.0  # neighbouring segments this far off extend it (a decaying tail)
+MIN_CORE_SAMPLES = 3  # a level needs three samples; two can be one outlier and a neighbour
+WHITE_NOISE_RATIO = 0.6  # difference-based noise >= this x the MAD: the noise is white
 PENALTY = 2.0  # x sigma^2 x ln(n): the BIC-style penalty of the l2 cost, for episode edges
 SHIFT_PENALTY = 3.0  # x sigma^2 x ln(n): MBIC-style, for persistent level shifts
 SHIFT_BLOCK_S = 10.0  # level shifts are located to within this
@@ -72,7 +75,7 @@ def baseline(values: np.ndarray, step: float) -> np.ndarray:
     """Rolling median of block medians, interpolated back to every sample."""
     n = values.size
     window = max(5, int(BASELINE_S / step))
-    block = max(1, window // 10)
+    block = max(1, window // 50)  # short blocks: an episode must not fill a block
     padded = np.full(-(-n // block) * block, np.nan)
     padded[:n] = values
     blocks = pd.Series(_block_medians(padded, block))
@@ -93,7 +96,7 @@ def find_episodes(values: np.ndarray, start: float, step: float, log_scale: bool
         work = values
     level = baseline(work, step)
     residual = work - level
-    sigma = _noise_floor(robust_sigma(residual), work)
+    sigma = _noise_floor(_noise_sigma(residual), work)
     z = residual / sigma
     gap = max(1, int(round(MERGE_GAP_S / step)))
     minimum = max(2, int(np.ceil(MIN_EPISODE_S / step)))
@@ -130,6 +133,26 @@ def _merge(spans: list[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
     return merged
 
 
+def _noise_sigma(residual: np.ndarray) -> float:
+    """Noise scale of the residual, robust to episodes that fill much of the signal.
+
+    The MAD of the residual, re-estimated without samples beyond 3 sigma, still
+    grows when episodes fill a quarter of the signal. The MAD of first
+    differences does not (an episode adds only its two edges), but it
+    underestimates the noise of a smooth, autocorrelated signal. So: the
+    difference estimate where the noise looks white (the two agree within a
+    factor WHITE_NOISE_RATIO), else the clipped MAD.
+    """
+    sigma = robust_sigma(residual)
+    for _ in range(2):
+        if sigma <= 0:
+            break
+        keep = np.abs(residual - np.nanmedian(residual)) <= 3 * sigma
+        sigma = robust_sigma(residual[keep])
+    stepwise = difference_sigma(residual)
+    return stepwise if stepwise >= WHITE_NOISE_RATIO * sigma else sigma
+
+
 def _block_medians(padded: np.ndarray, block: int) -> np.ndarray:
     """Median of each block of ``block`` samples; NaN for a block with no sample."""
     with warnings.catch_warnings():
@@ -156,31 +179,45 @@ def _segment(z: np.ndarray, lo: int, hi: int) -> tuple[int, int] | None:
     if not np.isfinite(window).all() or window.size < 4:
         return None
     penalty = PENALTY * np.log(window.size)  # z is in noise units: sigma^2 = 1
-    bkps = rpt.KernelCPD(kernel="linear", min_size=2).fit(window).predict(pen=penalty)
+    bkps = rpt.KernelCPD(kernel="linear", min_size=MIN_CORE_SAMPLES).fit(window).predict(pen=penalty)
     edges = [0, *bkps]
-    centre = (lo + hi) / 2 - a
-    chosen = [
-        (s, e)
-        for s, e in zip(edges[:-1], edges[1:], strict=True)
-        if window[s:e].mean() >= Z_SEGMENT and e > lo - a and s < hi - a
+    segments = list(zip(edges[:-1], edges[1:], strict=True))
+    means = [_level(window[s:e]) for s, e in segments]
+    cores = [
+        i
+        for i, (s, e) in enumerate(segments)
+        if means[i] >= Z_SEGMENT and e - s >= MIN_CORE_SAMPLES and e > lo - a and s < hi - a
     ]
-    if not chosen:
+    if not cores:
         return None
-    # Keep the contiguous run of departing segments around the candidate's centre.
-    runs: list[list[tuple[int, int]]] = []
-    for s, e in chosen:
-        if runs and runs[-1][-1][1] == s:
-            runs[-1].append((s, e))
-        else:
-            runs.append([(s, e)])
-    best = min(runs, key=lambda run: 0 if run[0][0] <= centre < run[-1][1] else abs(run[0][0] - centre))
-    return a + best[0][0], a + best[-1][1]
+    first, last = cores[0], cores[-1]
+    if any(means[i] < Z_EXTEND for i in range(first, last + 1)):
+        # Two cores with a return to baseline between them: keep the larger one.
+        first = last = max(cores, key=lambda i: (segments[i][1] - segments[i][0]) * means[i])
+    while first > 0 and means[first - 1] >= Z_EXTEND:
+        first -= 1
+    while last < len(segments) - 1 and means[last + 1] >= Z_EXTEND:
+        last += 1
+    return a + segments[first][0], a + segments[last][1]
+
+
+def _level(segment: np.ndarray) -> float:
+    """A segment's level, robust to one outlier: the mean without its largest value."""
+    if segment.size <= 2:
+        return float(segment.min())
+    return float((segment.sum() - segment.max()) / (segment.size - 1))
 
 
 def _noise_floor(sigma: float, values: np.ndarray) -> float:
-    """A flat signal has sigma 0; treat a 1 % move of its level as the smallest that matters."""
-    scale = float(np.nanmedian(np.abs(values))) if np.isfinite(values).any() else 0.0
-    return max(sigma, 0.01 * scale, 1e-9)
+    """A flat signal (a process absent most of the time: exactly 0) has sigma 0.
+
+    Then a move of 0.1 % of the signal's typical magnitude is the smallest that
+    counts, where the magnitude is its median, or its 99th percentile when the
+    median is 0.
+    """
+    finite = np.abs(values[np.isfinite(values)])
+    scale = max(float(np.median(finite)), float(np.percentile(finite, 99))) if finite.size else 0.0
+    return max(sigma, 0.001 * scale, 1e-9)
 
 
 def change_points(

@@ -1,0 +1,94 @@
+"""The spike detector against signals with known episodes, and the alignment test."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from diagnose.detect.alignment import align
+from diagnose.detect.episodes import Episode, change_points, find_episodes
+from diagnose.detect.periodicity import periodicity
+from fixtures.episodes import SHAPES, match, periodic_signal, random_bursts
+
+
+def _detect(truth):
+    episodes = find_episodes(truth.values, 0.0, truth.step_s)
+    return [e for e in episodes if e.direction > 0]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("period_s", [60, 120, 300, 600])
+def test_periodic_episodes_are_found_and_their_period_estimated(shape, period_s):
+    truth = periodic_signal(seed=period_s, period_s=period_s, jitter_s=0.02 * period_s, shape=shape)
+    found = _detect(truth)
+    precision, recall = match([(e.start, e.end) for e in found], truth.episodes)
+    assert precision >= 0.9 and recall >= 0.9
+    result = periodicity(np.array([e.start for e in found]), (0.0, truth.values.size * truth.step_s))
+    assert result.periodic
+    assert result.period_s == pytest.approx(period_s, rel=0.05)
+    assert result.occurrences >= 0.9 * len(truth.episodes)
+
+
+def test_episode_bounds_and_peak_are_close_to_the_truth():
+    truth = periodic_signal(seed=5, period_s=300, jitter_s=5, shape="square", missing=0.0)
+    found = _detect(truth)
+    starts = np.array([e.start for e in found])
+    for start, end in truth.episodes:
+        nearest = found[int(np.argmin(np.abs(starts - start)))]
+        assert abs(nearest.start - start) <= 2 and abs(nearest.end - end) <= 2
+        assert nearest.baseline == pytest.approx(100, abs=1)
+        assert nearest.peak > 104
+
+
+def test_random_bursts_are_rarely_called_periodic():
+    claims = 0
+    seeds = range(40)
+    for seed in seeds:
+        truth = random_bursts(seed=seed, rate_per_hour=15)
+        found = _detect(truth)
+        precision, recall = match([(e.start, e.end) for e in found], truth.episodes)
+        assert precision >= 0.9 and recall >= 0.9
+        result = periodicity(np.array([e.start for e in found]), (0.0, truth.values.size))
+        claims += bool(result and result.periodic)
+    # The test's level is 1 %; 3 or more claims in 40 would happen by chance with p < 0.01.
+    assert claims <= 2
+
+
+def test_too_few_occurrences_make_no_periodicity_claim():
+    assert periodicity(np.array([100.0, 340.0, 580.0]), (0.0, 1000.0)) is None
+
+
+def test_flat_noise_has_no_episodes_and_no_change_points():
+    values = np.random.default_rng(3).normal(50, 2, 20_000)
+    assert find_episodes(values, 0.0, 1.0) == []
+    assert change_points(values, 0.0, 1.0) == []
+
+
+def test_a_level_shift_is_a_change_point_not_an_episode():
+    values = np.random.default_rng(4).normal(50, 2, 20_000)
+    values[12_000:] += 20
+    points = change_points(values, 0.0, 1.0)
+    assert len(points) == 1 and abs(points[0] - 12_000) <= 10
+    assert all(e.duration < 60 for e in find_episodes(values, 0.0, 1.0))
+
+
+def _episodes(starts, length=15.0):
+    return [Episode(s, s + length, 10.0, 1.0, 1) for s in starts]
+
+
+def test_alignment_of_a_locked_signal_is_significant_and_reports_its_lag():
+    rng = np.random.default_rng(0)
+    latency = np.cumsum(240 + rng.normal(0, 6, 40))
+    job = latency - 3.0
+    result = align("latency", _episodes(latency), "job", _episodes(job), (0.0, latency[-1] + 300), 1.0)
+    assert result.coincidence == 1.0 and result.locked == 1.0
+    assert result.lag_s == pytest.approx(-3.0)
+    assert result.p_value <= 0.002
+
+
+def test_an_independent_job_with_the_same_period_is_not_significant():
+    rng = np.random.default_rng(1)
+    latency = np.cumsum(240 + rng.normal(0, 6, 40))
+    job = np.cumsum(240 + rng.normal(0, 6, 40)) + 97.0
+    result = align("latency", _episodes(latency), "job", _episodes(job), (0.0, latency[-1] + 300), 1.0)
+    assert result.p_value > 0.05
