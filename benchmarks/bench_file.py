@@ -31,7 +31,16 @@ T0 = 1_764_460_800.0
 GIB = 2**30
 
 
-def make_dump(folder: Path, requests: int, hours: float, gpus: int, fmt: str, seed: int = 0) -> None:
+def make_dump(
+    folder: Path,
+    requests: int,
+    hours: float,
+    gpus: int,
+    fmt: str,
+    seed: int = 0,
+    job_period_s: float | None = None,
+) -> None:
+    """A big dump; with ``job_period_s``, a co-located job slows forward 3x for 15 s each period."""
     rng = np.random.default_rng(seed)
     seconds = int(hours * 3600)
     folder.mkdir(parents=True, exist_ok=True)
@@ -39,6 +48,11 @@ def make_dump(folder: Path, requests: int, hours: float, gpus: int, fmt: str, se
     length = np.maximum(1, rng.lognormal(np.log(300), 0.5, requests)).round()
     pre = 2 + 0.01 * length * rng.lognormal(0, 0.25, requests)
     forward = (20 + 0.08 * length) * rng.lognormal(0, 0.25, requests)
+    job = np.zeros(seconds, dtype=bool)
+    if job_period_s:
+        for start in np.arange(job_period_s / 2, seconds - 20, job_period_s) + rng.normal(0, 5, 1):
+            job[int(start) : int(start) + 15] = True
+        forward = np.where(job[(ts - T0).astype("int64").clip(0, seconds - 1)], forward * 3, forward)
     queue = rng.exponential(10, requests)
     post = 2 * rng.lognormal(0, 0.25, requests)
     _write(
@@ -94,6 +108,21 @@ def make_dump(folder: Path, requests: int, hours: float, gpus: int, fmt: str, se
             "max_thread_cpu_pct": rng.uniform(0, 60, seconds * pids).round(1),
         },
     )
+    if job_period_s:
+        running = np.flatnonzero(job)
+        _write(
+            folder / "gpu_processes",
+            fmt,
+            {
+                "ts": np.concatenate([tick, T0 + running.astype("float64")]),
+                "gpu": np.zeros(seconds + running.size, dtype="int64"),
+                "pid": np.concatenate([np.full(seconds, 1000), np.full(running.size, 31337)]),
+                "name": np.concatenate([np.full(seconds, "python"), np.full(running.size, "refresh.py")]),
+                "mem_used_bytes": np.concatenate(
+                    [rng.integers(40 * GIB, 41 * GIB, seconds), rng.integers(6 * GIB, 7 * GIB, running.size)]
+                ),
+            },
+        )
     _write(
         folder / "allocator",
         fmt,

@@ -68,17 +68,18 @@ def align(
     shortest = 2 * (MAX_LAG_S + width)
     if length <= 2 * shortest:
         return None
-    as_locked = 0
+    as_extreme = 0
     for offset in rng.uniform(shortest, length - shortest, SHIFTS):
         shifted = np.sort((starts - span[0] + offset) % length + span[0])
-        as_locked += _locked(ref_start, shifted, width)[0] >= locked
+        null_locked, null_lag = _locked(ref_start, shifted, width)
+        as_extreme += null_locked > locked or (null_locked == locked and abs(null_lag) <= abs(lag))
     return Alignment(
         name_a,
         name_b,
         float(overlapping.mean()),
         locked,
         lag,
-        (1 + as_locked) / (1 + SHIFTS),
+        (1 + as_extreme) / (1 + SHIFTS),
         int(overlapping.sum()),
     )
 

@@ -126,16 +126,9 @@ def _request_signals(requests: pd.DataFrame, base_step: float) -> list[Signal]:
     present = counts > 0
     latency = requests["latency_ms"].to_numpy(dtype="float64")
     signals = [Signal("requests.throughput_rps", "throughput", start, step, counts / step)]
-    for label, q in (("p50", 0.50), ("p99", 0.99)):
-        signals.append(
-            Signal(
-                f"requests.latency_ms.{label}",
-                "latency",
-                start,
-                step,
-                _binned_quantile(slot, latency, bins, q),
-            )
-        )
+    p50, p99 = _binned_quantiles(slot, latency, bins, (0.50, 0.99))
+    signals.append(Signal("requests.latency_ms.p50", "latency", start, step, p50))
+    signals.append(Signal("requests.latency_ms.p99", "latency", start, step, p99))
     for stage, column in stage_columns(requests).items():
         sums = np.bincount(slot, np.nan_to_num(requests[column].to_numpy(dtype="float64")), minlength=bins)
         mean = np.where(present, sums / np.maximum(counts, 1), np.nan)
@@ -143,23 +136,26 @@ def _request_signals(requests: pd.DataFrame, base_step: float) -> list[Signal]:
     return signals
 
 
-def _binned_quantile(slot: np.ndarray, values: np.ndarray, bins: int, q: float) -> np.ndarray:
-    """Per-bin quantile (linear interpolation) for all bins at once, from one sort."""
+def _binned_quantiles(
+    slot: np.ndarray, values: np.ndarray, bins: int, qs: tuple[float, ...]
+) -> list[np.ndarray]:
+    """Per-bin quantiles (linear interpolation) for all bins at once, from one sort."""
     finite = np.isfinite(values)
     slot, values = slot[finite], values[finite]
-    order = np.lexsort((values, slot))
-    ordered = values[order]
+    ordered = values[np.lexsort((values, slot))]
     counts = np.bincount(slot, minlength=bins)
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    result = np.full(bins, np.nan)
     has = counts > 0
-    position = q * (counts[has] - 1)
-    low = np.floor(position).astype("int64")
-    high = np.minimum(low + 1, counts[has] - 1)
-    weight = position - low
-    base = starts[has]
-    result[has] = ordered[base + low] * (1 - weight) + ordered[base + high] * weight
-    return result
+    results = []
+    for q in qs:
+        position = q * (counts[has] - 1)
+        low = np.floor(position).astype("int64")
+        high = np.minimum(low + 1, counts[has] - 1)
+        weight = position - low
+        result = np.full(bins, np.nan)
+        result[has] = ordered[starts[has] + low] * (1 - weight) + ordered[starts[has] + high] * weight
+        results.append(result)
+    return results
 
 
 def _process_signals(
