@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from diagnose.detect.alignment import align
-from diagnose.detect.episodes import Episode, change_points, find_episodes
+from diagnose.detect.episodes import Episode, change_points, detect_shifts, find_episodes
 from diagnose.detect.periodicity import periodicity
 from fixtures.episodes import SHAPES, match, periodic_signal, random_bursts
 
@@ -92,3 +92,15 @@ def test_an_independent_job_with_the_same_period_is_not_significant():
     job = np.cumsum(240 + rng.normal(0, 6, 40)) + 97.0
     result = align("latency", _episodes(latency), "job", _episodes(job), (0.0, latency[-1] + 300), 1.0)
     assert result.p_value > 0.05
+
+
+def test_autocorrelated_noise_is_not_cut_into_steps():
+    rng = np.random.default_rng(7)
+    noise = np.zeros(3000)
+    for i in range(1, noise.size):
+        noise[i] = 0.9 * noise[i - 1] + rng.normal()
+    assert detect_shifts(noise) == []
+    shifted = noise.copy()
+    shifted[1800:] += 25
+    (point,) = detect_shifts(shifted)
+    assert abs(point - 1800) <= 10

@@ -36,6 +36,7 @@ PENALTY = 2.0  # x sigma^2 x ln(n): the BIC-style penalty of the l2 cost, for ep
 SHIFT_PENALTY = 3.0  # x sigma^2 x ln(n): MBIC-style, for persistent level shifts
 SHIFT_BLOCK_S = 10.0  # level shifts are located to within this
 BASELINE_S = 300.0  # the baseline follows changes slower than this
+MIN_BASELINE_SAMPLES = 50  # and is a median of at least this many samples (coarse data)
 MERGE_GAP_S = 3.0
 MIN_EPISODE_S = 3.0
 MAX_CHANGE_POINT_POINTS = 2000
@@ -73,7 +74,7 @@ def difference_sigma(values: np.ndarray) -> float:
 def baseline(values: np.ndarray, step: float) -> np.ndarray:
     """Rolling median of block medians, interpolated back to every sample."""
     n = values.size
-    window = max(5, int(BASELINE_S / step))
+    window = max(MIN_BASELINE_SAMPLES, int(BASELINE_S / step))
     block = max(1, window // 50)  # short blocks: an episode must not fill a block
     padded = np.full(-(-n // block) * block, np.nan)
     padded[:n] = values
@@ -252,9 +253,35 @@ def change_points(
 
 
 def detect_shifts(series: np.ndarray, min_size: int = 5, penalty_factor: float = SHIFT_PENALTY) -> list[int]:
-    """Change-point indices of a gap-free series, penalty scaled to its own noise."""
-    sigma = _noise_floor(difference_sigma(series), series)
+    """Change-point indices of a gap-free series: ruptures' l2 search, penalty in noise units.
+
+    The noise scale is re-estimated twice from the residuals within the
+    segments found so far, and inflated by the long-run variance factor
+    (1 + rho) / (1 - rho) of their lag-1 autocorrelation rho: an
+    autocorrelated or trending series wanders far from its mean without any
+    change point, and a white-noise penalty would cut it into many steps.
+    """
+    sigma = _noise_floor(robust_sigma(series), series)
+    bkps = _l2_search(series, sigma, penalty_factor, min_size)
+    for _ in range(2):
+        edges = [0, *bkps, series.size]
+        parts = [series[a:b] - series[a:b].mean() for a, b in zip(edges[:-1], edges[1:], strict=True)]
+        rho = _lag1_autocorrelation(parts)
+        sigma = _noise_floor(robust_sigma(np.concatenate(parts)), series) * np.sqrt((1 + rho) / (1 - rho))
+        bkps = _l2_search(series, sigma, penalty_factor, min_size)
+    return bkps
+
+
+def _l2_search(series: np.ndarray, sigma: float, penalty_factor: float, min_size: int) -> list[int]:
     scaled = (series - np.median(series)) / sigma
     penalty = penalty_factor * np.log(series.size)
     bkps = rpt.KernelCPD(kernel="linear", min_size=min_size).fit(scaled).predict(pen=penalty)
     return [int(b) for b in bkps[:-1]]
+
+
+def _lag1_autocorrelation(parts: list[np.ndarray]) -> float:
+    """Pooled lag-1 autocorrelation of residuals, clipped to [0, 0.95]."""
+    numerator = sum(float(np.dot(p[1:], p[:-1])) for p in parts if p.size > 2)
+    denominator = sum(float(np.dot(p, p)) for p in parts if p.size > 2)
+    rho = numerator / denominator if denominator > 0 else 0.0
+    return float(np.clip(rho, 0.0, 0.95))
