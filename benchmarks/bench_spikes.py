@@ -37,7 +37,12 @@ def main() -> None:
     )
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--requests", type=int, default=1_000_000)
-    parser.add_argument("--baseline-signals", type=int, default=2, help="raw signals to run PELT on")
+    parser.add_argument(
+        "--baseline-signals",
+        type=int,
+        default=1,
+        help="raw signals to run PELT on (the second, GPU utilisation, ran over 10 minutes here)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch) / "dump"
