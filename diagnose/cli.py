@@ -19,6 +19,7 @@ examples:
   diagnose file incident-0412/                     readable report in the terminal
   diagnose file incident-0412/ --format markdown   paste into the incident review
   diagnose file incident-0412/ --format json       for scripts and CI
+  diagnose record -o incident/ --duration 15m      record this host into a dump
   diagnose rules                                   list the rules
   diagnose rules check my-rules/                   validate your own rule folder
 """
@@ -91,6 +92,79 @@ def _parser() -> argparse.ArgumentParser:
     file_cmd.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
     file_cmd.set_defaults(handler=_run_file)
 
+    record_cmd = commands.add_parser(
+        "record",
+        help="record this host (and a service's requests and metrics) into a dump",
+        description=(
+            "Sample the host (CPU, memory, busiest processes and threads), the GPUs through NVML and, "
+            "if given, a service's request log and /metrics endpoint, every interval, into a dump "
+            "folder that `diagnose file` reads. Stop with Ctrl-C or --duration; a recording cut short "
+            "is still a valid dump."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "example:\n  diagnose record -o incident-0412/ --duration 15m \\\n"
+            "      --requests-log /var/log/infer/requests.jsonl --metrics-url http://127.0.0.1:8000/metrics"
+        ),
+    )
+    record_cmd.add_argument("-o", "--output", type=Path, required=True, help="the dump folder to create")
+    record_cmd.add_argument(
+        "--duration", metavar="TIME", help="stop after TIME (90s, 15m, 1h); default: until Ctrl-C"
+    )
+    record_cmd.add_argument(
+        "--interval", type=_positive, default=1.0, metavar="S", help="seconds between samples (default 1)"
+    )
+    record_cmd.add_argument(
+        "--pid",
+        type=int,
+        action="append",
+        default=[],
+        metavar="PID",
+        help="a server process to always watch (repeatable): busiest thread, restarts",
+    )
+    record_cmd.add_argument(
+        "--requests-log", metavar="PATH", help="a request log the service appends to (JSONL or CSV)"
+    )
+    record_cmd.add_argument(
+        "--requests-format",
+        choices=("auto", "jsonl", "csv"),
+        default="auto",
+        help="the log's format (default: from its extension)",
+    )
+    record_cmd.add_argument(
+        "--map",
+        metavar="SRC=COL,...",
+        help="rename the log's fields to the dump's columns, e.g. duration=latency_ms,time=ts",
+    )
+    record_cmd.add_argument(
+        "--metrics-url", metavar="URL", help="a Prometheus /metrics endpoint of vLLM, Triton or TGI"
+    )
+    record_cmd.add_argument(
+        "--engine",
+        choices=("auto", "vllm", "triton", "tgi"),
+        default="auto",
+        help="which engine serves --metrics-url (default: recognised from the metric names)",
+    )
+    record_cmd.add_argument(
+        "--allocator-log",
+        metavar="PATH",
+        help="the JSONL file written by diagnose.collectors.allocator.record_allocator in the service",
+    )
+    record_cmd.add_argument(
+        "--log",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a log to watch for CUDA OOM messages and NVIDIA Xid errors (repeatable)",
+    )
+    record_cmd.add_argument(
+        "--top", type=int, default=10, metavar="N", help="busiest processes to record (default 10)"
+    )
+    record_cmd.add_argument("--no-gpu", action="store_true", help="do not read GPUs")
+    record_cmd.add_argument("--force", action="store_true", help="write into an existing, non-empty folder")
+    record_cmd.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
+    record_cmd.set_defaults(handler=_run_record)
+
     rules_cmd = commands.add_parser(
         "rules",
         help="list, check or explain the rules",
@@ -123,6 +197,51 @@ def _run_file(args: argparse.Namespace) -> int:
         print(f"diagnose: warning: {warning}", file=sys.stderr)
     if args.fail_on is not None and any(h["score"] >= args.fail_on for h in report["hypotheses"]):
         return ExitCode.FINDING_AT_THRESHOLD
+    return ExitCode.OK
+
+
+def _run_record(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from diagnose.collectors.recorder import RecordOptions, parse_duration, record
+    from diagnose.collectors.requests_log import parse_map
+    from diagnose.collectors.writer import DiskFull
+
+    options = RecordOptions(
+        output=args.output,
+        duration_s=parse_duration(args.duration) if args.duration else None,
+        interval_s=args.interval,
+        pids=tuple(args.pid),
+        requests_log=args.requests_log,
+        requests_format=args.requests_format,
+        column_map=parse_map(args.map),
+        metrics_url=args.metrics_url,
+        engine=args.engine,
+        allocator_log=args.allocator_log,
+        logs=tuple(args.log),
+        top=args.top,
+        gpu=not args.no_gpu,
+        force=args.force,
+    )
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    until = f"for {args.duration}" if args.duration else "until Ctrl-C"
+    print(f"diagnose: recording to {args.output} every {args.interval:g} s {until}", file=sys.stderr)
+    try:
+        summary = record(options, stop, say=lambda line: print(line, file=sys.stderr))
+    except DiskFull as error:
+        raise DiagnoseError(
+            f"{args.output}: the disk is full ({error}); recording stopped, "
+            "the dump holds what was written before"
+        ) from None
+    print(
+        f"diagnose: recorded {summary.samples} samples to {args.output}"
+        + (f" ({summary.skipped_ticks} late ticks skipped)" if summary.skipped_ticks else "")
+        + f"; analyse it with: diagnose file {args.output}",
+        file=sys.stderr,
+    )
     return ExitCode.OK
 
 

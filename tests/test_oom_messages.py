@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.facts.oom import (
+from diagnose.oom import (
     ANOMALOUS,
     EXHAUSTION,
     EXHAUSTION_OTHER_PROCESS,

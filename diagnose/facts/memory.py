@@ -6,7 +6,7 @@ import pandas as pd
 
 from diagnose.dump.model import Dump
 from diagnose.facts.model import Facts
-from diagnose.facts.oom import (
+from diagnose.oom import (
     EXHAUSTION,
     EXHAUSTION_OTHER_PROCESS,
     EXHAUSTION_REQUEST_TOO_LARGE,

@@ -1,0 +1,100 @@
+"""What recording costs the host: the recorder's CPU time per sample.
+
+    python benchmarks/bench_record.py [--seconds 30] [--processes 300]
+
+Starts ``--processes`` idle processes (so the process table looks like a busy
+host's), runs ``diagnose record`` for ``--seconds`` at 1 s, and reads the
+recorder's CPU time from the OS: for the whole process (getrusage of the
+child, start-up and imports included) and for the sampling loop alone (the
+manifest's ``recorder_cpu_s``, from ``time.process_time``). Where
+``nvidia-smi`` exists, the cost of calling ``nvidia-smi --query-gpu`` once a
+second for the same time is measured the same way, for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=int, default=30)
+    parser.add_argument("--processes", type=int, default=300)
+    args = parser.parse_args()
+    idle = [subprocess.Popen(["sleep", str(args.seconds + 60)]) for _ in range(args.processes)]
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            folder = Path(scratch) / "dump"
+            before = _children_cpu()
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "diagnose",
+                    "record",
+                    "-o",
+                    str(folder),
+                    "--duration",
+                    f"{args.seconds}s",
+                ],
+                check=True,
+                capture_output=True,
+            )
+            whole = _children_cpu() - before
+            manifest = yaml.safe_load((folder / "manifest.yaml").read_text())
+    finally:
+        for process in idle:
+            process.kill()
+            process.wait()
+    samples, loop = manifest["samples"], manifest["recorder_cpu_s"]
+    print(f"host: {args.processes} extra idle processes; recorded {samples} samples in {args.seconds} s")
+    print(
+        f"diagnose record, whole process: {whole:.2f} CPU s = {whole / args.seconds * 100:.2f} % of a core "
+        f"(start-up and imports included)"
+    )
+    print(
+        f"diagnose record, sampling loop: {loop:.3f} CPU s = {loop / samples * 1000:.1f} ms a sample "
+        f"= {loop / args.seconds * 100:.2f} % of a core"
+    )
+    nvidia_smi = shutil.which("nvidia-smi")
+    if nvidia_smi is None:
+        print("nvidia-smi: not found on this machine; no comparison")
+        return
+    before = _children_cpu()
+    for _ in range(args.seconds):
+        started = time.monotonic()
+        subprocess.run(
+            [
+                nvidia_smi,
+                "--query-gpu=utilization.gpu,memory.used,memory.total,clocks.sm,power.draw,temperature.gpu",
+                "--format=csv",
+            ],
+            capture_output=True,
+            check=False,
+        )
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
+    spent = _children_cpu() - before
+    print(
+        f"nvidia-smi --query-gpu once a second: {spent:.2f} CPU s = "
+        f"{spent / args.seconds * 100:.2f} % of a core"
+    )
+
+
+if __name__ == "__main__":
+    main()

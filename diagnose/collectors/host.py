@@ -1,0 +1,233 @@
+"""The host through psutil: CPU, memory, swap, disk and network, and the busiest processes.
+
+Cost matters more than completeness here: the full process table is scanned
+only every ``rescan_every`` samples to choose the top processes by CPU; in
+between only the tracked processes are read. The busiest-thread figure (one
+thread at a full core is the tell-tale of a single-threaded tokenizer or
+decoder) needs every thread's times, so it is read for the watched server
+pids and the ``thread_top`` busiest processes only.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+import psutil
+
+_GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
+
+
+@dataclass
+class HostSample:
+    system: dict
+    processes: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class _Tracked:
+    """A process being sampled; each reading keeps its own clock, so rates use the true interval."""
+
+    process: psutil.Process
+    name: str
+    cmdline: str
+    cpu_seconds: float
+    read_at: float
+    threads: dict[int, float] = field(default_factory=dict)
+    threads_at: float | None = None
+
+
+class HostCollector:
+    def __init__(
+        self, watch_pids: tuple[int, ...] = (), top: int = 10, rescan_every: int = 10, thread_top: int = 3
+    ) -> None:
+        self._watch = set(watch_pids)
+        self._top, self._rescan_every, self._thread_top = top, rescan_every, thread_top
+        self._tracked: dict[int, _Tracked] = {}
+        self._scan_cpu: dict[int, float] = {}
+        self._samples = 0
+        self._last_time: float | None = None
+        self._last_io = self._io_counters()
+        self._watched_identity: dict[int, tuple[str, str]] = {}
+        psutil.cpu_percent(interval=None)  # primes the counter: the first real reading is a delta
+        for pid in self._watch:
+            self._track(pid)
+
+    def sample(self, ts: float, monotonic: float) -> HostSample:
+        elapsed = None if self._last_time is None else monotonic - self._last_time
+        self._last_time = monotonic
+        events: list[dict] = []
+        if self._samples % self._rescan_every == 0:
+            events += self._rescan(ts)
+        self._samples += 1
+        system = self._system_row(ts, elapsed)
+        rows = []
+        by_cpu = []
+        for pid, tracked in list(self._tracked.items()):
+            row = self._process_row(ts, pid, tracked)
+            if row is None:
+                events += self._gone(ts, pid, tracked)
+                continue
+            rows.append(row)
+            by_cpu.append((row["cpu_pct"] or 0.0, pid))
+        threaded = set(self._watch) | {pid for _, pid in sorted(by_cpu, reverse=True)[: self._thread_top]}
+        for row in rows:
+            if row["pid"] in threaded:
+                row["max_thread_cpu_pct"] = self._busiest_thread(self._tracked[row["pid"]])
+        return HostSample(system, rows, events)
+
+    def _system_row(self, ts: float, elapsed: float | None) -> dict:
+        memory, swap = psutil.virtual_memory(), psutil.swap_memory()
+        io = self._io_counters()
+        rates = {key: None for key in io}
+        if elapsed:
+            rates = {
+                key: max(0.0, (io[key] - self._last_io[key]) / elapsed)
+                for key in io
+                if io[key] is not None and self._last_io[key] is not None
+            }
+        self._last_io = io
+        return {
+            "ts": ts,
+            "cpu_pct": psutil.cpu_percent(interval=None),
+            "cpu_count": psutil.cpu_count(),
+            "load1": os.getloadavg()[0],
+            "mem_used_bytes": memory.total - memory.available,
+            "mem_total_bytes": memory.total,
+            "swap_used_bytes": swap.used,
+            "swap_in_per_s": rates.get("swap_in"),
+            "swap_out_per_s": rates.get("swap_out"),
+            "disk_read_bytes_per_s": rates.get("disk_read"),
+            "disk_write_bytes_per_s": rates.get("disk_write"),
+            "net_rx_bytes_per_s": rates.get("net_rx"),
+            "net_tx_bytes_per_s": rates.get("net_tx"),
+        }
+
+    @staticmethod
+    def _io_counters() -> dict[str, float | None]:
+        swap = psutil.swap_memory()
+        disk = psutil.disk_io_counters()
+        net = psutil.net_io_counters()
+        return {
+            "swap_in": float(swap.sin),
+            "swap_out": float(swap.sout),
+            "disk_read": None if disk is None else float(disk.read_bytes),
+            "disk_write": None if disk is None else float(disk.write_bytes),
+            "net_rx": None if net is None else float(net.bytes_recv),
+            "net_tx": None if net is None else float(net.bytes_sent),
+        }
+
+    def _rescan(self, ts: float) -> list[dict]:
+        """Every process's CPU since the last scan; track the top ones, and restarted watched ones."""
+        totals: dict[int, float] = {}
+        events: list[dict] = []
+        for process in psutil.process_iter(["pid", "cpu_times"]):
+            times = process.info["cpu_times"]
+            if times is not None:
+                totals[process.pid] = times.user + times.system
+        busiest = sorted(
+            totals, key=lambda pid: totals[pid] - self._scan_cpu.get(pid, totals[pid]), reverse=True
+        )
+        self._scan_cpu = totals
+        keep = set(self._watch) | set(busiest[: self._top])
+        for pid in list(self._tracked):
+            if pid not in keep:
+                del self._tracked[pid]
+        for pid in keep:
+            if pid not in self._tracked:
+                self._track(pid)
+        events += self._find_restarts(ts, totals)
+        return events
+
+    def _find_restarts(self, ts: float, alive: dict[int, float]) -> list[dict]:
+        """A watched server that exited and came back under a new pid is a restart."""
+        events = []
+        lost = {pid: ident for pid, ident in self._watched_identity.items() if pid not in alive}
+        if not lost:
+            return events
+        for process in psutil.process_iter(["pid", "name", "cmdline"]):
+            ident = (process.info["name"] or "", " ".join(process.info["cmdline"] or []))
+            for old_pid, old_ident in list(lost.items()):
+                if ident == old_ident and process.pid not in self._watch:
+                    events.append(
+                        {
+                            "ts": ts,
+                            "kind": "restart",
+                            "pid": process.pid,
+                            "previous_pid": old_pid,
+                            "message": f"{ident[0]} restarted: pid {old_pid} -> {process.pid}",
+                        }
+                    )
+                    self._watch.discard(old_pid)
+                    self._watched_identity.pop(old_pid, None)
+                    self._watch.add(process.pid)
+                    self._track(process.pid)
+                    del lost[old_pid]
+        return events
+
+    def _track(self, pid: int) -> None:
+        try:
+            process = psutil.Process(pid)
+            with process.oneshot():
+                times = process.cpu_times()
+                tracked = _Tracked(
+                    process,
+                    process.name(),
+                    " ".join(process.cmdline()),
+                    times.user + times.system,
+                    time.monotonic(),
+                )
+        except _GONE:
+            return
+        self._tracked[pid] = tracked
+        if pid in self._watch:
+            self._watched_identity[pid] = (tracked.name, tracked.cmdline)
+
+    def _process_row(self, ts: float, pid: int, tracked: _Tracked) -> dict | None:
+        try:
+            with tracked.process.oneshot():
+                times = tracked.process.cpu_times()
+                now = time.monotonic()
+                rss = tracked.process.memory_info().rss
+                threads = tracked.process.num_threads()
+        except _GONE:
+            return None
+        total = times.user + times.system
+        elapsed = now - tracked.read_at
+        cpu = max(0.0, (total - tracked.cpu_seconds) / elapsed * 100) if elapsed > 0 else None
+        tracked.cpu_seconds, tracked.read_at = total, now
+        return {
+            "ts": ts,
+            "pid": pid,
+            "name": tracked.name,
+            "cmdline": tracked.cmdline,
+            "cpu_pct": cpu,
+            "rss_bytes": rss,
+            "num_threads": threads,
+            "max_thread_cpu_pct": None,
+        }
+
+    def _busiest_thread(self, tracked: _Tracked) -> float | None:
+        try:
+            threads = tracked.process.threads()
+        except _GONE:
+            return None
+        read_at = time.monotonic()
+        now = {t.id: t.user_time + t.system_time for t in threads}
+        previous, previous_at = tracked.threads, tracked.threads_at
+        tracked.threads, tracked.threads_at = now, read_at
+        if not previous or previous_at is None or read_at <= previous_at:
+            return None
+        elapsed = read_at - previous_at
+        deltas = [now[tid] - previous[tid] for tid in now if tid in previous]
+        return max(0.0, max(deltas, default=0.0) / elapsed * 100)
+
+    def _gone(self, ts: float, pid: int, tracked: _Tracked) -> list[dict]:
+        del self._tracked[pid]
+        if pid not in self._watch:
+            return []
+        return [
+            {"ts": ts, "kind": "process_exit", "pid": pid, "message": f"{tracked.name} (pid {pid}) exited"}
+        ]

@@ -1,0 +1,186 @@
+"""Write a dump as it is recorded, so a recording cut short is still a valid dump.
+
+Rows are appended as they are sampled and every file is flushed and synced
+once per interval: Ctrl-C, ``kill -9`` or a power cut lose at most the last
+interval. Time-series tables are CSV with a fixed header (the dump's columns);
+requests and events are JSONL, since their fields vary. The manifest is
+written at the start and completed at the end.
+"""
+
+from __future__ import annotations
+
+import csv
+import errno
+import json
+import os
+import socket
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+from diagnose.errors import InputError
+
+COLUMNS = {
+    "system": [
+        "ts",
+        "cpu_pct",
+        "cpu_count",
+        "load1",
+        "mem_used_bytes",
+        "mem_total_bytes",
+        "swap_used_bytes",
+        "swap_in_per_s",
+        "swap_out_per_s",
+        "disk_read_bytes_per_s",
+        "disk_write_bytes_per_s",
+        "net_rx_bytes_per_s",
+        "net_tx_bytes_per_s",
+    ],
+    "processes": [
+        "ts",
+        "pid",
+        "name",
+        "cmdline",
+        "cpu_pct",
+        "rss_bytes",
+        "num_threads",
+        "max_thread_cpu_pct",
+    ],
+    "gpu": [
+        "ts",
+        "gpu",
+        "util_pct",
+        "mem_bw_util_pct",
+        "mem_used_bytes",
+        "mem_total_bytes",
+        "sm_clock_mhz",
+        "max_sm_clock_mhz",
+        "power_w",
+        "power_limit_w",
+        "temp_c",
+        "throttle_reasons",
+        "pcie_tx_bytes_per_s",
+        "pcie_rx_bytes_per_s",
+    ],
+    "gpu_processes": ["ts", "gpu", "pid", "name", "mem_used_bytes"],
+    "server": [
+        "ts",
+        "queue_depth",
+        "running",
+        "batch_size",
+        "kv_cache_usage_pct",
+        "throughput_rps",
+        "tokens_per_s",
+        "queue_ms",
+        "prefill_ms",
+        "compute_ms",
+        "decode_ms",
+        "e2e_ms",
+    ],
+}
+JSONL_TABLES = ("requests", "events", "allocator")
+
+
+class DiskFull(Exception):
+    """The disk filled up; the recording stops cleanly with what it has."""
+
+
+class DumpWriter:
+    def __init__(
+        self, folder: Path, interval_s: float, force: bool = False, notes: str | None = None
+    ) -> None:
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+            if not force:
+                raise InputError(
+                    f"{folder}: already exists and is not empty; choose another -o or pass --force"
+                )
+            if not folder.is_dir():
+                raise InputError(f"{folder}: exists and is not a folder")
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self._files: dict[str, object] = {}
+        self._writers: dict[str, csv.DictWriter] = {}
+        self.rows = dict.fromkeys([*COLUMNS, *JSONL_TABLES], 0)
+        self.manifest = {
+            "format": "diagnose-dump/1",
+            "host": socket.gethostname(),
+            "started_at": _now(),
+            "interval_s": interval_s,
+            "recorder": "diagnose record",
+            "complete": False,
+        }
+        if notes:
+            self.manifest["notes"] = notes
+        self._write_manifest()
+
+    def append(self, table: str, rows: list[dict]) -> None:
+        if not rows:
+            return
+        try:
+            if table in COLUMNS:
+                writer = self._csv(table)
+                writer.writerows(rows)
+            else:
+                handle = self._handle(table, f"{table}.jsonl")
+                handle.write("".join(json.dumps(row, default=str) + "\n" for row in rows))
+        except OSError as error:
+            self._raise_if_full(error)
+            raise
+        self.rows[table] += len(rows)
+
+    def flush(self) -> None:
+        try:
+            for handle in self._files.values():
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as error:
+            self._raise_if_full(error)
+            raise
+
+    def close(self, **summary: object) -> None:
+        for handle in self._files.values():
+            try:
+                handle.flush()
+                handle.close()
+            except OSError:
+                pass
+        self.manifest.update(summary)
+        self.manifest["ended_at"] = _now()
+        self.manifest["complete"] = True
+        self.manifest["rows"] = {table: count for table, count in self.rows.items() if count}
+        try:
+            self._write_manifest()
+        except OSError:
+            pass  # a full disk: the tables are still a valid dump without the completed manifest
+
+    def set_manifest(self, **fields: object) -> None:
+        self.manifest.update(fields)
+        self._write_manifest()
+
+    def _csv(self, table: str) -> csv.DictWriter:
+        if table not in self._writers:
+            handle = self._handle(table, f"{table}.csv")
+            writer = csv.DictWriter(handle, fieldnames=COLUMNS[table], extrasaction="ignore")
+            writer.writeheader()
+            self._writers[table] = writer
+        return self._writers[table]
+
+    def _handle(self, table: str, name: str):
+        if table not in self._files:
+            self._files[table] = open(self.folder / name, "a", encoding="utf-8", newline="")  # noqa: SIM115
+        return self._files[table]
+
+    def _write_manifest(self) -> None:
+        temporary = self.folder / ".manifest.yaml.tmp"
+        temporary.write_text(yaml.safe_dump(self.manifest, sort_keys=False), encoding="utf-8")
+        os.replace(temporary, self.folder / "manifest.yaml")
+
+    @staticmethod
+    def _raise_if_full(error: OSError) -> None:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFull(str(error)) from None
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

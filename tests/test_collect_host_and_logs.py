@@ -1,0 +1,223 @@
+"""Host sampling through psutil, following logs, scraping metrics, writing dumps."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sys
+import threading
+import time
+import types
+
+import pytest
+
+from diagnose.collectors.allocator import allocator_rows
+from diagnose.collectors.follow import FileFollower
+from diagnose.collectors.host import HostCollector
+from diagnose.collectors.logs import events_from_lines
+from diagnose.collectors.prometheus import ENGINES, MetricsScraper, parse_samples
+from diagnose.collectors.recorder import parse_duration
+from diagnose.collectors.requests_log import RequestLog, parse_map
+from diagnose.collectors.writer import DiskFull, DumpWriter
+from diagnose.errors import InputError
+from tests.conftest import SHARED_DATA
+
+
+def _burn(stop: threading.Event) -> None:
+    while not stop.is_set():
+        sum(range(1000))
+
+
+def test_busiest_thread_of_a_watched_process_shows_a_burning_thread():
+    stop = threading.Event()
+    burner = threading.Thread(target=_burn, args=(stop,), daemon=True)
+    burner.start()
+    try:
+        host = HostCollector(watch_pids=(os.getpid(),), top=3)
+        host.sample(time.time(), time.monotonic())
+        time.sleep(1.0)
+        sample = host.sample(time.time(), time.monotonic())
+    finally:
+        stop.set()
+    mine = next(row for row in sample.processes if row["pid"] == os.getpid())
+    assert mine["max_thread_cpu_pct"] > 50
+    assert mine["cpu_pct"] >= mine["max_thread_cpu_pct"] * 0.9
+    assert 0 <= sample.system["cpu_pct"] <= 100 and sample.system["mem_total_bytes"] > 0
+    assert sample.system["swap_in_per_s"] is not None
+
+
+def test_follower_holds_partial_lines_and_follows_rotation(tmp_path):
+    log = tmp_path / "requests.jsonl"
+    log.write_text("old line\n")
+    follower = FileFollower(log)
+    with open(log, "a") as out:
+        out.write('{"ts": 1}\n{"ts": 2, "lat')
+    assert follower.read_lines() == ['{"ts": 1}']
+    with open(log, "a") as out:
+        out.write('ency_ms": 5}\n')
+    assert follower.read_lines() == ['{"ts": 2, "latency_ms": 5}']
+    log.rename(tmp_path / "requests.jsonl.1")
+    log.write_text('{"ts": 3}\n')
+    assert follower.read_lines() == ['{"ts": 3}']
+    log.write_text("")  # truncated in place (copytruncate), noticed at the next poll
+    assert follower.read_lines() == []
+    with open(log, "a") as out:
+        out.write('{"ts": 4}\n')
+    assert follower.read_lines() == ['{"ts": 4}']
+
+
+def test_request_log_maps_columns_and_counts_torn_lines(tmp_path):
+    log = tmp_path / "access.jsonl"
+    log.write_text("")
+    reader = RequestLog.open(str(log), parse_map("t=ts,duration=latency_ms"))
+    log.write_text('{"t": 1.5, "duration": 12}\nnot json\n{"duration": 3}\n')
+    assert reader.rows() == [{"ts": 1.5, "latency_ms": 12}]
+    assert reader.unreadable == 2
+
+
+def test_csv_request_log_uses_the_files_header(tmp_path):
+    log = tmp_path / "requests.csv"
+    log.write_text("ts,latency_ms\n")
+    reader = RequestLog.open(str(log), {})
+    with open(log, "a") as out:
+        out.write("1.0,5\n2.0,6\n")
+    assert reader.rows() == [{"ts": "1.0", "latency_ms": "5"}, {"ts": "2.0", "latency_ms": "6"}]
+
+
+@pytest.mark.parametrize("text", ["a", "a=", "=b", "a=b,c"])
+def test_bad_map_is_a_clear_error(text):
+    with pytest.raises(InputError, match="--map"):
+        parse_map(text)
+
+
+def test_oom_and_xid_lines_become_events():
+    lines = [
+        "INFO all good",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        "[ 123.4] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
+    ]
+    events = events_from_lines(lines, 10.0, "server.log")
+    assert [e["kind"] for e in events] == ["oom", "xid"]
+    assert events[1]["xid"] == 79
+
+
+VLLM_1 = """# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model="a"} 3
+vllm:num_requests_waiting{model="b"} 1
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc 0.25
+# TYPE vllm:request_success counter
+vllm:request_success_total 100
+# TYPE vllm:request_queue_time_seconds histogram
+vllm:request_queue_time_seconds_bucket{le="+Inf"} 100
+vllm:request_queue_time_seconds_sum 5.0
+vllm:request_queue_time_seconds_count 100
+"""
+
+
+def test_scraper_turns_gauges_counters_and_histograms_into_a_server_row(monkeypatch):
+    second = (
+        VLLM_1.replace("_total 100", "_total 140")
+        .replace("_sum 5.0", "_sum 7.0")
+        .replace("_count 100", "_count 140")
+    )
+    pages = iter([VLLM_1, second])
+    scraper = MetricsScraper("http://127.0.0.1:1/metrics")
+    monkeypatch.setattr(scraper, "fetch", lambda: next(pages))
+    first = scraper.sample(1.0, 10.0)
+    assert scraper.engine == "vllm"
+    assert first == {"ts": 1.0, "queue_depth": 4.0, "running": None, "kv_cache_usage_pct": 25.0}
+    row = scraper.sample(3.0, 12.0)
+    assert row["throughput_rps"] == pytest.approx(20.0)
+    assert row["queue_ms"] == pytest.approx(50.0)
+
+
+SAMPLES = SHARED_DATA / "real-samples" / "formats"
+
+
+@pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared real samples are not present")
+@pytest.mark.parametrize("folder", ["vllm_metrics", "triton_metrics", "tgi_metrics"])
+def test_real_engine_scrapes_parse_and_are_recognised(folder):
+    engine = {"vllm_metrics": "vllm", "triton_metrics": "triton", "tgi_metrics": "tgi"}[folder]
+    recognised = 0
+    for path in sorted((SAMPLES / folder).glob("*.txt")):
+        samples = parse_samples(path.read_text(encoding="utf-8").split("\n", 1)[1])
+        mapping = ENGINES[engine]
+        names = {n for names, _ in mapping.gauges.values() for n in names} | set(mapping.rates.values())
+        recognised += bool(names & set(samples))
+    assert recognised >= 1
+
+
+def test_writer_refuses_an_existing_dump_and_completes_the_manifest(tmp_path):
+    (tmp_path / "old.csv").write_text("x")
+    with pytest.raises(InputError, match="--force"):
+        DumpWriter(tmp_path, 1.0)
+    writer = DumpWriter(tmp_path / "new", 1.0)
+    writer.append("system", [{"ts": 1.0, "cpu_pct": 5, "unexpected": 1}])
+    writer.append("events", [{"ts": 1.0, "kind": "restart"}])
+    writer.flush()
+    writer.close(samples=1)
+    manifest = (tmp_path / "new" / "manifest.yaml").read_text()
+    assert "complete: true" in manifest and "samples: 1" in manifest
+    assert (tmp_path / "new" / "system.csv").read_text().splitlines()[1].startswith("1.0,5")
+
+
+def test_a_full_disk_stops_the_writer_with_disk_full(tmp_path):
+    writer = DumpWriter(tmp_path / "d", 1.0)
+
+    class Full:
+        def write(self, _):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    writer._files["events"] = Full()
+    with pytest.raises(DiskFull):
+        writer.append("events", [{"ts": 1, "kind": "x"}])
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("90s", 90), ("15m", 900), ("1h30m", 5400)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "0s", "5d"])
+def test_bad_durations(text):
+    with pytest.raises(InputError):
+        parse_duration(text)
+
+
+def test_allocator_rows_read_memory_stats_without_importing_torch(monkeypatch):
+    stats = {
+        "allocated_bytes.all.current": 10,
+        "reserved_bytes.all.current": 30,
+        "active_bytes.all.current": 12,
+        "inactive_split_bytes.all.current": 4,
+        "num_alloc_retries": 2,
+        "num_ooms": 1,
+    }
+    cuda = types.SimpleNamespace(
+        device_count=lambda: 1,
+        memory_stats=lambda device: stats,
+        memory_snapshot=lambda: [
+            {
+                "device": 0,
+                "blocks": [{"state": "inactive", "size": 8}, {"state": "active_allocated", "size": 50}],
+            }
+        ],
+    )
+    fake_torch = types.SimpleNamespace(cuda=cuda)
+    (row,) = allocator_rows(fake_torch, 5.0, 77)
+    assert row == {
+        "ts": 5.0,
+        "pid": 77,
+        "device": 0,
+        "allocated_bytes": 10,
+        "reserved_bytes": 30,
+        "active_bytes": 12,
+        "inactive_split_bytes": 4,
+        "num_alloc_retries": 2,
+        "num_ooms": 1,
+        "largest_free_block_bytes": 8,
+    }
+    assert "torch" not in sys.modules or not isinstance(sys.modules["torch"], types.SimpleNamespace)
+    json.dumps(row)

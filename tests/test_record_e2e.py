@@ -1,0 +1,161 @@
+"""`diagnose record` for real on this machine: a loopback service, a CPU burner, and a kill -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from diagnose.dump import load_dump
+from tests.conftest import ROOT
+
+SERVICE = ROOT / "tests" / "helpers" / "fake_service.py"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_for(condition, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting")
+
+
+@pytest.fixture
+def service(tmp_path):
+    port, log = _free_port(), tmp_path / "requests.jsonl"
+    process = subprocess.Popen([sys.executable, str(SERVICE), str(port), str(log)])
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            urllib.request.urlopen(f"{url}/metrics", timeout=0.5).read()
+            return True
+        except OSError:
+            return False
+
+    _wait_for(up)
+    yield url, log
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def _load(url: str, stop: threading.Event) -> None:
+    deadline = time.monotonic() + 15  # bounded, whatever happens to the test
+    while not stop.is_set() and time.monotonic() < deadline:
+        urllib.request.urlopen(f"{url}/infer", timeout=2).read()
+        time.sleep(0.02)
+
+
+def _record(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "diagnose", "record", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_record_a_service_and_a_cpu_burner_then_analyse_the_dump(tmp_path, service):
+    url, log = service
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    stop = threading.Event()
+    load = threading.Thread(target=_load, args=(url, stop), daemon=True)
+    load.start()
+    try:
+        result = _record(
+            "-o",
+            str(tmp_path / "dump"),
+            "--duration",
+            "4s",
+            "--pid",
+            str(burner.pid),
+            "--requests-log",
+            str(log),
+            "--metrics-url",
+            f"{url}/metrics",
+            "--top",
+            "5",
+        )
+    finally:
+        stop.set()
+        burner.kill()
+        burner.wait()
+        load.join(timeout=5)
+    assert result.returncode == 0, result.stderr
+    assert "recorded" in result.stderr
+    dump = load_dump(str(tmp_path / "dump"))
+    assert 3 <= len(dump.tables["system"]) <= 5
+    assert len(dump.tables["requests"]) > 20
+    server = dump.tables["server"]
+    assert server["throughput_rps"].max() > 5 and server["e2e_ms"].notna().any()
+    processes = dump.tables["processes"]
+    burner_rows = processes[processes["pid"] == burner.pid]
+    assert burner_rows["max_thread_cpu_pct"].max() > 70
+    analysed = subprocess.run(
+        [sys.executable, "-m", "diagnose", "file", str(tmp_path / "dump"), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert analysed.returncode == 0, analysed.stderr
+
+
+def test_a_recording_killed_with_sigkill_is_still_a_valid_dump(tmp_path):
+    folder = tmp_path / "dump"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "diagnose", "record", "-o", str(folder), "--no-gpu"], stderr=subprocess.DEVNULL
+    )
+    try:
+        _wait_for(
+            lambda: (
+                (folder / "system.csv").exists()
+                and len((folder / "system.csv").read_text().splitlines()) >= 3
+            )
+        )
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+    dump = load_dump(str(folder))
+    assert len(dump.tables["system"]) >= 2
+    assert "complete: false" in (folder / "manifest.yaml").read_text()
+
+
+def test_recording_into_an_existing_dump_is_refused(tmp_path):
+    (tmp_path / "system.csv").write_text("ts\n1\n")
+    result = _record("-o", str(tmp_path), "--duration", "1s", "--no-gpu")
+    assert result.returncode == 2
+    assert "already exists" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_record_help_explains_every_option():
+    result = subprocess.run(
+        [sys.executable, "-m", "diagnose", "record", "--help"], capture_output=True, text=True
+    )
+    for option in (
+        "--output",
+        "--duration",
+        "--interval",
+        "--pid",
+        "--requests-log",
+        "--requests-format",
+        "--map",
+        "--metrics-url",
+        "--engine",
+        "--allocator-log",
+        "--log",
+        "--top",
+        "--no-gpu",
+        "--force",
+    ):
+        assert option in result.stdout
