@@ -159,3 +159,36 @@ def test_record_help_explains_every_option():
         "--force",
     ):
         assert option in result.stdout
+
+
+def test_the_server_is_found_from_the_metrics_port(service):
+    from diagnose.collectors.discover import server_pids
+
+    url, _ = service
+    (pid,) = server_pids(f"{url}/metrics", None)
+    assert "fake_service.py" in " ".join(__import__("psutil").Process(pid).cmdline())
+
+
+def test_a_watched_server_that_comes_back_under_a_new_pid_is_a_restart():
+    from diagnose.collectors.host import HostCollector
+
+    command = [sys.executable, "-c", "import time; time.sleep(30)", "diagnose-restart-test"]
+    first = subprocess.Popen(command)
+    second = None
+    try:
+        time.sleep(0.3)
+        host = HostCollector(watch_pids=(first.pid,), rescan_every=1)
+        host.sample(time.time(), time.monotonic())
+        first.kill()
+        first.wait()
+        second = subprocess.Popen(command)
+        time.sleep(0.3)
+        events = host.sample(time.time(), time.monotonic()).events
+        events += host.sample(time.time(), time.monotonic()).events
+    finally:
+        for process in (first, second):
+            if process is not None:
+                process.kill()
+                process.wait()
+    kinds = {e["kind"]: e for e in events}
+    assert kinds["restart"]["pid"] == second.pid and kinds["restart"]["previous_pid"] == first.pid

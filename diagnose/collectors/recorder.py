@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from diagnose.collectors.discover import server_pids
 from diagnose.collectors.follow import FileFollower
 from diagnose.collectors.gpu import GpuCollector, NvmlUnavailable
 from diagnose.collectors.host import HostCollector
@@ -73,7 +74,10 @@ def record(
 ) -> RecordSummary:
     writer = DumpWriter(options.output, options.interval_s, force=options.force)
     summary = RecordSummary()
-    host = HostCollector(options.pids, top=options.top)
+    watched = options.pids or server_pids(options.metrics_url, options.requests_log)
+    if watched and not options.pids:
+        say(f"diagnose: watching server pid(s) {', '.join(map(str, watched))}, found from the request source")
+    host = HostCollector(watched, top=options.top)
     gpu = _open_gpu(options, summary, say)
     requests = (
         RequestLog.open(options.requests_log, options.column_map, options.requests_format)
@@ -85,7 +89,9 @@ def record(
     logs += [FileFollower(path) for path in KERNEL_LOGS if _readable(path)]
     scraper = MetricsScraper(options.metrics_url, options.engine) if options.metrics_url else None
     scrape_failing = False
-    writer.set_manifest(watched_pids=list(options.pids), gpus=summary.gpus, gpu_note=summary.gpu_note)
+    writer.set_manifest(
+        watched_pids=list(watched), server_pids=list(watched), gpus=summary.gpus, gpu_note=summary.gpu_note
+    )
     start, cpu_start = time.monotonic(), time.process_time()
     tick = 0
     try:
