@@ -165,6 +165,13 @@ def _parser() -> argparse.ArgumentParser:
     record_cmd.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
     record_cmd.set_defaults(handler=_run_record)
 
+    formats_cmd = commands.add_parser(
+        "formats",
+        help="list the file formats diagnose file can read, with an example each",
+        description="The dump's own tables, and the foreign files the importers recognise by their content.",
+    )
+    formats_cmd.set_defaults(handler=_run_formats)
+
     rules_cmd = commands.add_parser(
         "rules",
         help="list, check or explain the rules",
@@ -242,6 +249,19 @@ def _run_record(args: argparse.Namespace) -> int:
         + f"; analyse it with: diagnose file {args.output}",
         file=sys.stderr,
     )
+    return ExitCode.OK
+
+
+def _run_formats(args: argparse.Namespace) -> int:
+    from diagnose.importers import IMPORTERS
+
+    print("dump tables: system, processes, gpu, gpu_processes, allocator, server, requests, events")
+    print("  as .csv, .csv.gz, .jsonl, .jsonl.gz or .parquet (docs/dump-format.md), plus manifest.yaml")
+    print()
+    print("foreign files, recognised by their content:")
+    for importer in IMPORTERS:
+        print(f"  {importer.name:<24} {importer.description}")
+        print(f"  {'':<24} e.g. {importer.example}")
     return ExitCode.OK
 
 

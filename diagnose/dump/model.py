@@ -26,6 +26,7 @@ class Dump:
     manifest: Manifest
     warnings: list[str] = field(default_factory=list)
     not_used: list[str] = field(default_factory=list)
+    importers: list[dict] = field(default_factory=list)  # {"file", "importer", "rows"}
 
     def table(self, name: str) -> pd.DataFrame | None:
         return self.tables.get(name)

@@ -25,6 +25,7 @@ from diagnose.dump.schema import (
 )
 from diagnose.dump.timestamps import parse_ts
 from diagnose.errors import DumpError
+from diagnose.importers import HEAD_BYTES, recognise
 
 KNOWN_TABLES = (*TABLES, EVENTS_TABLE)
 
@@ -72,12 +73,61 @@ def load_dump(path: str) -> Dump:
         files[name] = [file.name]
 
     warnings[:0] = problems
+    imported = _import_foreign(folder, not_used, tables, files, warnings)
     if not tables:
         if problems:
             raise DumpError(problems[0].removesuffix("; table skipped"))
         expected = ", ".join(f"{t}.csv" for t in TABLES)
         raise DumpError(f"{path}: not a diagnose dump: no tables found (expected files such as {expected})")
-    return Dump(str(path), tables, files, manifest, warnings, not_used)
+    return Dump(str(path), tables, files, manifest, warnings, not_used, imported)
+
+
+def _import_foreign(
+    folder: Path,
+    not_used: list[str],
+    tables: dict[str, pd.DataFrame],
+    files: dict[str, list[str]],
+    warnings: list[str],
+) -> list[dict]:
+    """Offer every file that is not a dump table to the importers; merge what they read."""
+    used: list[dict] = []
+    for name in list(not_used):
+        path = folder / name
+        if name.endswith("/") or not path.is_file():
+            continue
+        head = _text_head(path)
+        importer = recognise(head) if head is not None else None
+        if importer is None:
+            continue
+        try:
+            result = importer.read(path)
+        except (OSError, ValueError, KeyError, IndexError) as error:
+            warnings.append(
+                f"{name}: recognised as {importer.name} but could not be read ({error}); not used"
+            )
+            continue
+        not_used.remove(name)
+        warnings.extend(f"{name}: {w}" for w in result.warnings)
+        used.append({"file": name, "importer": importer.name, "rows": result.rows})
+        for table, frame in result.tables.items():
+            if frame.empty:
+                continue
+            merged = frame if table not in tables else pd.concat([tables[table], frame], ignore_index=True)
+            tables[table] = merged.sort_values("ts", kind="stable", ignore_index=True)
+            files.setdefault(table, []).append(name)
+    return used
+
+
+def _text_head(path: Path) -> str | None:
+    """The start of a text file, or None for a binary one."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(HEAD_BYTES)
+    except OSError:
+        return None
+    if b"\x00" in head:
+        return None
+    return head.decode("utf-8", errors="replace")
 
 
 def _load_table(name: str, file: Path, suffix: str, warnings: list[str]) -> pd.DataFrame:

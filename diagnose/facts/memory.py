@@ -70,7 +70,10 @@ def add_oom_facts(facts: Facts, dump: Dump) -> None:
     facts.add("oom.exhaustion_count", sum(k.startswith(EXHAUSTION) for k in kinds_found), cite)
     ranked = sorted(
         zip(kinds_found, parsed, strict=True),
-        key=lambda pair: _PRECEDENCE.index(pair[0]) if pair[0] in _PRECEDENCE else len(_PRECEDENCE),
+        key=lambda pair: (
+            _PRECEDENCE.index(pair[0]) if pair[0] in _PRECEDENCE else len(_PRECEDENCE),
+            -_stranded_ratio(pair[1]),
+        ),
     )
     kind, oom = ranked[0]
     facts.add("oom.kind", kind, cite)
@@ -79,6 +82,13 @@ def add_oom_facts(facts: Facts, dump: Dump) -> None:
     if oom.requested_bytes and oom.reserved_unallocated_bytes is not None:
         facts.add("oom.stranded_over_request", oom.reserved_unallocated_bytes / oom.requested_bytes, cite)
     facts.add("oom.other_processes_bytes", oom.other_processes_bytes, cite)
+
+
+def _stranded_ratio(oom: OomMessage) -> float:
+    """Reserved-but-unallocated over the request: the strongest fragmentation evidence is reported."""
+    if not oom.requested_bytes or oom.reserved_unallocated_bytes is None:
+        return 0.0
+    return oom.reserved_unallocated_bytes / oom.requested_bytes
 
 
 def _event_oom(row: pd.Series) -> OomMessage | None:

@@ -30,7 +30,7 @@ def build_report(
                 for name, frame in dump.tables.items()
             },
             "missing": [name for name in KNOWN_TABLES if name not in dump.tables],
-            "importers": [],
+            "importers": list(dump.importers),
             "not_used": list(dump.not_used),
             "warnings": list(dump.warnings),
         },

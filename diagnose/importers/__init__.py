@@ -1,0 +1,28 @@
+"""Importers: read the evidence people already have (logs, nvidia-smi output, ...) as dump tables.
+
+Each importer recognises a file by its content, not its name. The first that
+recognises a file reads it; the report names the importer and the rows it
+produced. A file no importer recognises is listed as not used. Importers read
+text with our own parsers; nothing they read is executed or unpickled.
+"""
+
+from __future__ import annotations
+
+from diagnose.importers.base import HEAD_BYTES, Imported, Importer
+from diagnose.importers.nvidia_smi import NvidiaSmiComputeAppsImporter, NvidiaSmiQueryGpuImporter
+from diagnose.importers.oom_log import OomLogImporter
+from diagnose.importers.xid import XidImporter
+
+# Most specific first: a kernel log with an OOM-killer line is still a kernel log.
+IMPORTERS: tuple[Importer, ...] = (
+    NvidiaSmiComputeAppsImporter(),
+    NvidiaSmiQueryGpuImporter(),
+    XidImporter(),
+    OomLogImporter(),
+)
+
+__all__ = ["HEAD_BYTES", "IMPORTERS", "Imported", "Importer", "recognise"]
+
+
+def recognise(head: str) -> Importer | None:
+    return next((importer for importer in IMPORTERS if importer.recognise(head)), None)

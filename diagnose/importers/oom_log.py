@@ -1,0 +1,80 @@
+"""PyTorch CUDA OOM messages in any log or traceback -> ``oom`` events.
+
+Each message is cut from its first line to the end of its figures (the
+memory-fraction variant spreads them over several lines); its figures are
+parsed by :mod:`diagnose.oom`, and a wall-clock stamp at the start of the line
+(ISO-8601, or vLLM's ``MM-DD HH:MM:SS`` with the file's year) is used when
+there is one, else the file's modification time.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+
+from diagnose.importers.base import Imported, Importer, file_time, read_text
+from diagnose.oom import classify_oom, is_oom_message, parse_oom_message
+
+_ISO = re.compile(r"(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)")
+_VLLM = re.compile(
+    r"^(?:\(\w+[^)]*\)\s*)?(?:INFO|WARNING|ERROR|CRITICAL|DEBUG)\s+(\d{2})-(\d{2}) (\d{2}:\d{2}:\d{2})"
+)
+_CONTINUATION = re.compile(
+    r"^\s*(Currently allocated|Requested|Device limit|Free \(according|PyTorch limit|:)"
+)
+
+
+class OomLogImporter(Importer):
+    name = "pytorch-oom"
+    description = "PyTorch CUDA out-of-memory messages in any log or traceback (torch 1.0 to 2.9 wordings)"
+    example = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has ..."
+
+    def recognise(self, head: str) -> bool:
+        return is_oom_message(head)
+
+    def read(self, path: Path) -> Imported:
+        lines = read_text(path).splitlines()
+        fallback = file_time(path)
+        year = datetime.fromtimestamp(fallback, UTC).year
+        events = []
+        for index, line in enumerate(lines):
+            if not is_oom_message(line):
+                continue
+            block = [line]
+            for following in lines[index + 1 : index + 8]:
+                if not _CONTINUATION.match(following):
+                    break
+                block.append(following)
+            message = "\n".join(block).strip()
+            oom = parse_oom_message(message)
+            if oom is None:
+                continue
+            ts, ts_source = _stamp(line, year), "log line"
+            if ts is None:
+                ts, ts_source = fallback, "file modification time"
+            events.append(
+                {
+                    "ts": ts,
+                    "kind": "oom",
+                    "message": message[:2000],
+                    "ts_source": ts_source,
+                    "oom_class": classify_oom(oom),
+                    "line": index + 1,
+                }
+            )
+        return Imported({"events": pd.DataFrame(events)} if events else {})
+
+
+def _stamp(line: str, year: int) -> float | None:
+    match = _VLLM.match(line)
+    if match:
+        month, day, clock = match.groups()
+        return pd.Timestamp(f"{year}-{month}-{day}T{clock}", tz="UTC").timestamp()
+    match = _ISO.search(line[:40])
+    if match:
+        stamp = pd.Timestamp(match.group(1))
+        return (stamp if stamp.tzinfo else stamp.tz_localize("UTC")).timestamp()
+    return None

@@ -1,0 +1,116 @@
+"""NVIDIA Xid errors in kernel logs (dmesg plain, ``-T``, ISO, journal) -> ``xid`` events.
+
+Each event carries the Xid code, what it means and whether it is fatal to
+serving (the GPU or its context must be reset). Wall-clock stamps are used
+when the line has one; dmesg's plain stamp is seconds since boot, so such
+events take the file's modification time.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+
+from diagnose.importers.base import Imported, Importer, file_time, read_text
+
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([^)]*)\): (\d+)(?:, pid=(\d+))?(?:, name=([^,]+))?")
+_OFF_BUS = re.compile(r"fallen off the bus")
+_DMESG_T = re.compile(r"^\[(\w{3} \w{3} +\d+ \d{2}:\d{2}:\d{2} \d{4})\]")
+_ISO = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)")
+_JOURNAL = re.compile(r"^(\w{3} +\d+ \d{2}:\d{2}:\d{2}) ")
+
+# code -> (meaning, fatal to serving)
+XID_MEANINGS: dict[int, tuple[str, bool]] = {
+    13: ("graphics engine exception (often an application bug: out-of-range access)", False),
+    31: ("GPU memory page fault (MMU fault), usually an application bug", False),
+    32: ("invalid or corrupted push buffer stream", False),
+    43: ("GPU stopped processing (the context was killed)", False),
+    45: ("preemptive cleanup of channels, after an earlier error", False),
+    48: ("double-bit ECC error: uncorrectable memory error", True),
+    61: ("internal micro-controller breakpoint/warning", False),
+    62: ("internal micro-controller halt", True),
+    63: ("ECC page retirement or row remapping recorded", False),
+    64: ("ECC page retirement or row remapping failed", True),
+    74: ("NVLink error", True),
+    79: ("GPU has fallen off the bus", True),
+    92: ("high single-bit ECC error rate", False),
+    94: ("contained ECC error: the affected application must restart", False),
+    95: ("uncontained ECC error: the GPU must be reset", True),
+    119: ("GSP RPC timeout", True),
+    120: ("GSP error", True),
+    144: ("NVLink/NETIR error", True),
+    145: ("NVLink/NETIR error", True),
+    149: ("NVLink/NETIR fatal error", True),
+}
+
+
+class XidImporter(Importer):
+    name = "kernel-xid"
+    description = "NVIDIA Xid errors and 'fallen off the bus' in dmesg, dmesg -T, ISO or journal kernel logs"
+    example = "[31543.449443] NVRM: Xid (PCI:0000:01:00): 31, pid=1234, name=python3, Ch 0000003a, ..."
+
+    def recognise(self, head: str) -> bool:
+        return "NVRM: Xid" in head or ("NVRM:" in head and "fallen off the bus" in head)
+
+    def read(self, path: Path) -> Imported:
+        fallback = file_time(path)
+        year = datetime.fromtimestamp(fallback, UTC).year
+        events = []
+        for number, line in enumerate(read_text(path).splitlines(), start=1):
+            match = _XID.search(line)
+            if match:
+                code = int(match.group(2))
+                meaning, fatal = XID_MEANINGS.get(code, ("see NVIDIA's Xid catalogue", False))
+                event = {
+                    "kind": "xid",
+                    "xid": code,
+                    "device": match.group(1),
+                    "meaning": meaning,
+                    "fatal": fatal,
+                    "message": line.strip(),
+                    "line": number,
+                }
+                if match.group(3):
+                    event["pid"] = int(match.group(3))
+                if match.group(4):
+                    event["process"] = match.group(4).strip()
+            elif _OFF_BUS.search(line):
+                event = {
+                    "kind": "xid",
+                    "xid": 79,
+                    "device": None,
+                    "meaning": XID_MEANINGS[79][0],
+                    "fatal": True,
+                    "message": line.strip(),
+                    "line": number,
+                }
+            else:
+                continue
+            ts = _stamp(line, year)
+            event["ts"], event["ts_source"] = (
+                (ts, "log line") if ts is not None else (fallback, "file modification time")
+            )
+            events.append(event)
+        return Imported({"events": pd.DataFrame(events)} if events else {})
+
+
+def _stamp(line: str, year: int) -> float | None:
+    text = line.strip()
+    for pattern, form in ((_DMESG_T, "%a %b %d %H:%M:%S %Y"), (_JOURNAL, "%b %d %H:%M:%S")):
+        match = pattern.match(text)
+        if match:
+            try:
+                stamp = datetime.strptime(" ".join(match.group(1).split()), form)
+            except ValueError:
+                return None
+            if form == "%b %d %H:%M:%S":
+                stamp = stamp.replace(year=year)
+            return stamp.replace(tzinfo=UTC).timestamp()
+    match = _ISO.match(text)
+    if match:
+        stamp = pd.Timestamp(match.group(1).replace(",", "."))
+        return (stamp if stamp.tzinfo else stamp.tz_localize("UTC")).timestamp()
+    return None

@@ -1,0 +1,108 @@
+"""Importers: foreign files recognised by content, on our own samples and the real ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnose.dump import load_dump
+from diagnose.importers import recognise
+from tests.conftest import SHARED_DATA
+
+VLLM_LOG = """INFO 04-01 23:40:00 [engine.py:100] Avg prompt throughput: 10.0 tokens/s
+ERROR 04-01 23:46:56 [engine.py:160] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 546.00 MiB. GPU 0 has a total capacity of 15.77 GiB of which 514.19 MiB is free. Process 562167 has 15.25 GiB memory in use. Of the allocated memory 13.73 GiB is allocated by PyTorch, and 736.86 MiB is reserved by PyTorch but unallocated.
+ERROR 04-01 23:50:01 [engine.py:160] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 300.00 MiB. GPU 0 has a total capacity of 15.77 GiB of which 100.00 MiB is free. Process 562167 has 15.60 GiB memory in use. Of the allocated memory 13.00 GiB is allocated by PyTorch, and 2.10 GiB is reserved by PyTorch but unallocated.
+"""
+SMI_CSV = """timestamp, index, name, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], clocks_throttle_reasons.active
+2025/04/01 23:46:50.000, 0, NVIDIA A10G, 91 %, 15800 MiB, 16150 MiB, [N/A], 0x0000000000000004
+2025/04/01 23:46:51.000, 0, NVIDIA A10G, 88 %, 15810 MiB, 16150 MiB, [Not Supported], 0x0000000000000000
+"""
+
+
+def test_a_folder_of_foreign_files_is_analysed_and_the_report_names_each_importer(tmp_path, report_of):
+    (tmp_path / "vllm.log").write_text(VLLM_LOG)
+    (tmp_path / "nvidia-smi.csv").write_text(SMI_CSV)
+    (tmp_path / "notes.txt").write_text("paged at 23:47, restarted at 23:55")
+    report = report_of(tmp_path)
+    used = {entry["file"]: entry for entry in report["evidence"]["importers"]}
+    assert used["vllm.log"]["importer"] == "pytorch-oom" and used["vllm.log"]["rows"] == 2
+    assert used["nvidia-smi.csv"]["importer"] == "nvidia-smi-csv" and used["nvidia-smi.csv"]["rows"] == 2
+    assert report["evidence"]["not_used"] == ["notes.txt"]
+    assert any("read as UTC" in w for w in report["evidence"]["warnings"])
+    top = report["hypotheses"][0]
+    assert top["id"] == "memory-fragmentation" and top["score"] >= 0.5
+
+
+def test_oom_events_take_the_log_lines_time_and_class(tmp_path):
+    (tmp_path / "vllm.log").write_text(VLLM_LOG)
+    events = load_dump(str(tmp_path)).tables["events"]
+    assert list(events["ts_source"]) == ["log line", "log line"]
+    assert (events["ts"].diff().dropna() == 185).all()
+    assert set(events["oom_class"]) == {"fragmentation"}
+
+
+def test_nvidia_smi_values_with_units_and_not_supported(tmp_path):
+    (tmp_path / "smi.csv").write_text(SMI_CSV)
+    gpu = load_dump(str(tmp_path)).tables["gpu"]
+    assert list(gpu["util_pct"]) == [91, 88]
+    assert gpu["mem_used_bytes"].iloc[0] == 15800 * 2**20
+    assert gpu["power_w"].isna().all()
+    assert list(gpu["throttle_reasons"]) == [4, 0]
+
+
+def test_a_headerless_nvidia_smi_csv_is_not_guessed(tmp_path):
+    (tmp_path / "smi.csv").write_text("91 %, 15800 MiB, 16150 MiB\n")
+    (tmp_path / "requests.csv").write_text("ts,latency_ms\n1,2\n")
+    assert load_dump(str(tmp_path)).not_used == ["smi.csv"]
+
+
+def test_xid_lines_in_journal_form_carry_meaning_and_fatality(tmp_path):
+    (tmp_path / "kern.log").write_text(
+        "Nov 29 11:28:11 zeus kernel: NVRM: Xid (PCI:0000:c1:00): 79, pid=123, name=python3, GPU has fallen off the bus.\n"
+        "Nov 29 11:28:12 zeus kernel: NVRM: Xid (PCI:0000:c1:00): 13, Graphics Exception\n"
+    )
+    events = load_dump(str(tmp_path)).tables["events"]
+    assert list(events["xid"]) == [79, 13]
+    assert list(events["fatal"]) == [True, False]
+    assert events["process"].iloc[0] == "python3"
+
+
+def test_binary_files_are_never_offered_to_importers(tmp_path):
+    (tmp_path / "core.dump").write_bytes(b"\x00\x01CUDA out of memory\x00")
+    (tmp_path / "requests.csv").write_text("ts,latency_ms\n1,2\n")
+    assert load_dump(str(tmp_path)).not_used == ["core.dump"]
+
+
+def test_formats_command_lists_every_importer(run_cli):
+    code, out, _ = run_cli("formats")
+    assert code == 0
+    for name in ("pytorch-oom", "kernel-xid", "nvidia-smi-csv", "nvidia-smi-compute-apps"):
+        assert name in out
+
+
+SAMPLES = SHARED_DATA / "real-samples" / "formats"
+EXPECTED = {
+    "pytorch_oom": ("pytorch-oom", "events"),
+    "xid_dmesg": ("kernel-xid", "events"),
+    "nvidia_smi_query_gpu": ("nvidia-smi-csv", "gpu"),
+    "nvidia_smi_compute_apps": ("nvidia-smi-compute-apps", "gpu_processes"),
+}
+# Real look-alikes: kernel logs with NVIDIA lines but no Xid (must be left unused, not misread).
+LOOK_ALIKES = {("xid_dmesg", "13.txt"), ("xid_dmesg", "14.txt")}
+
+
+@pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared real samples are not present")
+@pytest.mark.parametrize("folder", sorted(EXPECTED))
+def test_every_real_sample_is_read_by_its_importer_or_rejected_as_a_look_alike(folder):
+    importer_name, table = EXPECTED[folder]
+    for path in sorted((SAMPLES / folder).glob("*.txt")):
+        importer = recognise(path.read_text(encoding="utf-8", errors="replace")[:65536])
+        if (folder, path.name) in LOOK_ALIKES:
+            assert importer is None, path.name
+            continue
+        assert importer is not None and importer.name == importer_name, path.name
+        result = importer.read(path)
+        if folder == "nvidia_smi_compute_apps":
+            continue  # a header alone is a valid capture: no process on the GPU
+        assert len(result.tables[table]) > 0, path.name
+        if folder == "pytorch_oom":
+            assert result.tables["events"]["oom_class"].notna().all(), path.name
