@@ -126,24 +126,35 @@ class MetricsScraper:
         previous, self._previous = self._previous, (monotonic, samples)
         if mapping is None:
             return None
-        row: dict = {"ts": ts}
-        for column, (names, scale) in mapping.gauges.items():
-            value = next((samples[n] for n in names if n in samples), None)
-            row[column] = None if value is None else value * scale
         if previous is None:
-            return row
-        elapsed = monotonic - previous[0]
-        before = previous[1]
-        for column, name in mapping.rates.items():
-            if name in samples and name in before and elapsed > 0:
-                row[column] = max(0.0, samples[name] - before[name]) / elapsed
-        for column, ratio in mapping.ratios.items():
-            if not all(n in samples and n in before for n in (ratio.numerator, ratio.denominator)):
-                continue
-            count = samples[ratio.denominator] - before[ratio.denominator]
-            if count > 0:
-                row[column] = (samples[ratio.numerator] - before[ratio.numerator]) / count * ratio.scale
+            return engine_row(mapping, ts, samples)
+        return engine_row(mapping, ts, samples, previous[1], monotonic - previous[0])
+
+
+def engine_row(
+    mapping: EngineMap,
+    ts: float,
+    samples: dict[str, float],
+    before: dict[str, float] | None = None,
+    elapsed: float = 0.0,
+) -> dict:
+    """A server row: gauges from this scrape; rates and means from the one ``elapsed`` seconds before."""
+    row: dict = {"ts": ts}
+    for column, (names, scale) in mapping.gauges.items():
+        value = next((samples[n] for n in names if n in samples), None)
+        row[column] = None if value is None else value * scale
+    if before is None:
         return row
+    for column, name in mapping.rates.items():
+        if name in samples and name in before and elapsed > 0:
+            row[column] = max(0.0, samples[name] - before[name]) / elapsed
+    for column, ratio in mapping.ratios.items():
+        if not all(n in samples and n in before for n in (ratio.numerator, ratio.denominator)):
+            continue
+        count = samples[ratio.denominator] - before[ratio.denominator]
+        if count > 0:
+            row[column] = (samples[ratio.numerator] - before[ratio.numerator]) / count * ratio.scale
+    return row
 
 
 ScrapeError = (urllib.error.URLError, OSError, ValueError)

@@ -11,13 +11,17 @@ from __future__ import annotations
 from diagnose.importers.base import HEAD_BYTES, Imported, Importer
 from diagnose.importers.nvidia_smi import NvidiaSmiComputeAppsImporter, NvidiaSmiQueryGpuImporter
 from diagnose.importers.oom_log import OomLogImporter
+from diagnose.importers.prometheus_text import PrometheusTextImporter
+from diagnose.importers.vllm_log import VllmLogImporter
 from diagnose.importers.xid import XidImporter
 
 # Most specific first: a kernel log with an OOM-killer line is still a kernel log.
 IMPORTERS: tuple[Importer, ...] = (
     NvidiaSmiComputeAppsImporter(),
     NvidiaSmiQueryGpuImporter(),
+    PrometheusTextImporter(),
     XidImporter(),
+    VllmLogImporter(),
     OomLogImporter(),
 )
 

@@ -36,36 +36,40 @@ class OomLogImporter(Importer):
         return is_oom_message(head)
 
     def read(self, path: Path) -> Imported:
-        lines = read_text(path).splitlines()
-        fallback = file_time(path)
-        year = datetime.fromtimestamp(fallback, UTC).year
-        events = []
-        for index, line in enumerate(lines):
-            if not is_oom_message(line):
-                continue
-            block = [line]
-            for following in lines[index + 1 : index + 8]:
-                if not _CONTINUATION.match(following):
-                    break
-                block.append(following)
-            message = "\n".join(block).strip()
-            oom = parse_oom_message(message)
-            if oom is None:
-                continue
-            ts, ts_source = _stamp(line, year), "log line"
-            if ts is None:
-                ts, ts_source = fallback, "file modification time"
-            events.append(
-                {
-                    "ts": ts,
-                    "kind": "oom",
-                    "message": message[:2000],
-                    "ts_source": ts_source,
-                    "oom_class": classify_oom(oom),
-                    "line": index + 1,
-                }
-            )
+        events = oom_events(read_text(path).splitlines(), file_time(path))
         return Imported({"events": pd.DataFrame(events)} if events else {})
+
+
+def oom_events(lines: list[str], fallback: float) -> list[dict]:
+    """One ``oom`` event per OOM message in the lines (shared with the vLLM log importer)."""
+    year = datetime.fromtimestamp(fallback, UTC).year
+    events = []
+    for index, line in enumerate(lines):
+        if not is_oom_message(line):
+            continue
+        block = [line]
+        for following in lines[index + 1 : index + 8]:
+            if not _CONTINUATION.match(following):
+                break
+            block.append(following)
+        message = "\n".join(block).strip()
+        oom = parse_oom_message(message)
+        if oom is None:
+            continue
+        ts, ts_source = _stamp(line, year), "log line"
+        if ts is None:
+            ts, ts_source = fallback, "file modification time"
+        events.append(
+            {
+                "ts": ts,
+                "kind": "oom",
+                "message": message[:2000],
+                "ts_source": ts_source,
+                "oom_class": classify_oom(oom),
+                "line": index + 1,
+            }
+        )
+    return events
 
 
 def _stamp(line: str, year: int) -> float | None:

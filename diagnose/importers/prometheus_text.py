@@ -1,0 +1,137 @@
+"""Prometheus text exposition in a file (one scrape or many) -> server and gpu tables.
+
+One parser, ``prometheus_client``'s. vLLM, Triton and TGI metrics map to the
+server table exactly as ``diagnose record --metrics-url`` maps them
+(:data:`diagnose.collectors.prometheus.ENGINES`); dcgm-exporter's per-GPU
+fields map to the gpu table. Several scrapes in one file are told apart by
+their repeated header; rates and per-window means need the scrapes' times,
+so they come only from samples that carry timestamps. Without any, the file's
+modification time is the scrape's time, with a warning.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+from prometheus_client.parser import text_string_to_metric_families
+
+from diagnose.collectors.prometheus import ENGINES, detect_engine, engine_row, parse_samples
+from diagnose.importers.base import Imported, Importer, file_time, read_text
+
+_SAMPLE_LINE = re.compile(
+    r"^[A-Za-z_:][A-Za-z0-9_:]*(?:\{[^}]*\})?[ \t]+"
+    r"(?:[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+)|[-+]?Inf|NaN)(?:[ \t]+-?\d+)?[ \t]*$",
+    re.MULTILINE,
+)
+# dcgm-exporter field -> (gpu column, scale)
+_DCGM = {
+    "dcgm_fi_dev_gpu_util": ("util_pct", 1.0),
+    "dcgm_fi_dev_fb_used": ("mem_used_bytes", 2**20),
+    "dcgm_fi_dev_sm_clock": ("sm_clock_mhz", 1.0),
+    "dcgm_fi_dev_power_usage": ("power_w", 1.0),
+    "dcgm_fi_dev_gpu_temp": ("temp_c", 1.0),
+    "dcgm_fi_prof_sm_active": ("sm_active_pct", 100.0),
+    "dcgm_fi_prof_dram_active": ("mem_bw_util_pct", 100.0),
+    "dcgm_fi_dev_mem_copy_util": ("mem_bw_util_pct", 1.0),
+}
+# Used only where the device-level field is absent (MIG slices report profiling fields only).
+_DCGM_FALLBACK = {"dcgm_fi_prof_gr_engine_active": ("util_pct", 100.0)}
+
+
+class PrometheusTextImporter(Importer):
+    name = "prometheus-text"
+    description = "Prometheus /metrics scrapes (one or many) of vLLM, Triton, TGI or dcgm-exporter"
+    example = 'vllm:num_requests_waiting{model_name="llama"} 3.0'
+
+    def recognise(self, head: str) -> bool:
+        samples = len(_SAMPLE_LINE.findall(head))
+        return samples >= 3 or (samples >= 1 and ("# TYPE " in head or "# HELP " in head))
+
+    def read(self, path: Path) -> Imported:
+        result = Imported()
+        scrapes = _split_scrapes(read_text(path))
+        timed = []
+        for number, text in enumerate(scrapes, start=1):
+            try:
+                stamp = _scrape_time(text)
+                samples = parse_samples(text)
+            except ValueError as error:
+                result.warnings.append(f"scrape {number}: not valid exposition text ({error}); skipped")
+                continue
+            timed.append((stamp, samples, text))
+        if not timed:
+            return result
+        if any(stamp is None for stamp, _, _ in timed):
+            if len(timed) > 1:
+                result.warnings.append(f"{len(timed)} scrapes without timestamps: only the last is used")
+            result.warnings.append(
+                "no sample timestamps: the scrape is taken at the file's modification time"
+            )
+            timed = [(file_time(path), timed[-1][1], timed[-1][2])]
+        server_rows, gpu_rows = [], []
+        engine = detect_engine(timed[0][1])
+        previous = None
+        for stamp, samples, text in timed:
+            if engine in ENGINES:
+                before, elapsed = (previous[1], stamp - previous[0]) if previous else (None, 0.0)
+                server_rows.append(engine_row(ENGINES[engine], stamp, samples, before, elapsed))
+            gpu_rows += _dcgm_rows(text, stamp)
+            previous = (stamp, samples)
+        if server_rows:
+            result.tables["server"] = pd.DataFrame(server_rows)
+        if gpu_rows:
+            result.tables["gpu"] = pd.DataFrame(gpu_rows)
+        return result
+
+
+def _split_scrapes(text: str) -> list[str]:
+    """A new scrape starts where the file's first ``# HELP``/``# TYPE`` line comes again."""
+    lines = [line for line in text.splitlines() if not line.startswith("# source:")]
+    first = next((line for line in lines if line.startswith(("# HELP", "# TYPE"))), None)
+    scrapes, current = [], []
+    for line in lines:
+        if line == first and current:
+            scrapes.append("\n".join(current) + "\n")
+            current = []
+        current.append(line)
+    if current:
+        scrapes.append("\n".join(current) + "\n")
+    return scrapes
+
+
+def _scrape_time(text: str) -> float | None:
+    stamps = [
+        float(sample.timestamp)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.timestamp is not None
+    ]
+    return max(stamps) if stamps else None
+
+
+def _dcgm_rows(text: str, stamp: float) -> list[dict]:
+    rows: dict[str, dict] = {}
+    free: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            name = sample.name.lower()
+            gpu = sample.labels.get("gpu", "0")
+            instance = sample.labels.get("GPU_I_ID")
+            key = f"{gpu}/{instance}" if instance else gpu
+            if name == "dcgm_fi_dev_fb_free":
+                free[key] = float(sample.value) * 2**20
+            field = _DCGM.get(name) or _DCGM_FALLBACK.get(name)
+            if field is None:
+                continue
+            column, scale = field
+            row = rows.setdefault(key, {"ts": stamp, "gpu": int(gpu) if gpu.isdigit() else None})
+            if instance:
+                row["mig_instance"] = instance
+            if name in _DCGM or column not in row:
+                row[column] = float(sample.value) * scale
+    for gpu, row in rows.items():
+        if gpu in free and "mem_used_bytes" in row:
+            row["mem_total_bytes"] = row["mem_used_bytes"] + free[gpu]
+    return list(rows.values())

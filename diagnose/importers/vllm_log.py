@@ -1,0 +1,122 @@
+"""vLLM engine logs: the periodic stats line (V0 and V1), preemptions and OOMs.
+
+| stats field | server column |
+|---|---|
+| Running: N reqs | running |
+| Pending / Waiting: N reqs | queue_depth |
+| Swapped: N reqs (V0) | swapped |
+| GPU KV cache usage: X% | kv_cache_usage_pct |
+| Avg generation throughput: X tokens/s | tokens_per_s |
+| Avg prompt throughput: X tokens/s | prompt_tokens_per_s |
+| Prefix cache hit rate: X% (V1, or GPU: X% on V0's own line) | prefix_cache_hit_pct |
+
+vLLM stamps lines with ``MM-DD HH:MM:SS`` in the server's local time and no
+year: an outer ISO prefix (``docker logs --timestamps``) gives the year when
+present, else the file's modification time does; the time is read as UTC,
+with a warning. A preemption warning becomes a ``preemption`` event; the
+start-up memory lines (profiling, KV cache size, GPU blocks) a
+``kv_cache_config`` event; an engine that died or failed to start an
+``engine_dead`` event.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+
+from diagnose.importers.base import Imported, Importer, file_time, read_text
+from diagnose.importers.oom_log import oom_events
+
+_STAMP = re.compile(r"(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+(\d{2})-(\d{2}) (\d{2}:\d{2}:\d{2})")
+_YEAR = re.compile(r"^\[?(\d{4})-\d{2}-\d{2}")
+_FIELDS = {
+    "running": re.compile(r"Running: (\d+) reqs"),
+    "queue_depth": re.compile(r"(?:Pending|Waiting): (\d+) reqs"),
+    "swapped": re.compile(r"Swapped: (\d+) reqs"),
+    "kv_cache_usage_pct": re.compile(r"GPU KV cache usage: ([\d.]+)%"),
+    "tokens_per_s": re.compile(r"Avg generation throughput: ([\d.]+) tokens/s"),
+    "prompt_tokens_per_s": re.compile(r"Avg prompt throughput: ([\d.]+) tokens/s"),
+    "prefix_cache_hit_pct": re.compile(r"Prefix cache hit rate: (?:GPU: )?([\d.]+)%"),
+}
+_STARTUP = re.compile(
+    r"Memory profiling results|Available KV cache memory: (-?[\d.]+) GiB|# GPU blocks: (\d+)"
+    r"|larger than the maximum number of tokens that can be stored in KV cache"
+)
+_DEAD = re.compile(
+    r"MQLLMEngine is already dead|EngineCore failed to start|Engine core initialization failed"
+)
+_PREEMPTED = re.compile(
+    r"is preempted by PreemptionMode\.(\w+).*?(?:total_num_cumulative_preemption=(\d+))?$"
+)
+
+
+class VllmLogImporter(Importer):
+    name = "vllm-log"
+    description = "vLLM engine logs: V0/V1 stats lines, preemption warnings, and any CUDA OOM in them"
+    example = "INFO 05-19 10:13:11 [loggers.py:271] Engine 000: Avg prompt throughput: 0.0 tokens/s, ..."
+
+    def recognise(self, head: str) -> bool:
+        markers = ("Avg generation throughput:", "is preempted by PreemptionMode")
+        return any(m in head for m in markers) or bool(_STARTUP.search(head) or _DEAD.search(head))
+
+    def read(self, path: Path) -> Imported:
+        lines = read_text(path).splitlines()
+        fallback = file_time(path)
+        default_year = datetime.fromtimestamp(fallback, UTC).year
+        rows, events = [], []
+        for number, line in enumerate(lines, start=1):
+            stats = {
+                column: float(m.group(1))
+                for column, m in ((c, p.search(line)) for c, p in _FIELDS.items())
+                if m
+            }
+            preempted = _PREEMPTED.search(line)
+            ts = _stamp(line, default_year)
+            for pattern, kind in ((_STARTUP, "kv_cache_config"), (_DEAD, "engine_dead")):
+                if pattern.search(line):
+                    events.append(
+                        {
+                            "ts": ts if ts is not None else fallback,
+                            "kind": kind,
+                            "message": line.strip()[:500],
+                            "line": number,
+                        }
+                    )
+            if not stats and not preempted:
+                continue
+            if "Avg generation throughput" in line or "Avg prompt throughput" in line:
+                rows.append({"ts": ts if ts is not None else fallback, **stats})
+            elif stats.get("prefix_cache_hit_pct") is not None and rows and ts == rows[-1]["ts"]:
+                rows[-1]["prefix_cache_hit_pct"] = stats["prefix_cache_hit_pct"]  # V0's separate line
+            if preempted:
+                events.append(
+                    {
+                        "ts": ts if ts is not None else fallback,
+                        "kind": "preemption",
+                        "mode": preempted.group(1),
+                        "cumulative": int(preempted.group(2)) if preempted.group(2) else None,
+                        "message": line.strip()[:500],
+                        "line": number,
+                    }
+                )
+        events += oom_events(lines, fallback)
+        result = Imported()
+        if rows:
+            result.tables["server"] = pd.DataFrame(rows)
+            result.warnings.append("vLLM log times have no UTC offset: read as UTC")
+        if events:
+            result.tables["events"] = pd.DataFrame(events)
+        return result
+
+
+def _stamp(line: str, default_year: int) -> float | None:
+    match = _STAMP.search(line)
+    if not match:
+        return None
+    year = _YEAR.match(line.strip())
+    month, day, clock = match.groups()
+    stamp = f"{year.group(1) if year else default_year}-{month}-{day}T{clock}"
+    return pd.Timestamp(stamp, tz="UTC").timestamp()
