@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from diagnose.dump import load_dump
@@ -139,16 +141,28 @@ EXPECTED = {
     "triton_metrics": ("prometheus-text",),
     "tgi_metrics": ("prometheus-text",),
     "dcgm_exporter_metrics": ("prometheus-text",),
+    "nvidia_smi_dmon": ("nvidia-smi-dmon",),
+    "nvidia_smi_pmon": ("nvidia-smi-pmon",),
+    "pytorch_memory_summary": ("pytorch-memory",),
+    "otlp_json_traces": ("otel-traces",),
+    "prometheus_query_range": ("prometheus-api-json",),
+    "grafana_csv": ("grafana-csv",),
 }
 # Real look-alikes that must be left unused, not misread: kernel logs with NVIDIA lines but no Xid,
 # and a scrape of HELP/TYPE headers with no sample.
-LOOK_ALIKES = {("xid_dmesg", "13.txt"), ("xid_dmesg", "14.txt"), ("vllm_metrics", "05.txt")}
+LOOK_ALIKES = {
+    ("xid_dmesg", "13.txt"),
+    ("xid_dmesg", "14.txt"),
+    ("vllm_metrics", "05.txt"),
+    ("otlp_json_traces", "03.txt"),
+    ("otlp_json_traces", "04.txt"),  # Go stdouttrace JSON, collector text dump
+}
 # Recognised and read, with nothing the dump has a column for: a compute-apps header with no process
 # running, dcgm encoder/decoder fields only, and a Triton scrape with only a GPU-utilisation sample.
 NOTHING_TO_KEEP = {
     ("nvidia_smi_compute_apps", name)
     for name in ("01.txt", "03.txt", "07.txt", "09.txt", "11.txt", "13.txt", "15.txt")
-} | {("dcgm_exporter_metrics", "04.txt"), ("triton_metrics", "06.txt")}
+} | {("dcgm_exporter_metrics", "04.txt"), ("triton_metrics", "06.txt"), ("prometheus_query_range", "03.txt")}
 
 
 @pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared real samples are not present")
@@ -165,3 +179,71 @@ def test_every_real_sample_is_read_by_its_importer_or_rejected_as_a_look_alike(f
         if folder == "pytorch_oom":
             ooms = result.tables["events"].query("kind == 'oom'")
             assert len(ooms) and ooms["oom_class"].notna().all(), path.name
+
+
+@pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared real samples are not present")
+def test_the_default_nvidia_smi_table_is_not_mistaken_for_csv():
+    for path in sorted((SAMPLES / "nvidia_smi_default").glob("*.txt")):
+        assert recognise(path.read_text(encoding="utf-8", errors="replace")[:65536]) is None, path.name
+
+
+def test_otlp_root_spans_become_requests_with_stage_columns(tmp_path):
+    def span(span_id, parent, name, start_ms, end_ms, attributes=()):
+        return {
+            "traceId": "t1",
+            "spanId": span_id,
+            "parentSpanId": parent,
+            "name": name,
+            "startTimeUnixNano": str(int(start_ms * 1e6)),
+            "endTimeUnixNano": str(int(end_ms * 1e6)),
+            "attributes": [{"key": k, "value": v} for k, v in attributes],
+        }
+
+    spans = [
+        span(
+            "a",
+            "",
+            "POST /v1/completions",
+            1_000,
+            1_250,
+            [
+                ("gen_ai.usage.prompt_tokens", {"intValue": "812"}),
+                ("gen_ai.latency.time_in_queue", {"doubleValue": 0.04}),
+            ],
+        ),
+        span("b", "a", "tokenize", 1_000, 1_030),
+        span("c", "a", "forward", 1_030, 1_240),
+    ]
+    (tmp_path / "traces.json").write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
+    request = load_dump(str(tmp_path)).tables["requests"].iloc[0]
+    assert request["latency_ms"] == 250 and request["input_len"] == 812
+    assert (request["stage_tokenize_ms"], request["stage_forward_ms"], request["stage_queue_ms"]) == (
+        30,
+        210,
+        40,
+    )
+
+
+def test_grafana_and_prometheus_exports_route_known_metrics_to_their_tables(tmp_path):
+    (tmp_path / "grafana.csv").write_text(
+        "Time;vllm:num_requests_waiting\n1466074220000;4\n1466074240000;6\n"
+    )
+    (tmp_path / "range.json").write_text(
+        json.dumps(
+            {
+                "status": "success",
+                "data": {
+                    "resultType": "matrix",
+                    "result": [
+                        {
+                            "metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "1"},
+                            "values": [[1466074220, "97"]],
+                        }
+                    ],
+                },
+            }
+        )
+    )
+    dump = load_dump(str(tmp_path))
+    assert list(dump.tables["server"]["queue_depth"]) == [4, 6]
+    assert dump.tables["gpu"].iloc[0][["gpu", "util_pct"]].tolist() == [1, 97]

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from diagnose.importers.base import HEAD_BYTES, Imported, Importer
 from diagnose.importers.nvidia_smi import NvidiaSmiComputeAppsImporter, NvidiaSmiQueryGpuImporter
+from diagnose.importers.nvidia_smi_monitor import DmonImporter, PmonImporter
 from diagnose.importers.oom_log import OomLogImporter
 from diagnose.importers.prometheus_text import PrometheusTextImporter
+from diagnose.importers.series import GrafanaCsvImporter, PromQueryImporter
+from diagnose.importers.torch_memory import TorchMemoryImporter
+from diagnose.importers.traces import TraceImporter
 from diagnose.importers.vllm_log import VllmLogImporter
 from diagnose.importers.xid import XidImporter
 
@@ -19,9 +23,15 @@ from diagnose.importers.xid import XidImporter
 IMPORTERS: tuple[Importer, ...] = (
     NvidiaSmiComputeAppsImporter(),
     NvidiaSmiQueryGpuImporter(),
+    PmonImporter(),
+    DmonImporter(),
+    TraceImporter(),
+    PromQueryImporter(),
+    GrafanaCsvImporter(),
     PrometheusTextImporter(),
     XidImporter(),
     VllmLogImporter(),
+    TorchMemoryImporter(),
     OomLogImporter(),
 )
 

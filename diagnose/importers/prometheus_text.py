@@ -26,7 +26,7 @@ _SAMPLE_LINE = re.compile(
     re.MULTILINE,
 )
 # dcgm-exporter field -> (gpu column, scale)
-_DCGM = {
+DCGM_FIELDS = {
     "dcgm_fi_dev_gpu_util": ("util_pct", 1.0),
     "dcgm_fi_dev_fb_used": ("mem_used_bytes", 2**20),
     "dcgm_fi_dev_sm_clock": ("sm_clock_mhz", 1.0),
@@ -122,14 +122,14 @@ def _dcgm_rows(text: str, stamp: float) -> list[dict]:
             key = f"{gpu}/{instance}" if instance else gpu
             if name == "dcgm_fi_dev_fb_free":
                 free[key] = float(sample.value) * 2**20
-            field = _DCGM.get(name) or _DCGM_FALLBACK.get(name)
+            field = DCGM_FIELDS.get(name) or _DCGM_FALLBACK.get(name)
             if field is None:
                 continue
             column, scale = field
             row = rows.setdefault(key, {"ts": stamp, "gpu": int(gpu) if gpu.isdigit() else None})
             if instance:
                 row["mig_instance"] = instance
-            if name in _DCGM or column not in row:
+            if name in DCGM_FIELDS or column not in row:
                 row[column] = float(sample.value) * scale
     for gpu, row in rows.items():
         if gpu in free and "mem_used_bytes" in row:

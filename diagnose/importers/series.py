@@ -1,0 +1,181 @@
+"""Time series exported from Prometheus or Grafana, routed to the dump's tables by metric name.
+
+A series whose metric is one the engine map or dcgm-exporter map knows (for
+example ``vllm:num_requests_waiting`` or ``DCGM_FI_DEV_GPU_UTIL``) becomes
+that column of the server or gpu table; any other series is kept in the
+``series`` extension table (``ts``, ``series``, ``value``) so nothing read is
+lost, and the report counts its rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from diagnose.collectors.prometheus import ENGINES
+from diagnose.importers.base import Imported, Importer, data_lines, read_text
+from diagnose.importers.prometheus_text import DCGM_FIELDS
+
+_GAUGES = {
+    name: (column, scale)
+    for mapping in ENGINES.values()
+    for column, (names, scale) in mapping.gauges.items()
+    for name in names
+}
+
+
+def route(name: str, labels: dict, stamps: list[float], values: list[float]) -> tuple[str, pd.DataFrame]:
+    metric = name.split("{")[0].strip()
+    if metric in _GAUGES:
+        column, scale = _GAUGES[metric]
+        return "server", pd.DataFrame({"ts": stamps, column: [v * scale for v in values]})
+    if metric.lower() in DCGM_FIELDS:
+        column, scale = DCGM_FIELDS[metric.lower()]
+        gpu = labels.get("gpu", "0")
+        return "gpu", pd.DataFrame(
+            {"ts": stamps, "gpu": int(gpu) if str(gpu).isdigit() else 0, column: [v * scale for v in values]}
+        )
+    label = name if not labels else f"{metric}{{{','.join(f'{k}={v}' for k, v in sorted(labels.items()))}}}"
+    return "series", pd.DataFrame({"ts": stamps, "series": label, "value": values})
+
+
+def _merge(parts: list[tuple[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
+    tables: dict[str, list[pd.DataFrame]] = {}
+    for table, frame in parts:
+        tables.setdefault(table, []).append(frame)
+    return {
+        table: pd.concat(frames, ignore_index=True).sort_values("ts", kind="stable", ignore_index=True)
+        for table, frames in tables.items()
+    }
+
+
+class PromQueryImporter(Importer):
+    name = "prometheus-api-json"
+    description = "Prometheus HTTP API query / query_range responses (matrix or vector JSON)"
+    example = '{"status":"success","data":{"resultType":"matrix","result":[{"metric":{...},"values":[...]}]}}'
+
+    def recognise(self, head: str) -> bool:
+        return (
+            '"resultType"' in head or "'resultType'" in head or ('"status"' in head and '"errorType"' in head)
+        )
+
+    def read(self, path: Path) -> Imported:
+        result = Imported()
+        text = read_text(path)
+        document = _json_object(text)
+        if document is None:
+            return _salvage(text, result)
+        if document.get("status") == "error":
+            result.warnings.append(
+                f"the API answered an error: {document.get('errorType')}: {document.get('error')}"
+            )
+            return result
+        parts = []
+        for series in (document.get("data") or {}).get("result", []):
+            labels = dict(series.get("metric", {}))
+            name = labels.pop("__name__", None) or "value"
+            points = series.get("values") or ([series["value"]] if "value" in series else [])
+            stamps = [float(t) for t, _ in points]
+            values = [float(v) for _, v in points]
+            parts.append(route(name, labels, stamps, values))
+        result.tables = _merge(parts)
+        return result
+
+
+_POINT = re.compile(r"""\[\s*(\d{9,}(?:\.\d+)?)\s*,\s*["']([-+0-9.eE]+|NaN)["']\s*\]""")
+_NAME = re.compile(r"""["']__name__["']\s*:\s*["']([^"']+)["']""")
+
+
+def _salvage(text: str, result: Imported) -> Imported:
+    """A cut-off response: keep the complete ``[time, "value"]`` points it still holds."""
+    points = _POINT.findall(text)
+    if not points:
+        result.warnings.append(
+            "not a complete JSON object (cut off?) and no complete point in it; nothing read"
+        )
+        return result
+    name = _NAME.search(text)
+    result.warnings.append(f"not a complete JSON object (cut off?): read the {len(points)} complete point(s)")
+    stamps, values = [float(t) for t, _ in points], [float(v) for _, v in points]
+    result.tables = _merge([route(name.group(1) if name else "value", {}, stamps, values)])
+    return result
+
+
+def _json_object(text: str) -> dict | None:
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("# source:"))
+    start = body.find("{")
+    if start < 0:
+        return None
+    decoder = json.JSONDecoder()
+    for candidate in (body[start:], body[start:].replace("'", '"')):  # Python's printed dicts use '
+        try:
+            value, _ = decoder.raw_decode(candidate)
+            return value if isinstance(value, dict) else None
+        except json.JSONDecodeError:
+            continue
+    return None
+
+
+class GrafanaCsvImporter(Importer):
+    name = "grafana-csv"
+    description = (
+        "Grafana 'Export CSV' files: Series;Time;Value rows or series as columns, ISO or epoch-ms times"
+    )
+    example = '"Series";"Time";"Value"'
+
+    def recognise(self, head: str) -> bool:
+        lines = data_lines(head)
+        if not lines:
+            return False
+        first = lines[0].replace('"', "").lower()
+        return (
+            first.startswith(("series;time;value", "series,time,value", "time;", "time,")) and len(lines) > 1
+        )
+
+    def read(self, path: Path) -> Imported:
+        lines = data_lines(read_text(path))
+        delimiter = ";" if ";" in lines[0] else ","
+        rows = [r for r in csv.reader(io.StringIO("\n".join(lines)), delimiter=delimiter) if r]
+        header = [h.strip().lower() for h in rows[0]]
+        body = rows[1:]
+        result = Imported()
+        if header[:3] == ["series", "time", "value"]:
+            frame = pd.DataFrame([r[:3] for r in body if len(r) >= 3], columns=["series", "time", "value"])
+            parts = [
+                route(name, {}, _times(group["time"]), _numbers(group["value"], delimiter))
+                for name, group in frame.groupby("series", sort=False)
+            ]
+        else:
+            names = [h for h in rows[0][1:] if h.strip()]
+            times = _times(pd.Series([r[0] for r in body]))
+            parts = [
+                route(
+                    name,
+                    {},
+                    times,
+                    _numbers(pd.Series([r[i + 1] if i + 1 < len(r) else "" for r in body]), delimiter),
+                )
+                for i, name in enumerate(names)
+            ]
+        result.tables = _merge(parts)
+        return result
+
+
+def _times(values: pd.Series) -> list[float]:
+    values = values.astype(str).str.strip()
+    if values.str.fullmatch(r"\d{12,14}").all():
+        return (values.astype("int64") / 1000.0).tolist()
+    stamps = pd.to_datetime(values, utc=True, format="ISO8601", errors="coerce")
+    return ((stamps - pd.Timestamp(0, tz="UTC")).dt.total_seconds()).tolist()
+
+
+def _numbers(values: pd.Series, delimiter: str) -> list[float]:
+    text = values.astype(str).str.strip()
+    if delimiter == ";":
+        text = text.str.replace(",", "", regex=False)  # thousands separators in ';' exports
+    return pd.to_numeric(text, errors="coerce").tolist()

@@ -1,0 +1,133 @@
+"""PyTorch allocator figures in text: ``memory_summary()`` tables, ``memory_stats()`` dumps, per-rank lines.
+
+| source | allocator column |
+|---|---|
+| summary "Allocated memory" / stats ``allocated_bytes.all.current`` / ``allocated=`` | allocated_bytes |
+| summary "GPU reserved memory" / ``reserved_bytes.all.current`` / ``reserved=`` | reserved_bytes |
+| summary "Active memory" / ``active_bytes.all.current`` | active_bytes |
+| summary "Non-releasable memory" / ``inactive_split_bytes.all.current`` | inactive_split_bytes |
+| summary "cudaMalloc retries" / ``num_alloc_retries`` / ``retries=`` | num_alloc_retries |
+| summary "CUDA OOMs" / ``num_ooms`` | num_ooms |
+
+A ``memory_stats()`` dump is read as JSON or, when printed as Python's
+``OrderedDict([('key', value), ...])``, by matching its ``('key', number)``
+pairs — never evaluated. These texts carry no time: rows take the file's
+modification time, with a warning. OOM messages in the same text become
+events, as in any log.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from diagnose.importers.base import Imported, Importer, file_time, read_text
+from diagnose.importers.oom_log import oom_events
+
+_UNITS = {
+    "b": 1,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+    "kb": 2**10,
+    "mb": 2**20,
+    "gb": 2**30,
+    "tb": 2**40,
+}  # the old summary's "MB" meant MiB
+_SUMMARY_DEVICE = re.compile(r"PyTorch CUDA memory summary, device ID (\d+)")
+_SUMMARY_ROWS = {
+    "allocated memory": "allocated_bytes",
+    "gpu reserved memory": "reserved_bytes",
+    "active memory": "active_bytes",
+    "non-releasable memory": "inactive_split_bytes",
+}
+_SUMMARY_CELL = re.compile(r"\|\s*([A-Za-z -]+?)\s*\|\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)\s*\|", re.IGNORECASE)
+_COUNTS = re.compile(r"CUDA OOMs:\s*(\d+)\s*\|\s*cudaMalloc retries:\s*(\d+)")
+_STAT_PAIR = re.compile(r"\(\s*'([a-z_.]+)'\s*,\s*(-?\d+)\s*\)")
+_STATS = {
+    "allocated_bytes.all.current": "allocated_bytes",
+    "reserved_bytes.all.current": "reserved_bytes",
+    "active_bytes.all.current": "active_bytes",
+    "inactive_split_bytes.all.current": "inactive_split_bytes",
+    "num_alloc_retries": "num_alloc_retries",
+    "num_ooms": "num_ooms",
+}
+_RANK = re.compile(r"Rank (\d+): retries=(\d+), allocated=\s*(\d+)(\w+), reserved=\s*(\d+)(\w+)")
+
+
+class TorchMemoryImporter(Importer):
+    name = "pytorch-memory"
+    description = (
+        "torch.cuda.memory_summary() tables, memory_stats() dumps (JSON or printed) and per-rank stats lines"
+    )
+    example = "|            CUDA OOMs: 58           |        cudaMalloc retries: 66        |"
+
+    def recognise(self, head: str) -> bool:
+        return bool(
+            _SUMMARY_DEVICE.search(head)
+            or "'allocated_bytes.all.current'" in head
+            or '"allocated_bytes.all.current"' in head
+            or _RANK.search(head)
+            or "active_bytes.all." in head
+        )
+
+    def read(self, path: Path) -> Imported:
+        text = read_text(path)
+        stamp = file_time(path)
+        rows = _summaries(text) or _stats(text) or _ranks(text)
+        result = Imported()
+        if rows:
+            result.tables["allocator"] = pd.DataFrame([{"ts": stamp, **row} for row in rows])
+            result.warnings.append("allocator figures carry no time: taken at the file's modification time")
+        events = oom_events(text.splitlines(), stamp)
+        if events:
+            result.tables["events"] = pd.DataFrame(events)
+        return result
+
+
+def _summaries(text: str) -> list[dict]:
+    rows = []
+    for block in re.split(r"(?=PyTorch CUDA memory summary, device ID)", text)[1:]:
+        row: dict = {"device": int(_SUMMARY_DEVICE.search(block).group(1))}
+        counts = _COUNTS.search(block)
+        if counts:
+            row["num_ooms"], row["num_alloc_retries"] = int(counts.group(1)), int(counts.group(2))
+        for label, value, unit in _SUMMARY_CELL.findall(block):
+            column = _SUMMARY_ROWS.get(label.strip().lower())
+            if column and column not in row:
+                row[column] = float(value) * _UNITS[unit.lower()]
+        rows.append(row)
+    return rows
+
+
+def _stats(text: str) -> list[dict]:
+    pairs: dict[str, float] = {}
+    start = text.find("{")
+    if start >= 0:
+        try:
+            loaded = json.loads(text[start : text.rfind("}") + 1])
+            pairs = {k: v for k, v in loaded.items() if isinstance(v, int | float)}
+        except (json.JSONDecodeError, AttributeError):
+            pairs = {}
+    if not pairs:
+        pairs = {key: float(value) for key, value in _STAT_PAIR.findall(text)}
+    row = {column: pairs[key] for key, column in _STATS.items() if key in pairs}
+    return [row] if row else []
+
+
+def _ranks(text: str) -> list[dict]:
+    rows = []
+    for rank, retries, allocated, unit_a, reserved, unit_r in _RANK.findall(text):
+        rows.append(
+            {
+                "rank": int(rank),
+                "num_alloc_retries": int(retries),
+                "allocated_bytes": float(allocated) * _UNITS.get(unit_a.lower(), 1),
+                "reserved_bytes": float(reserved) * _UNITS.get(unit_r.lower(), 1),
+            }
+        )
+    return rows
