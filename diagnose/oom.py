@@ -105,13 +105,20 @@ def parse_oom_message(text: str) -> OomMessage | None:
 FRAGMENTATION = "fragmentation"
 EXHAUSTION_REQUEST_TOO_LARGE = "exhaustion: request larger than the card"
 EXHAUSTION_OTHER_PROCESS = "exhaustion: another process holds the memory"
+EXHAUSTION_ENGINE_PREALLOCATED = "exhaustion: the serving engine's preallocated KV cache leaves no headroom"
+_ENGINE_SHARE = 0.85  # vLLM preallocates gpu_memory_utilization (0.9 by default) of the card
 EXHAUSTION = "exhaustion"
 ANOMALOUS = "anomalous: free memory exceeded the request"
 UNKNOWN = "unknown: the message lacks the figures"
 
 
-def classify_oom(oom: OomMessage) -> str:
-    """Why the allocation failed, judged from the message's own figures."""
+def classify_oom(oom: OomMessage, serving_engine: bool = False) -> str:
+    """Why the allocation failed, judged from the message's own figures.
+
+    ``serving_engine``: the message came from a serving engine that preallocates
+    most of the card for its KV cache (vLLM, SGLang); genuine exhaustion with
+    this process holding nearly all of the card is then that preallocation.
+    """
     requested = oom.requested_bytes
     if requested is None:
         return UNKNOWN
@@ -126,6 +133,9 @@ def classify_oom(oom: OomMessage) -> str:
         return EXHAUSTION_OTHER_PROCESS
     if oom.total_bytes is None and oom.reserved_unallocated_bytes is None:
         return UNKNOWN
+    if serving_engine and oom.process_in_use_bytes and oom.total_bytes:
+        if oom.process_in_use_bytes >= _ENGINE_SHARE * oom.total_bytes:
+            return EXHAUSTION_ENGINE_PREALLOCATED
     return EXHAUSTION
 
 

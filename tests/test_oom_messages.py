@@ -103,3 +103,11 @@ def test_every_real_oom_sample_yields_its_requested_size():
         if "total capac" in text or "Device limit" in text or "total:" in text:
             assert oom.total_bytes, sample.name
         assert classify_oom(oom) != UNKNOWN, sample.name
+
+
+def test_a_serving_engine_holding_the_card_is_its_kv_cache_preallocation():
+    from diagnose.oom import EXHAUSTION_ENGINE_PREALLOCATED
+
+    oom = parse_oom_message(_new("2.00 GiB", "80.00 GiB", "100.00 MiB", "79.50 GiB", "10.00 MiB"))
+    assert classify_oom(oom) == EXHAUSTION
+    assert classify_oom(oom, serving_engine=True) == EXHAUSTION_ENGINE_PREALLOCATED

@@ -60,11 +60,17 @@ def add_oom_facts(facts: Facts, dump: Dump) -> None:
     kinds = events["kind"].astype("string").str.lower()
     ooms = events.loc[kinds == "oom"]
     facts.add("oom.count", len(ooms), f"{source}: kind=oom")
-    parsed = [oom for oom in (_event_oom(row) for _, row in ooms.iterrows()) if oom is not None]
+    read = [
+        (row, oom) for row, oom in ((row, _event_oom(row)) for _, row in ooms.iterrows()) if oom is not None
+    ]
+    parsed = [oom for _, oom in read]
     if not parsed:
         return
     cite = f"{source}: OOM message figures, {len(parsed)} event(s)"
-    kinds_found = [classify_oom(oom) for oom in parsed]
+    # An importer that knew the message's context (a serving engine's log) classified it already.
+    kinds_found = [
+        row["oom_class"] if isinstance(row.get("oom_class"), str) else classify_oom(oom) for row, oom in read
+    ]
     facts.add("oom.parsed", len(parsed), cite)
     facts.add("oom.fragmentation_count", kinds_found.count(FRAGMENTATION), cite)
     facts.add("oom.exhaustion_count", sum(k.startswith(EXHAUSTION) for k in kinds_found), cite)

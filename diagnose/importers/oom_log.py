@@ -40,8 +40,16 @@ class OomLogImporter(Importer):
         return Imported({"events": pd.DataFrame(events)} if events else {})
 
 
-def oom_events(lines: list[str], fallback: float) -> list[dict]:
-    """One ``oom`` event per OOM message in the lines (shared with the vLLM log importer)."""
+_ENGINE_LOG = re.compile(
+    r"vllm|VllmWorker|EngineCore|MQLLMEngine|sglang|\[engine\.py|\[core\.py", re.IGNORECASE
+)
+
+
+def oom_events(lines: list[str], fallback: float, serving_engine: bool | None = None) -> list[dict]:
+    """One ``oom`` event per OOM message in the lines (shared with the vLLM log importer).
+
+    ``serving_engine`` None: judged per message from vLLM/SGLang markers on its line.
+    """
     year = datetime.fromtimestamp(fallback, UTC).year
     events = []
     for index, line in enumerate(lines):
@@ -65,7 +73,9 @@ def oom_events(lines: list[str], fallback: float) -> list[dict]:
                 "kind": "oom",
                 "message": message[:2000],
                 "ts_source": ts_source,
-                "oom_class": classify_oom(oom),
+                "oom_class": classify_oom(
+                    oom, bool(_ENGINE_LOG.search(line)) if serving_engine is None else serving_engine
+                ),
                 "line": index + 1,
             }
         )

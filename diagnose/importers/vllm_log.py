@@ -102,7 +102,7 @@ class VllmLogImporter(Importer):
                         "line": number,
                     }
                 )
-        events += oom_events(lines, fallback)
+        events += oom_events(lines, fallback, serving_engine=True)
         result = Imported()
         if rows:
             result.tables["server"] = pd.DataFrame(rows)
