@@ -89,6 +89,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SCORE",
         help="exit 1 when a hypothesis scores at least SCORE (0-1), for CI gates",
     )
+    file_cmd.add_argument(
+        "--tz",
+        type=_zone,
+        metavar="ZONE",
+        help="zone of times that foreign files (vLLM logs, nvidia-smi, journal) write without an offset, "
+        "e.g. Asia/Shanghai or +08:00 (default: UTC)",
+    )
     file_cmd.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
     file_cmd.set_defaults(handler=_run_file)
 
@@ -191,7 +198,7 @@ def _run_file(args: argparse.Namespace) -> int:
     from diagnose.pipeline import analyse
     from diagnose.report import RENDERERS
 
-    report = analyse(args.dump, rules_dir=args.rules, slo_p99_ms=args.slo_p99_ms)
+    report = analyse(args.dump, rules_dir=args.rules, slo_p99_ms=args.slo_p99_ms, tz=args.tz)
     text = RENDERERS[args.format](report)
     if args.output is not None:
         if args.output.exists() and args.output.is_dir():
@@ -287,6 +294,18 @@ def _run_rules(args: argparse.Namespace) -> int:
     for rule in load_rules(folder):
         print(f"{rule.id:<26} {rule.title}")
     return ExitCode.OK
+
+
+def _zone(text: str) -> str:
+    import pandas as pd
+
+    try:
+        pd.Timestamp("2026-01-01").tz_localize(text)
+    except (ValueError, TypeError, KeyError, LookupError):
+        raise argparse.ArgumentTypeError(
+            f"unknown time zone {text!r}: use a name such as Europe/Paris"
+        ) from None
+    return text
 
 
 def _positive(text: str) -> float:

@@ -247,3 +247,19 @@ def test_grafana_and_prometheus_exports_route_known_metrics_to_their_tables(tmp_
     dump = load_dump(str(tmp_path))
     assert list(dump.tables["server"]["queue_depth"]) == [4, 6]
     assert dump.tables["gpu"].iloc[0][["gpu", "util_pct"]].tolist() == [1, 97]
+
+
+def test_tz_gives_the_zone_of_times_written_without_an_offset(tmp_path, report_of):
+    (tmp_path / "vllm.log").write_text(VLLM_LOG)
+    utc = load_dump(str(tmp_path)).tables["events"]["ts"].iloc[0]
+    shanghai = load_dump(str(tmp_path), tz="Asia/Shanghai").tables["events"]["ts"].iloc[0]
+    assert utc - shanghai == 8 * 3600
+    (tmp_path / "smi.csv").write_text(SMI_CSV)
+    report = report_of(tmp_path, "--tz", "Asia/Shanghai")
+    assert any("read in Asia/Shanghai" in w for w in report["evidence"]["warnings"])
+
+
+def test_an_unknown_zone_is_a_usage_error(run_cli, tmp_path):
+    with pytest.raises(SystemExit) as stop:
+        run_cli("file", tmp_path, "--tz", "Mars/Olympus")
+    assert stop.value.code == 2

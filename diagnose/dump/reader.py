@@ -30,7 +30,8 @@ from diagnose.importers import HEAD_BYTES, recognise
 KNOWN_TABLES = (*TABLES, EVENTS_TABLE)
 
 
-def load_dump(path: str) -> Dump:
+def load_dump(path: str, tz: str | None = None) -> Dump:
+    """``tz``: the zone of times that foreign files write without an offset (UTC when None)."""
     folder = Path(path)
     if not folder.exists():
         raise DumpError(f"{path}: no such file or folder")
@@ -73,7 +74,7 @@ def load_dump(path: str) -> Dump:
         files[name] = [file.name]
 
     warnings[:0] = problems
-    imported = _import_foreign(folder, not_used, tables, files, warnings)
+    imported = _import_foreign(folder, not_used, tables, files, warnings, tz)
     if not tables:
         if problems:
             raise DumpError(problems[0].removesuffix("; table skipped"))
@@ -88,6 +89,7 @@ def _import_foreign(
     tables: dict[str, pd.DataFrame],
     files: dict[str, list[str]],
     warnings: list[str],
+    tz: str | None = None,
 ) -> list[dict]:
     """Offer every file that is not a dump table to the importers; merge what they read."""
     used: list[dict] = []
@@ -100,7 +102,7 @@ def _import_foreign(
         if importer is None:
             continue
         try:
-            result = importer.read(path)
+            result = importer.read(path, tz)
         except (OSError, ValueError, KeyError, IndexError) as error:
             warnings.append(
                 f"{name}: recognised as {importer.name} but could not be read ({error}); not used"

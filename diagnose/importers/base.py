@@ -29,8 +29,28 @@ class Importer:
     def recognise(self, head: str) -> bool:
         raise NotImplementedError
 
-    def read(self, path: Path) -> Imported:
+    def read(self, path: Path, tz: str | None = None) -> Imported:
+        """``tz``: the zone of times written without an offset (``--tz``); UTC when None."""
         raise NotImplementedError
+
+
+def local_epoch(stamp: pd.Timestamp, tz: str | None) -> float:
+    """A time written without an offset, in zone ``tz`` (UTC when None), as epoch seconds."""
+    if stamp.tzinfo is not None:
+        return stamp.timestamp()
+    return stamp.tz_localize(tz or "UTC").timestamp()
+
+
+def local_epochs(stamps: pd.Series, tz: str | None) -> pd.Series:
+    """Like :func:`local_epoch` for a column of naive datetimes (NaT stays missing)."""
+    localized = stamps.dt.tz_localize(tz or "UTC", ambiguous="NaT", nonexistent="NaT")
+    return (localized - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
+
+
+def zone_note(what: str, tz: str | None) -> str:
+    if tz:
+        return f"{what} have no UTC offset: read in {tz} (--tz)"
+    return f"{what} have no UTC offset: read as UTC (give their zone with --tz)"
 
 
 def file_time(path: Path) -> float:

@@ -17,7 +17,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, data_lines, file_time, read_text
+from diagnose.importers.base import (
+    Imported,
+    Importer,
+    data_lines,
+    file_time,
+    local_epochs,
+    read_text,
+    zone_note,
+)
 
 _UNIT = re.compile(r"^(.*?)\s*\[([^\]]+)\]\s*$")
 _NUMBER = re.compile(r"^\s*(-?[0-9.]+(?:e[+-]?\d+)?)\s*([A-Za-z%]*)\s*$")
@@ -96,10 +104,9 @@ def _value(text: str, unit: str | None, kind: str | None) -> float | str | None:
     return number * _BYTES[unit] if unit in _BYTES else number
 
 
-def _timestamps(values: list[str]) -> pd.Series:
-    return pd.to_datetime(
-        pd.Series(values).str.strip(), format="%Y/%m/%d %H:%M:%S.%f", errors="coerce", utc=True
-    )
+def _timestamps(values: list[str], tz: str | None) -> np.ndarray:
+    naive = pd.to_datetime(pd.Series(values).str.strip(), format="%Y/%m/%d %H:%M:%S.%f", errors="coerce")
+    return local_epochs(naive, tz).to_numpy()
 
 
 class NvidiaSmiQueryGpuImporter(Importer):
@@ -114,7 +121,7 @@ class NvidiaSmiQueryGpuImporter(Importer):
         header = lines[0].lower()
         return "pid" not in header and any(field in header for field in _KNOWN)
 
-    def read(self, path: Path) -> Imported:
+    def read(self, path: Path, tz: str | None = None) -> Imported:
         table = _Table(read_text(path))
         result = Imported()
         columns: dict[str, list] = {}
@@ -125,7 +132,7 @@ class NvidiaSmiQueryGpuImporter(Importer):
         if not table.rows:
             return result
         frame = pd.DataFrame(columns)
-        frame["ts"] = self._ts(table, path, result)
+        frame["ts"] = self._ts(table, path, result, tz)
         if "gpu" not in frame.columns:
             identity = _column(table, "pci.bus_id") or _column(table, "uuid")
             if identity is not None:
@@ -139,13 +146,13 @@ class NvidiaSmiQueryGpuImporter(Importer):
         return result
 
     @staticmethod
-    def _ts(table: _Table, path: Path, result: Imported) -> np.ndarray:
+    def _ts(table: _Table, path: Path, result: Imported, tz: str | None) -> np.ndarray:
         stamps = _column(table, "timestamp")
         if stamps is None:
             result.warnings.append("no timestamp field: every row is taken at the file's modification time")
             return np.full(len(table.rows), file_time(path))
-        result.warnings.append("nvidia-smi timestamps have no UTC offset: read as UTC")
-        return (_timestamps(stamps) - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy()
+        result.warnings.append(zone_note("nvidia-smi timestamps", tz))
+        return _timestamps(stamps, tz)
 
 
 class NvidiaSmiComputeAppsImporter(Importer):
@@ -158,7 +165,7 @@ class NvidiaSmiComputeAppsImporter(Importer):
         header = lines[0].lower() if lines else ""
         return "pid" in header and ("used_gpu_memory" in header or "used_memory" in header) and "," in header
 
-    def read(self, path: Path) -> Imported:
+    def read(self, path: Path, tz: str | None = None) -> Imported:
         table = _Table(read_text(path))
         result = Imported()
         if not table.rows:
@@ -180,8 +187,8 @@ class NvidiaSmiComputeAppsImporter(Importer):
             frame["ts"] = file_time(path)
             result.warnings.append("no timestamp field: every row is taken at the file's modification time")
         else:
-            frame["ts"] = (_timestamps(stamps) - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy()
-            result.warnings.append("nvidia-smi timestamps have no UTC offset: read as UTC")
+            frame["ts"] = _timestamps(stamps, tz)
+            result.warnings.append(zone_note("nvidia-smi timestamps", tz))
         result.tables["gpu_processes"] = frame.dropna(subset=["ts"]).reset_index(drop=True)
         return result
 

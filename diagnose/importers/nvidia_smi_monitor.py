@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, file_time, read_text
+from diagnose.importers.base import Imported, Importer, file_time, local_epoch, read_text, zone_note
 
 MIB = 2**20
 _DMON = {
@@ -74,7 +74,7 @@ class _MonitorImporter(Importer):
         parsed = _header(head)
         return bool(parsed) and self.required in parsed[0] and len(parsed[0]) >= 4
 
-    def read(self, path: Path) -> Imported:
+    def read(self, path: Path, tz: str | None = None) -> Imported:
         columns, rows = _header(read_text(path)) or ([], [])
         result = Imported()
         if not rows:
@@ -88,11 +88,11 @@ class _MonitorImporter(Importer):
                     record[target] = number * scale
             self._extra(values, record)
             if "date" in values and "time" in values:
-                record["ts"] = pd.Timestamp(f"{values['date']} {values['time']}", tz="UTC").timestamp()
+                record["ts"] = local_epoch(pd.Timestamp(f"{values['date']} {values['time']}"), tz)
             records.append(record)
         frame = pd.DataFrame(records)
         if "ts" in frame.columns:
-            result.warnings.append("nvidia-smi monitor times have no UTC offset: read as UTC")
+            result.warnings.append(zone_note("nvidia-smi monitor times", tz))
         else:
             frame["ts"] = _one_second_apart(frame, file_time(path))
             result.warnings.append(

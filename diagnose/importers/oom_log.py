@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, file_time, read_text
+from diagnose.importers.base import Imported, Importer, file_time, local_epoch, read_text
 from diagnose.oom import classify_oom, is_oom_message, parse_oom_message
 
 _ISO = re.compile(r"(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)")
@@ -35,8 +35,8 @@ class OomLogImporter(Importer):
     def recognise(self, head: str) -> bool:
         return is_oom_message(head)
 
-    def read(self, path: Path) -> Imported:
-        events = oom_events(read_text(path).splitlines(), file_time(path))
+    def read(self, path: Path, tz: str | None = None) -> Imported:
+        events = oom_events(read_text(path).splitlines(), file_time(path), tz=tz)
         return Imported({"events": pd.DataFrame(events)} if events else {})
 
 
@@ -45,7 +45,9 @@ _ENGINE_LOG = re.compile(
 )
 
 
-def oom_events(lines: list[str], fallback: float, serving_engine: bool | None = None) -> list[dict]:
+def oom_events(
+    lines: list[str], fallback: float, serving_engine: bool | None = None, tz: str | None = None
+) -> list[dict]:
     """One ``oom`` event per OOM message in the lines (shared with the vLLM log importer).
 
     ``serving_engine`` None: judged per message from vLLM/SGLang markers on its line.
@@ -64,7 +66,7 @@ def oom_events(lines: list[str], fallback: float, serving_engine: bool | None = 
         oom = parse_oom_message(message)
         if oom is None:
             continue
-        ts, ts_source = _stamp(line, year), "log line"
+        ts, ts_source = _stamp(line, year, tz), "log line"
         if ts is None:
             ts, ts_source = fallback, "file modification time"
         events.append(
@@ -82,13 +84,12 @@ def oom_events(lines: list[str], fallback: float, serving_engine: bool | None = 
     return events
 
 
-def _stamp(line: str, year: int) -> float | None:
+def _stamp(line: str, year: int, tz: str | None) -> float | None:
     match = _VLLM.match(line)
     if match:
         month, day, clock = match.groups()
-        return pd.Timestamp(f"{year}-{month}-{day}T{clock}", tz="UTC").timestamp()
+        return local_epoch(pd.Timestamp(f"{year}-{month}-{day}T{clock}"), tz)
     match = _ISO.search(line[:40])
     if match:
-        stamp = pd.Timestamp(match.group(1))
-        return (stamp if stamp.tzinfo else stamp.tz_localize("UTC")).timestamp()
+        return local_epoch(pd.Timestamp(match.group(1)), tz)
     return None

@@ -49,7 +49,7 @@ class PrometheusTextImporter(Importer):
         samples = len(_SAMPLE_LINE.findall(head))
         return samples >= 3 or (samples >= 1 and ("# TYPE " in head or "# HELP " in head))
 
-    def read(self, path: Path) -> Imported:
+    def read(self, path: Path, tz: str | None = None) -> Imported:
         result = Imported()
         scrapes = _split_scrapes(read_text(path))
         timed = []

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from diagnose.collectors.prometheus import ENGINES
-from diagnose.importers.base import Imported, Importer, data_lines, read_text
+from diagnose.importers.base import Imported, Importer, data_lines, local_epoch, read_text
 from diagnose.importers.prometheus_text import DCGM_FIELDS
 
 _GAUGES = {
@@ -64,7 +64,7 @@ class PromQueryImporter(Importer):
             '"resultType"' in head or "'resultType'" in head or ('"status"' in head and '"errorType"' in head)
         )
 
-    def read(self, path: Path) -> Imported:
+    def read(self, path: Path, tz: str | None = None) -> Imported:
         result = Imported()
         text = read_text(path)
         document = _json_object(text)
@@ -137,7 +137,7 @@ class GrafanaCsvImporter(Importer):
             first.startswith(("series;time;value", "series,time,value", "time;", "time,")) and len(lines) > 1
         )
 
-    def read(self, path: Path) -> Imported:
+    def read(self, path: Path, tz: str | None = None) -> Imported:
         lines = data_lines(read_text(path))
         delimiter = ";" if ";" in lines[0] else ","
         rows = [r for r in csv.reader(io.StringIO("\n".join(lines)), delimiter=delimiter) if r]
@@ -147,12 +147,12 @@ class GrafanaCsvImporter(Importer):
         if header[:3] == ["series", "time", "value"]:
             frame = pd.DataFrame([r[:3] for r in body if len(r) >= 3], columns=["series", "time", "value"])
             parts = [
-                route(name, {}, _times(group["time"]), _numbers(group["value"], delimiter))
+                route(name, {}, _times(group["time"], tz), _numbers(group["value"], delimiter))
                 for name, group in frame.groupby("series", sort=False)
             ]
         else:
             names = [h for h in rows[0][1:] if h.strip()]
-            times = _times(pd.Series([r[0] for r in body]))
+            times = _times(pd.Series([r[0] for r in body]), tz)
             parts = [
                 route(
                     name,
@@ -166,12 +166,11 @@ class GrafanaCsvImporter(Importer):
         return result
 
 
-def _times(values: pd.Series) -> list[float]:
+def _times(values: pd.Series, tz: str | None) -> list[float]:
     values = values.astype(str).str.strip()
     if values.str.fullmatch(r"\d{12,14}").all():
         return (values.astype("int64") / 1000.0).tolist()
-    stamps = pd.to_datetime(values, utc=True, format="ISO8601", errors="coerce")
-    return ((stamps - pd.Timestamp(0, tz="UTC")).dt.total_seconds()).tolist()
+    return [local_epoch(pd.Timestamp(v), tz) if v else float("nan") for v in values]
 
 
 def _numbers(values: pd.Series, delimiter: str) -> list[float]:

@@ -75,7 +75,7 @@ class TorchMemoryImporter(Importer):
             or "active_bytes.all." in head
         )
 
-    def read(self, path: Path) -> Imported:
+    def read(self, path: Path, tz: str | None = None) -> Imported:
         text = read_text(path)
         stamp = file_time(path)
         rows = _summaries(text) or _stats(text) or _ranks(text)

@@ -40,7 +40,7 @@ class TraceImporter(Importer):
         jaeger = '"traceID"' in head and '"operationName"' in head
         return otlp or jaeger
 
-    def read(self, path: Path) -> Imported:
+    def read(self, path: Path, tz: str | None = None) -> Imported:
         result = Imported()
         spans, bad = _spans(read_text(path))
         if bad:

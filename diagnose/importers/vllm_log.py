@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, file_time, read_text
+from diagnose.importers.base import Imported, Importer, file_time, local_epoch, read_text, zone_note
 from diagnose.importers.oom_log import oom_events
 
 _STAMP = re.compile(r"(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+(\d{2})-(\d{2}) (\d{2}:\d{2}:\d{2})")
@@ -62,7 +62,7 @@ class VllmLogImporter(Importer):
         markers = ("Avg generation throughput:", "is preempted by PreemptionMode")
         return any(m in head for m in markers) or bool(_STARTUP.search(head) or _DEAD.search(head))
 
-    def read(self, path: Path) -> Imported:
+    def read(self, path: Path, tz: str | None = None) -> Imported:
         lines = read_text(path).splitlines()
         fallback = file_time(path)
         default_year = datetime.fromtimestamp(fallback, UTC).year
@@ -74,7 +74,7 @@ class VllmLogImporter(Importer):
                 if m
             }
             preempted = _PREEMPTED.search(line)
-            ts = _stamp(line, default_year)
+            ts = _stamp(line, default_year, tz)
             for pattern, kind in ((_STARTUP, "kv_cache_config"), (_DEAD, "engine_dead")):
                 if pattern.search(line):
                     events.append(
@@ -102,21 +102,21 @@ class VllmLogImporter(Importer):
                         "line": number,
                     }
                 )
-        events += oom_events(lines, fallback, serving_engine=True)
+        events += oom_events(lines, fallback, serving_engine=True, tz=tz)
         result = Imported()
         if rows:
             result.tables["server"] = pd.DataFrame(rows)
-            result.warnings.append("vLLM log times have no UTC offset: read as UTC")
+            result.warnings.append(zone_note("vLLM log times", tz))
         if events:
             result.tables["events"] = pd.DataFrame(events)
         return result
 
 
-def _stamp(line: str, default_year: int) -> float | None:
+def _stamp(line: str, default_year: int, tz: str | None) -> float | None:
     match = _STAMP.search(line)
     if not match:
         return None
     year = _YEAR.match(line.strip())
     month, day, clock = match.groups()
     stamp = f"{year.group(1) if year else default_year}-{month}-{day}T{clock}"
-    return pd.Timestamp(stamp, tz="UTC").timestamp()
+    return local_epoch(pd.Timestamp(stamp), tz)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, file_time, read_text
+from diagnose.importers.base import Imported, Importer, file_time, local_epoch, read_text
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([^)]*)\): (\d+)(?:, pid=(\d+))?(?:, name=([^,]+))?")
 _OFF_BUS = re.compile(r"fallen off the bus")
@@ -55,7 +55,7 @@ class XidImporter(Importer):
     def recognise(self, head: str) -> bool:
         return "NVRM: Xid" in head or ("NVRM:" in head and "fallen off the bus" in head)
 
-    def read(self, path: Path) -> Imported:
+    def read(self, path: Path, tz: str | None = None) -> Imported:
         fallback = file_time(path)
         year = datetime.fromtimestamp(fallback, UTC).year
         events = []
@@ -89,7 +89,7 @@ class XidImporter(Importer):
                 }
             else:
                 continue
-            ts = _stamp(line, year)
+            ts = _stamp(line, year, tz)
             event["ts"], event["ts_source"] = (
                 (ts, "log line") if ts is not None else (fallback, "file modification time")
             )
@@ -97,7 +97,7 @@ class XidImporter(Importer):
         return Imported({"events": pd.DataFrame(events)} if events else {})
 
 
-def _stamp(line: str, year: int) -> float | None:
+def _stamp(line: str, year: int, tz: str | None) -> float | None:
     text = line.strip()
     for pattern, form in ((_DMESG_T, "%a %b %d %H:%M:%S %Y"), (_JOURNAL, "%b %d %H:%M:%S")):
         match = pattern.match(text)
@@ -108,9 +108,8 @@ def _stamp(line: str, year: int) -> float | None:
                 return None
             if form == "%b %d %H:%M:%S":
                 stamp = stamp.replace(year=year)
-            return stamp.replace(tzinfo=UTC).timestamp()
+            return local_epoch(pd.Timestamp(stamp), tz)
     match = _ISO.match(text)
     if match:
-        stamp = pd.Timestamp(match.group(1).replace(",", "."))
-        return (stamp if stamp.tzinfo else stamp.tz_localize("UTC")).timestamp()
+        return local_epoch(pd.Timestamp(match.group(1).replace(",", ".")), tz)
     return None
