@@ -263,3 +263,45 @@ def test_an_unknown_zone_is_a_usage_error(run_cli, tmp_path):
     with pytest.raises(SystemExit) as stop:
         run_cli("file", tmp_path, "--tz", "Mars/Olympus")
     assert stop.value.code == 2
+
+
+def test_jaeger_traces_become_requests(tmp_path):
+    trace = {
+        "data": [
+            {
+                "traceID": "t",
+                "spans": [
+                    {
+                        "traceID": "t",
+                        "spanID": "r",
+                        "operationName": "infer",
+                        "references": [],
+                        "startTime": 1_700_000_000_000_000,
+                        "duration": 120_000,
+                        "tags": [{"key": "error", "value": True}],
+                    },
+                    {
+                        "traceID": "t",
+                        "spanID": "c",
+                        "operationName": "forward",
+                        "startTime": 1_700_000_000_010_000,
+                        "duration": 100_000,
+                        "references": [{"refType": "CHILD_OF", "spanID": "r"}],
+                        "tags": [],
+                    },
+                ],
+            }
+        ]
+    }
+    (tmp_path / "jaeger.json").write_text(json.dumps(trace))
+    request = load_dump(str(tmp_path)).tables["requests"].iloc[0]
+    assert (request["latency_ms"], request["stage_forward_ms"], request["status"]) == (120, 100, "error")
+
+
+def test_a_torn_nvidia_smi_row_is_skipped_with_its_row_number(tmp_path):
+    (tmp_path / "smi.csv").write_text(SMI_CSV + "2025/04/01 23:46:52.000, 0, NVIDIA A10G, 90 %\n")
+    dump = load_dump(str(tmp_path))
+    assert len(dump.tables["gpu"]) == 2
+    assert any(
+        "smi.csv: skipped 1 row(s) with the wrong number of fields (data row 4)" in w for w in dump.warnings
+    )

@@ -82,7 +82,10 @@ class _Table:
             self.fields.append((match.group(1) if match else name).strip().lower())
             self.units.append(match.group(2).strip().lower() if match else None)
         self.rows = [row for row in rows[1:] if len(row) == len(self.fields)]
-        self.malformed = len(rows) - 1 - len(self.rows) if rows else 0
+        # Line numbers of rows with the wrong number of fields (counting the header as line 1 of the data).
+        self.malformed = [
+            number for number, row in enumerate(rows[1:], start=2) if len(row) != len(self.fields)
+        ]
 
 
 def _value(text: str, unit: str | None, kind: str | None) -> float | str | None:
@@ -141,7 +144,10 @@ class NvidiaSmiQueryGpuImporter(Importer):
             else:
                 frame["gpu"] = frame.groupby("ts").cumcount()
         if table.malformed:
-            result.warnings.append(f"skipped {table.malformed} line(s) with the wrong number of fields")
+            shown = ", ".join(map(str, table.malformed[:3])) + (" ..." if len(table.malformed) > 3 else "")
+            result.warnings.append(
+                f"skipped {len(table.malformed)} row(s) with the wrong number of fields (data row {shown})"
+            )
         result.tables["gpu"] = frame.dropna(subset=["ts"]).reset_index(drop=True)
         return result
 
