@@ -19,20 +19,13 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.model import Dump
-from diagnose.dump.schema import stage_columns
+from diagnose.dump.schema import COLUMNS, stage_columns
 
 _MIN_REQUESTS_PER_WINDOW = 10
 _MAX_PROCESS_SIGNALS = 20
 _SERIES_TABLES = {
     "system": ("cpu_pct", "mem_used_bytes", "swap_used_bytes", "swap_in_per_s", "swap_out_per_s", "load1"),
-    "server": (
-        "queue_depth",
-        "running",
-        "batch_size",
-        "kv_cache_usage_pct",
-        "throughput_rps",
-        "tokens_per_s",
-    ),
+    "server": tuple(c for c in COLUMNS["server"] if c != "ts"),
     "allocator": ("allocated_bytes", "reserved_bytes", "inactive_split_bytes", "num_alloc_retries"),
 }
 _GPU_COLUMNS = ("util_pct", "mem_used_bytes", "sm_clock_mhz", "power_w", "temp_c")

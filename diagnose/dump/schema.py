@@ -44,6 +44,66 @@ TABLES: dict[str, TableSpec] = {
     )
 }
 
+# The columns of the fixed-schema tables, in the order diagnose record writes them (any may be empty).
+COLUMNS = {
+    "system": [
+        "ts",
+        "cpu_pct",
+        "cpu_count",
+        "load1",
+        "mem_used_bytes",
+        "mem_total_bytes",
+        "swap_used_bytes",
+        "swap_in_per_s",
+        "swap_out_per_s",
+        "disk_read_bytes_per_s",
+        "disk_write_bytes_per_s",
+        "net_rx_bytes_per_s",
+        "net_tx_bytes_per_s",
+    ],
+    "processes": [
+        "ts",
+        "pid",
+        "name",
+        "cmdline",
+        "cpu_pct",
+        "rss_bytes",
+        "num_threads",
+        "max_thread_cpu_pct",
+    ],
+    "gpu": [
+        "ts",
+        "gpu",
+        "util_pct",
+        "mem_bw_util_pct",
+        "mem_used_bytes",
+        "mem_total_bytes",
+        "sm_clock_mhz",
+        "max_sm_clock_mhz",
+        "power_w",
+        "power_limit_w",
+        "temp_c",
+        "throttle_reasons",
+        "pcie_tx_bytes_per_s",
+        "pcie_rx_bytes_per_s",
+    ],
+    "gpu_processes": ["ts", "gpu", "pid", "name", "mem_used_bytes"],
+    "server": [
+        "ts",
+        "queue_depth",
+        "running",
+        "batch_size",
+        "kv_cache_usage_pct",
+        "throughput_rps",
+        "tokens_per_s",
+        "queue_ms",
+        "prefill_ms",
+        "compute_ms",
+        "decode_ms",
+        "e2e_ms",
+    ],
+}
+
 EVENTS_TABLE = "events"
 MANIFEST_FILE = "manifest.yaml"
 

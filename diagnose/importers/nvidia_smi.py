@@ -135,7 +135,7 @@ class NvidiaSmiQueryGpuImporter(Importer):
         if not table.rows:
             return result
         frame = pd.DataFrame(columns)
-        frame["ts"] = self._ts(table, path, result, tz)
+        frame["ts"] = _row_times(table, path, result, tz)
         if "gpu" not in frame.columns:
             identity = _column(table, "pci.bus_id") or _column(table, "uuid")
             if identity is not None:
@@ -150,15 +150,6 @@ class NvidiaSmiQueryGpuImporter(Importer):
             )
         result.tables["gpu"] = frame.dropna(subset=["ts"]).reset_index(drop=True)
         return result
-
-    @staticmethod
-    def _ts(table: _Table, path: Path, result: Imported, tz: str | None) -> np.ndarray:
-        stamps = _column(table, "timestamp")
-        if stamps is None:
-            result.warnings.append("no timestamp field: every row is taken at the file's modification time")
-            return np.full(len(table.rows), file_time(path))
-        result.warnings.append(zone_note("nvidia-smi timestamps", tz))
-        return _timestamps(stamps, tz)
 
 
 class NvidiaSmiComputeAppsImporter(Importer):
@@ -188,15 +179,19 @@ class NvidiaSmiComputeAppsImporter(Importer):
         bus = _column(table, "gpu_bus_id") or _column(table, "gpu_uuid")
         order = {b: i for i, b in enumerate(dict.fromkeys(bus))} if bus else {}
         frame["gpu"] = [order[b] for b in bus] if bus else 0
-        stamps = _column(table, "timestamp")
-        if stamps is None:
-            frame["ts"] = file_time(path)
-            result.warnings.append("no timestamp field: every row is taken at the file's modification time")
-        else:
-            frame["ts"] = _timestamps(stamps, tz)
-            result.warnings.append(zone_note("nvidia-smi timestamps", tz))
+        frame["ts"] = _row_times(table, path, result, tz)
         result.tables["gpu_processes"] = frame.dropna(subset=["ts"]).reset_index(drop=True)
         return result
+
+
+def _row_times(table: _Table, path: Path, result: Imported, tz: str | None) -> np.ndarray:
+    """Each row's time from its ``timestamp`` field, else the file's modification time (with a warning)."""
+    stamps = _column(table, "timestamp")
+    if stamps is None:
+        result.warnings.append("no timestamp field: every row is taken at the file's modification time")
+        return np.full(len(table.rows), file_time(path))
+    result.warnings.append(zone_note("nvidia-smi timestamps", tz))
+    return _timestamps(stamps, tz)
 
 
 def _column(table: _Table, field: str) -> list[str] | None:

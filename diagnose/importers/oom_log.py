@@ -15,13 +15,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, file_time, local_epoch, read_text
+from diagnose.importers.base import Imported, Importer, file_time, read_text
+from diagnose.importers.stamps import engine_stamp, leading_iso_stamp
 from diagnose.oom import classify_oom, is_oom_message, parse_oom_message
 
-_ISO = re.compile(r"(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)")
-_VLLM = re.compile(
-    r"^(?:\(\w+[^)]*\)\s*)?(?:INFO|WARNING|ERROR|CRITICAL|DEBUG)\s+(\d{2})-(\d{2}) (\d{2}:\d{2}:\d{2})"
-)
 _CONTINUATION = re.compile(
     r"^\s*(Currently allocated|Requested|Device limit|Free \(according|PyTorch limit|:)"
 )
@@ -66,7 +63,7 @@ def oom_events(
         oom = parse_oom_message(message)
         if oom is None:
             continue
-        ts, ts_source = _stamp(line, year, tz), "log line"
+        ts, ts_source = engine_stamp(line, year, tz) or leading_iso_stamp(line, tz), "log line"
         if ts is None:
             ts, ts_source = fallback, "file modification time"
         events.append(
@@ -82,14 +79,3 @@ def oom_events(
             }
         )
     return events
-
-
-def _stamp(line: str, year: int, tz: str | None) -> float | None:
-    match = _VLLM.match(line)
-    if match:
-        month, day, clock = match.groups()
-        return local_epoch(pd.Timestamp(f"{year}-{month}-{day}T{clock}"), tz)
-    match = _ISO.search(line[:40])
-    if match:
-        return local_epoch(pd.Timestamp(match.group(1)), tz)
-    return None

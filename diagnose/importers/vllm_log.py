@@ -27,11 +27,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, file_time, local_epoch, read_text, zone_note
+from diagnose.importers.base import Imported, Importer, file_time, read_text, zone_note
 from diagnose.importers.oom_log import oom_events
+from diagnose.importers.stamps import engine_stamp
 
-_STAMP = re.compile(r"(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+(\d{2})-(\d{2}) (\d{2}:\d{2}:\d{2})")
-_YEAR = re.compile(r"^\[?(\d{4})-\d{2}-\d{2}")
 _FIELDS = {
     "running": re.compile(r"Running: (\d+) reqs"),
     "queue_depth": re.compile(r"(?:Pending|Waiting): (\d+) reqs"),
@@ -74,7 +73,7 @@ class VllmLogImporter(Importer):
                 if m
             }
             preempted = _PREEMPTED.search(line)
-            ts = _stamp(line, default_year, tz)
+            ts = engine_stamp(line, default_year, tz)
             for pattern, kind in ((_STARTUP, "kv_cache_config"), (_DEAD, "engine_dead")):
                 if pattern.search(line):
                     events.append(
@@ -110,13 +109,3 @@ class VllmLogImporter(Importer):
         if events:
             result.tables["events"] = pd.DataFrame(events)
         return result
-
-
-def _stamp(line: str, default_year: int, tz: str | None) -> float | None:
-    match = _STAMP.search(line)
-    if not match:
-        return None
-    year = _YEAR.match(line.strip())
-    month, day, clock = match.groups()
-    stamp = f"{year.group(1) if year else default_year}-{month}-{day}T{clock}"
-    return local_epoch(pd.Timestamp(stamp), tz)

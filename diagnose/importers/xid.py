@@ -15,11 +15,11 @@ from pathlib import Path
 import pandas as pd
 
 from diagnose.importers.base import Imported, Importer, file_time, local_epoch, read_text
+from diagnose.importers.stamps import leading_iso_stamp
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([^)]*)\): (\d+)(?:, pid=(\d+))?(?:, name=([^,]+))?")
 _OFF_BUS = re.compile(r"fallen off the bus")
 _DMESG_T = re.compile(r"^\[(\w{3} \w{3} +\d+ \d{2}:\d{2}:\d{2} \d{4})\]")
-_ISO = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)")
 _JOURNAL = re.compile(r"^(\w{3} +\d+ \d{2}:\d{2}:\d{2}) ")
 
 # code -> (meaning, fatal to serving)
@@ -109,7 +109,4 @@ def _stamp(line: str, year: int, tz: str | None) -> float | None:
             if form == "%b %d %H:%M:%S":
                 stamp = stamp.replace(year=year)
             return local_epoch(pd.Timestamp(stamp), tz)
-    match = _ISO.match(text)
-    if match:
-        return local_epoch(pd.Timestamp(match.group(1).replace(",", ".")), tz)
-    return None
+    return leading_iso_stamp(text, tz, within=35)
