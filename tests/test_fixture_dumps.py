@@ -35,8 +35,12 @@ def test_healthy_dump_has_no_likely_hypothesis(scenario, report_of):
 @pytest.mark.parametrize("scenario", NEAR_MISSES, ids=lambda s: s.name)
 def test_look_alike_does_not_make_its_cause_likely(scenario, report_of):
     report = report_of(DUMPS / scenario.name)
-    assert all(h["score"] < 0.5 for h in report["hypotheses"] if h["id"] == scenario.near_miss_of)
-    assert scenario.near_miss_of in {r["id"] for r in report["ruled_out"]}
+    fired = [h for h in report["hypotheses"] if h["id"] == scenario.near_miss_of]
+    # Either the evidence rules the cause out, or it fires weakly with the contrary evidence shown.
+    assert scenario.near_miss_of in {r["id"] for r in report["ruled_out"]} or (
+        fired and fired[0]["score"] < 0.5 and fired[0]["contrary"]
+    )
+    assert all(h["score"] < 0.5 for h in fired)
 
 
 @pytest.mark.parametrize("cause", sorted({s.expected for s in CAUSES}))
