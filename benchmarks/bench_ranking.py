@@ -1,0 +1,98 @@
+"""How well the diagnosis ranks the true cause: AC@1, AC@3 and Avg@5 over labelled scenarios.
+
+    python benchmarks/bench_ranking.py [--seeds 3]
+
+Every scenario of fixtures/generate.py is drawn with ``--seeds`` seeds, and
+each cause scenario also without its optional tables that the cause does not
+need (a poorer dump must still be diagnosed), then analysed with
+``diagnose file --format json``. AC@k is the share of cases whose true cause
+is among the top k hypotheses; Avg@5 the mean of AC@1..AC@5 (the standard
+root-cause-analysis measures). Healthy and look-alike dumps count a false
+alarm for every hypothesis scoring 0.5 or more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fixtures.generate import SCENARIOS, write_scenario  # noqa: E402
+
+# Tables a cause's own evidence does not need; dropping them makes the "thin" variant.
+_OPTIONAL = ("allocator", "gpu_processes", "processes", "system")
+_NEEDS = {
+    "memory-fragmentation": {"allocator"},
+    "co-located-contention": {"processes", "gpu_processes", "system"},
+    "cpu-bound-stage": {"processes", "system"},
+}
+
+
+def _rank(report: dict, cause: str) -> int | None:
+    ids = [h["id"] for h in report["hypotheses"]]
+    return ids.index(cause) + 1 if cause in ids else None
+
+
+def _analyse(folder: Path) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "diagnose", "file", str(folder), "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seeds", type=int, default=3)
+    args = parser.parse_args()
+    ranks: dict[str, list[int | None]] = defaultdict(list)
+    false_alarms, quiet_cases = 0, 0
+    with tempfile.TemporaryDirectory() as scratch:
+        for scenario in SCENARIOS:
+            variants = [scenario]
+            if scenario.expected:
+                keep = tuple(
+                    t
+                    for t in scenario.tables
+                    if t not in _OPTIONAL or t in _NEEDS.get(scenario.expected, set())
+                )
+                variants.append(replace(scenario, name=f"{scenario.name}-thin", tables=keep))
+            for variant in variants:
+                for seed in range(1, args.seeds + 1):
+                    folder = write_scenario(
+                        variant, Path(scratch) / f"{variant.name}-{seed}", seed=100 + seed
+                    )
+                    report = _analyse(folder)
+                    if variant.expected:
+                        ranks[variant.expected].append(_rank(report, variant.expected))
+                    else:
+                        quiet_cases += 1
+                        false_alarms += sum(h["score"] >= 0.5 for h in report["hypotheses"])
+    print(f"{'root cause':<28} {'cases':>5} {'AC@1':>6} {'AC@3':>6} {'Avg@5':>6}")
+    everything: list[int | None] = []
+    for cause, found in sorted(ranks.items()):
+        everything += found
+        print(f"{cause:<28} {len(found):>5} " + " ".join(f"{v:>6.2f}" for v in _scores(found)))
+    print(f"{'overall':<28} {len(everything):>5} " + " ".join(f"{v:>6.2f}" for v in _scores(everything)))
+    print(f"healthy and look-alike dumps: {quiet_cases}, hypotheses scoring >= 0.5 on them: {false_alarms}")
+
+
+def _scores(found: list[int | None]) -> tuple[float, float, float]:
+    def at(k: int) -> float:
+        return sum(rank is not None and rank <= k for rank in found) / len(found)
+
+    return at(1), at(3), sum(at(k) for k in range(1, 6)) / 5
+
+
+if __name__ == "__main__":
+    main()
