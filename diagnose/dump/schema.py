@@ -104,6 +104,23 @@ COLUMNS = {
     ],
 }
 
+# NVML's clock throttle (event) reason bits, for a numeric ``throttle_reasons`` column.
+THROTTLE_BITS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clocks",
+}
+# The reasons that hold clocks down under load (idle, sync boost and clock settings do not).
+SLOWING_REASONS = frozenset(
+    {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+)
+
 EVENTS_TABLE = "events"
 MANIFEST_FILE = "manifest.yaml"
 

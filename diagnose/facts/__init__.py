@@ -14,6 +14,7 @@ from diagnose.facts.resources import add_gpu_facts, add_host_facts, add_thread_f
 from diagnose.facts.shift import add_shift_facts
 from diagnose.facts.spikes import add_spike_facts
 from diagnose.facts.stages import add_stage_facts
+from diagnose.facts.throttle import add_throttle_facts
 
 __all__ = ["Fact", "Facts", "Summary", "compute_facts"]
 
@@ -29,6 +30,7 @@ def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnal
         add_shift_facts(facts, requests, source)
         add_coldstart_facts(facts, dump, requests, source)
     add_gpu_facts(facts, dump)
+    add_throttle_facts(facts, dump)
     add_host_facts(facts, dump)
     add_thread_facts(facts, dump)
     add_allocator_facts(facts, dump)

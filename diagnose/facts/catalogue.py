@@ -78,6 +78,17 @@ CATALOGUE: dict[str, FactSpec] = {
     "gpu.util_pct.mean": FactSpec("pct", "gpu: util_pct", "mean GPU utilisation"),
     "gpu.util_pct.p95": FactSpec("pct", "gpu: util_pct", "95th percentile GPU utilisation"),
     "gpu.mem_used_pct.max": FactSpec("pct", "gpu: mem_used_bytes, mem_total_bytes", "peak GPU memory use"),
+    "gpu.sm_clock_ratio.p50": FactSpec(
+        "ratio", "gpu: sm_clock_mhz, max_sm_clock_mhz", "median SM clock / its maximum while busy"
+    ),
+    "gpu.throttled_share": FactSpec(
+        "ratio", "gpu: throttle_reasons", "busy samples held down by a throttle reason"
+    ),
+    "gpu.throttle_reason": FactSpec("name", "gpu: throttle_reasons", "the most frequent slowing reason"),
+    "gpu.temp_c.max": FactSpec("c", "gpu: temp_c", "highest GPU temperature"),
+    "gpu.throttle_forward_cost": FactSpec(
+        "factor", "gpu: throttle_reasons and requests: stage_forward_ms", "forward time throttled / not"
+    ),
     "host.cpu_pct.mean": FactSpec("pct", "system: cpu_pct", "mean host CPU (all cores)"),
     "host.cpu_pct.p95": FactSpec("pct", "system: cpu_pct", "95th percentile host CPU"),
     "host.cpu_count": FactSpec("count", "system: cpu_count", "logical CPUs"),

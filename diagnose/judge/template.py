@@ -86,6 +86,8 @@ def format_value(name: str, value: FactValue, spec: str | None = None) -> str:
         return "< 0.001" if value < 0.001 else f"{value:.3f}"
     if unit == "s" and value < 0:
         return f"-{format_value(name, -value, spec)}"
+    if unit == "c":
+        return f"{value:.0f} °C"
     if unit == "id":
         return f"{value:.0f}"
     if unit == "count":

@@ -1,0 +1,77 @@
+"""Is the GPU held below its clocks under load, why, and what does it cost the forward pass?
+
+Only working samples count (utilisation of at least 10 %): an idle GPU drops
+its clocks on purpose, and says so with the gpu_idle reason. Throttle reasons may be NVML's bitmask or names.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+
+from diagnose.dump.model import Dump
+from diagnose.dump.schema import SLOWING_REASONS, THROTTLE_BITS
+from diagnose.facts.model import Facts
+
+_BUSY_PCT = 10.0
+
+
+def add_throttle_facts(facts: Facts, dump: Dump) -> None:
+    gpu = dump.table("gpu")
+    if gpu is None or not {"sm_clock_mhz", "max_sm_clock_mhz"} <= set(gpu.columns):
+        return
+    source = dump.source("gpu")
+    busy = gpu["util_pct"] >= _BUSY_PCT if "util_pct" in gpu.columns else pd.Series(True, index=gpu.index)
+    busy_rows = gpu.loc[busy]
+    if busy_rows.empty:
+        return
+    ratio = busy_rows["sm_clock_mhz"] / busy_rows["max_sm_clock_mhz"].where(busy_rows["max_sm_clock_mhz"] > 0)
+    cite = f"{source}: sm_clock_mhz / max_sm_clock_mhz while util_pct >= {_BUSY_PCT:.0f}"
+    facts.add("gpu.sm_clock_ratio.p50", float(ratio.median()), cite)
+    if "temp_c" in gpu.columns:
+        facts.add("gpu.temp_c.max", float(gpu["temp_c"].max()), f"{source}: temp_c")
+    if "throttle_reasons" not in gpu.columns:
+        return
+    reasons = busy_rows["throttle_reasons"].map(_reason_names)
+    slowing = reasons.map(lambda names: names & SLOWING_REASONS)
+    throttled = slowing.map(bool)
+    cite_reasons = f"{source}: throttle_reasons while util_pct >= {_BUSY_PCT:.0f}"
+    facts.add("gpu.throttled_share", float(throttled.mean()), cite_reasons)
+    counts = Counter(name for names in slowing for name in names)
+    if counts:
+        facts.add("gpu.throttle_reason", counts.most_common(1)[0][0], cite_reasons)
+    _add_forward_cost(facts, dump, gpu.loc[busy, "ts"].to_numpy(), throttled.to_numpy())
+
+
+def _add_forward_cost(facts: Facts, dump: Dump, ts: np.ndarray, throttled: np.ndarray) -> None:
+    """Median forward time in throttled seconds against the others."""
+    requests = dump.table("requests")
+    if requests is None or "stage_forward_ms" not in requests.columns or not throttled.any():
+        return
+    order = np.argsort(ts, kind="stable")
+    ts, throttled = ts[order], throttled[order]
+    nearest = np.clip(np.searchsorted(ts, requests["ts"].to_numpy(), side="right") - 1, 0, ts.size - 1)
+    forward = requests["stage_forward_ms"].to_numpy(dtype="float64")
+    state = throttled[nearest]
+    if state.sum() < 20 or (~state).sum() < 20:
+        return
+    cost = np.nanmedian(forward[state]) / np.nanmedian(forward[~state])
+    facts.add(
+        "gpu.throttle_forward_cost",
+        float(cost),
+        f"{dump.source('requests')}: stage_forward_ms in throttled vs other seconds of {dump.source('gpu')}",
+    )
+
+
+def _reason_names(value: object) -> frozenset[str]:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return frozenset()
+    if isinstance(value, int | float | np.integer | np.floating):
+        mask = int(value)
+        return frozenset(name for bit, name in THROTTLE_BITS.items() if mask & bit)
+    text = str(value).strip().lower()
+    if text.startswith("0x"):
+        return _reason_names(int(text, 16))
+    return frozenset(part.strip() for part in text.replace(",", ";").split(";") if part.strip())
