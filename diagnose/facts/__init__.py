@@ -7,10 +7,12 @@ import numpy as np
 from diagnose.detect import SpikeAnalysis
 from diagnose.dump.model import Dump
 from diagnose.facts.coldstart import add_coldstart_facts
+from diagnose.facts.host_memory import add_host_memory_facts
 from diagnose.facts.latency import add_latency_facts
 from diagnose.facts.memory import add_allocator_facts, add_oom_facts
 from diagnose.facts.model import Fact, Facts, Summary
 from diagnose.facts.resources import add_gpu_facts, add_host_facts, add_thread_facts
+from diagnose.facts.sampling import add_sampling_facts
 from diagnose.facts.shift import add_shift_facts
 from diagnose.facts.spikes import add_spike_facts
 from diagnose.facts.stages import add_stage_facts
@@ -32,6 +34,8 @@ def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnal
     add_gpu_facts(facts, dump)
     add_throttle_facts(facts, dump)
     add_host_facts(facts, dump)
+    add_host_memory_facts(facts, dump)
+    add_sampling_facts(facts, dump)
     add_thread_facts(facts, dump)
     add_allocator_facts(facts, dump)
     add_oom_facts(facts, dump)

@@ -91,6 +91,23 @@ CATALOGUE: dict[str, FactSpec] = {
     ),
     "host.cpu_pct.mean": FactSpec("pct", "system: cpu_pct", "mean host CPU (all cores)"),
     "host.cpu_pct.p95": FactSpec("pct", "system: cpu_pct", "95th percentile host CPU"),
+    "host.mem_used_pct.max": FactSpec(
+        "pct", "system: mem_used_bytes, mem_total_bytes", "peak host memory use"
+    ),
+    "host.swapping_share": FactSpec(
+        "ratio", "system: swap_in_per_s or swap_out_per_s", "samples with swap traffic"
+    ),
+    "host.swap_traffic_per_s.p95": FactSpec(
+        "bytes", "system: swap_in_per_s or swap_out_per_s", "P95 swap traffic a second"
+    ),
+    "host.swap_throughput_ratio": FactSpec(
+        "factor", "system: swap rates and requests", "requests per second while swapping / otherwise"
+    ),
+    "host.rss_growth.bytes": FactSpec("bytes", "processes: rss_bytes", "largest growth of one process's RSS"),
+    "host.rss_growth.pid": FactSpec("id", "processes: rss_bytes", "the process whose RSS grew most"),
+    "host.rss_growth.name": FactSpec("name", "processes: rss_bytes, name", "its name"),
+    "sampling.interval_s": FactSpec("s", "a time-series table", "the finest sampling interval in the dump"),
+    "sampling.has_requests": FactSpec("bool", "any table", "the dump has per-request latencies"),
     "host.cpu_count": FactSpec("count", "system: cpu_count", "logical CPUs"),
     "thread.busiest.cpu_pct": FactSpec(
         "pct", "processes: max_thread_cpu_pct", "P95 of the busiest thread's CPU (100 = a core)"

@@ -1,0 +1,65 @@
+"""Host memory pressure: does the host swap, does throughput collapse, whose memory grew?"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from diagnose.dump.model import Dump
+from diagnose.facts.model import Facts
+
+_PAGING_BYTES_PER_S = 1 << 20  # 1 MiB/s of swap traffic counts as swapping
+
+
+def add_host_memory_facts(facts: Facts, dump: Dump) -> None:
+    system = dump.table("system")
+    if system is None:
+        return
+    source = dump.source("system")
+    if {"mem_used_bytes", "mem_total_bytes"} <= set(system.columns):
+        used = system["mem_used_bytes"] / system["mem_total_bytes"].where(system["mem_total_bytes"] > 0)
+        facts.add(
+            "host.mem_used_pct.max", float(used.max() * 100), f"{source}: mem_used_bytes / mem_total_bytes"
+        )
+    rates = [c for c in ("swap_in_per_s", "swap_out_per_s") if c in system.columns]
+    if not rates:
+        return
+    traffic = system[rates].fillna(0).sum(axis=1)
+    paging = (traffic >= _PAGING_BYTES_PER_S).to_numpy()
+    cite = f"{source}: {', '.join(rates)}"
+    facts.add("host.swapping_share", float(paging.mean()), cite)
+    facts.add("host.swap_traffic_per_s.p95", float(np.percentile(traffic, 95)), cite)
+    _add_throughput_during_paging(facts, dump, system["ts"].to_numpy(), paging)
+    _add_rss_growth(facts, dump)
+
+
+def _add_throughput_during_paging(facts: Facts, dump: Dump, ts: np.ndarray, paging: np.ndarray) -> None:
+    requests = dump.table("requests")
+    if requests is None or paging.sum() < 10 or (~paging).sum() < 10:
+        return
+    edges = np.append(ts, ts[-1] + (np.median(np.diff(ts)) if ts.size > 1 else 1.0))
+    counts = np.histogram(requests["ts"].to_numpy(), bins=edges)[0] / np.diff(edges)
+    during, rest = counts[paging].mean(), counts[~paging].mean()
+    if rest > 0:
+        facts.add(
+            "host.swap_throughput_ratio",
+            float(during / rest),
+            f"{dump.source('requests')}: requests per second while swapping and otherwise",
+        )
+
+
+def _add_rss_growth(facts: Facts, dump: Dump) -> None:
+    processes = dump.table("processes")
+    if processes is None or not {"pid", "rss_bytes"} <= set(processes.columns):
+        return
+    frame = processes[["pid", "rss_bytes"]].dropna()
+    if frame.empty:
+        return
+    growth = frame.groupby("pid")["rss_bytes"].agg(lambda rss: rss.iloc[-1] - rss.iloc[0])
+    pid = growth.idxmax()
+    cite = f"{dump.source('processes')}: rss_bytes of pid {int(pid)}, first to last sample"
+    facts.add("host.rss_growth.bytes", float(growth[pid]), cite)
+    facts.add("host.rss_growth.pid", int(pid), cite)
+    names = processes.loc[processes["pid"] == pid, "name"] if "name" in processes.columns else pd.Series()
+    if names.notna().any():
+        facts.add("host.rss_growth.name", str(names.dropna().iloc[-1]), cite)
