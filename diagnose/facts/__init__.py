@@ -11,6 +11,7 @@ from diagnose.facts.host_memory import add_host_memory_facts
 from diagnose.facts.latency import add_latency_facts
 from diagnose.facts.memory import add_allocator_facts, add_oom_facts
 from diagnose.facts.model import Fact, Facts, Summary
+from diagnose.facts.profiler import add_profiler_facts
 from diagnose.facts.resources import add_gpu_facts, add_host_facts, add_thread_facts
 from diagnose.facts.sampling import add_sampling_facts
 from diagnose.facts.shift import add_shift_facts
@@ -39,6 +40,7 @@ def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnal
     add_thread_facts(facts, dump)
     add_allocator_facts(facts, dump)
     add_oom_facts(facts, dump)
+    add_profiler_facts(facts, dump)
     if spikes is not None:
         add_spike_facts(facts, spikes)
     return facts

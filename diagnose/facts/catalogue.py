@@ -146,6 +146,18 @@ CATALOGUE: dict[str, FactSpec] = {
     "spikes.colocated.p_value": FactSpec("p", _COLOCATED, "chance of that locking (circular shifts)"),
     "spikes.colocated.lag_s": FactSpec("s", _COLOCATED, "its episode start minus the latency episode's"),
     "spikes.colocated.footprint": FactSpec("name", _COLOCATED, "how much it rises in its episodes"),
+    "profiler.sessions": FactSpec("count", "events: profiler_start", "profiler sessions started"),
+    "profiler.active_share": FactSpec(
+        "ratio", "events: profiler_start, and requests", "requests served while profiling"
+    ),
+    "profiler.latency_cost": FactSpec(
+        "factor", "events: profiler_start, and requests", "median latency profiling / not"
+    ),
+    "profiler.forward_cost": FactSpec(
+        "factor",
+        "events: profiler_start, and requests: stage_forward_ms",
+        "median forward time profiling / not",
+    ),
     "oom.count": FactSpec("count", _OOM, "OOM events"),
     "oom.parsed": FactSpec("count", _OOM, "OOM events whose message had figures"),
     "oom.kind": FactSpec("name", _OOM, "classification of the most telling OOM"),
