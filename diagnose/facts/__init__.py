@@ -12,6 +12,7 @@ from diagnose.facts.latency import add_latency_facts
 from diagnose.facts.memory import add_allocator_facts, add_oom_facts
 from diagnose.facts.model import Fact, Facts, Summary
 from diagnose.facts.profiler import add_profiler_facts
+from diagnose.facts.queueing import add_queue_facts
 from diagnose.facts.resources import add_gpu_facts, add_host_facts, add_thread_facts
 from diagnose.facts.sampling import add_sampling_facts
 from diagnose.facts.shift import add_shift_facts
@@ -32,6 +33,7 @@ def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnal
         add_stage_facts(facts, requests, source)
         add_shift_facts(facts, requests, source)
         add_coldstart_facts(facts, dump, requests, source)
+        add_queue_facts(facts, dump)
     add_gpu_facts(facts, dump)
     add_throttle_facts(facts, dump)
     add_host_facts(facts, dump)

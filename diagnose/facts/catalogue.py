@@ -22,6 +22,7 @@ _STAGES = "requests: stage_<name>_ms columns"
 _INPUT = "requests: input_len column"
 _RESTART = "restart times (manifest process_start or events: restart/deploy)"
 _OOM = "events: oom"
+_QUEUE = "requests: stage_queue_ms"
 _SPIKES = "requests (per-second latency)"
 _COLOCATED = "processes or gpu_processes (per-process CPU or GPU memory) and requests"
 
@@ -146,6 +147,13 @@ CATALOGUE: dict[str, FactSpec] = {
     "spikes.colocated.p_value": FactSpec("p", _COLOCATED, "chance of that locking (circular shifts)"),
     "spikes.colocated.lag_s": FactSpec("s", _COLOCATED, "its episode start minus the latency episode's"),
     "spikes.colocated.footprint": FactSpec("name", _COLOCATED, "how much it rises in its episodes"),
+    "queue.wait_growth": FactSpec("factor", _QUEUE, "queue wait in the busiest quarter / the quietest"),
+    "queue.knee_rps": FactSpec("rps", _QUEUE, "lowest arrival rate at which queue wait doubled"),
+    "queue.recommended_rps": FactSpec("rps", _QUEUE, "70 % of the knee: an operating point with headroom"),
+    "queue.rho.max": FactSpec("ratio", _QUEUE + " and gpu: util_pct", "utilisation of the busiest window"),
+    "queue.mm1_corr": FactSpec(
+        "ratio", _QUEUE + " and gpu: util_pct", "Spearman of queue wait and rho/(1-rho)"
+    ),
     "profiler.sessions": FactSpec("count", "events: profiler_start", "profiler sessions started"),
     "profiler.active_share": FactSpec(
         "ratio", "events: profiler_start, and requests", "requests served while profiling"

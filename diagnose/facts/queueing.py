@@ -1,0 +1,68 @@
+"""Queueing: is the service near saturation, with queue wait growing like rho / (1 - rho)?
+
+Per window: arrival rate, mean queue wait, and utilisation rho, the GPU's busy
+fraction (mean util_pct / 100). Across windows: how closely the wait follows
+rho / (1 - rho) (Spearman), how much it grew from the quietest to the busiest
+quarter, and the knee: the lowest arrival rate at which the wait is twice its
+quiet level. Operating at about 70 % of the knee leaves headroom.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from diagnose.dump.model import Dump
+from diagnose.facts.model import Facts
+
+_WINDOWS = 20
+_MIN_REQUESTS = 30
+
+
+def add_queue_facts(facts: Facts, dump: Dump) -> None:
+    requests, gpu = dump.table("requests"), dump.table("gpu")
+    if (
+        requests is None
+        or "stage_queue_ms" not in requests.columns
+        or len(requests) < _WINDOWS * _MIN_REQUESTS
+    ):
+        return
+    ts = requests["ts"].to_numpy()
+    edges = np.linspace(ts[0], ts[-1] + 1e-6, _WINDOWS + 1)
+    window = np.clip(np.searchsorted(edges, ts, side="right") - 1, 0, _WINDOWS - 1)
+    frame = pd.DataFrame({"w": window, "queue": requests["stage_queue_ms"].to_numpy(dtype="float64")})
+    per = frame.groupby("w")["queue"].agg(["mean", "size"])
+    per = per[per["size"] >= _MIN_REQUESTS]
+    if len(per) < 5:
+        return
+    rate = per["size"].to_numpy() / np.diff(edges)[per.index.to_numpy()]
+    wait = per["mean"].to_numpy()
+    source = f"{dump.source('requests')}: stage_queue_ms and arrivals per window ({len(per)} windows)"
+    quiet = wait[rate <= np.percentile(rate, 25)].mean()
+    busy = wait[rate >= np.percentile(rate, 75)].mean()
+    if quiet > 0:
+        facts.add("queue.wait_growth", float(busy / quiet), source)
+    bent = np.flatnonzero(wait >= 2 * quiet)
+    if bent.size:
+        knee = float(np.sort(rate[bent])[0])
+        facts.add("queue.knee_rps", knee, source)
+        facts.add("queue.recommended_rps", 0.7 * knee, source)
+    if gpu is None or "util_pct" not in gpu.columns:
+        return
+    gpu_window = np.clip(np.searchsorted(edges, gpu["ts"].to_numpy(), side="right") - 1, 0, _WINDOWS - 1)
+    util = pd.Series(gpu["util_pct"].to_numpy(dtype="float64")).groupby(gpu_window).mean()
+    rho = (util.reindex(per.index).to_numpy() / 100).clip(0, 0.99)
+    known = np.isfinite(rho)
+    if known.sum() < 5:
+        return
+    cite = f"{source} and {dump.source('gpu')}: util_pct"
+    facts.add("queue.rho.max", float(np.nanmax(rho)), cite)
+    pressure = rho[known] / (1 - rho[known])
+    facts.add("queue.mm1_corr", _spearman(pressure, wait[known]), cite)
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    rx, ry = pd.Series(x).rank().to_numpy(), pd.Series(y).rank().to_numpy()
+    if np.std(rx) == 0 or np.std(ry) == 0:
+        return 0.0
+    return float(np.corrcoef(rx, ry)[0, 1])
