@@ -31,6 +31,7 @@ _NEEDS = {
     "memory-fragmentation": {"allocator"},
     "co-located-contention": {"processes", "gpu_processes", "system"},
     "cpu-bound-stage": {"processes", "system"},
+    "memory-swapping": {"processes", "system"},
 }
 
 
