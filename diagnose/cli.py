@@ -182,9 +182,12 @@ def _parser() -> argparse.ArgumentParser:
     rules_cmd = commands.add_parser(
         "rules",
         help="list, check or explain the rules",
-        description="list: the rules in use; check DIR: validate a rule folder; facts: what rules may use.",
+        description=(
+            "list: the rules in use; check DIR: validate a rule folder; facts: what rules may use; "
+            "docs DIR: write one Markdown page per rule, generated from its YAML."
+        ),
     )
-    rules_cmd.add_argument("action", nargs="?", choices=("list", "check", "facts"), default="list")
+    rules_cmd.add_argument("action", nargs="?", choices=("list", "check", "facts", "docs"), default="list")
     rules_cmd.add_argument(
         "folder", nargs="?", type=Path, help="the rule folder (for check; list uses --rules)"
     )
@@ -289,6 +292,16 @@ def _run_rules(args: argparse.Namespace) -> int:
             note = "" if rule.id in ROOT_CAUSE_IDS else "  (id not in the standard list: document it)"
             print(f"ok  {rule.path}  {rule.id}{note}")
         print(f"{len(rules)} rule(s) valid")
+        return ExitCode.OK
+    if args.action == "docs":
+        from diagnose.judge.pages import rule_page
+
+        if args.folder is None:
+            raise DiagnoseError("rules docs needs a folder to write the pages into: diagnose rules docs DIR")
+        args.folder.mkdir(parents=True, exist_ok=True)
+        for rule in load_rules(args.rules or default_rules_dir()):
+            (args.folder / f"{rule.id}.md").write_text(rule_page(rule), encoding="utf-8")
+        print(f"wrote the rule pages to {args.folder}")
         return ExitCode.OK
     folder = args.rules or args.folder or default_rules_dir()
     for rule in load_rules(folder):

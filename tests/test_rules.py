@@ -175,3 +175,14 @@ def test_file_accepts_a_users_rule_folder(report_of, tmp_path):
     report = report_of(DUMPS / "healthy-steady", "--rules", mine)
     assert [h["id"] for h in report["hypotheses"]] == ["gpu-busy"]
     assert report["hypotheses"][0]["rule"] == "mine/gpu-busy.yaml"
+
+
+def test_every_rule_has_a_generated_page_in_sync_with_its_yaml(run_cli, tmp_path):
+    from tests.conftest import ROOT
+
+    code, _, _ = run_cli("rules", "docs", tmp_path)
+    assert code == 0
+    generated = {p.name: p.read_text(encoding="utf-8") for p in tmp_path.glob("*.md")}
+    committed = {p.name: p.read_text(encoding="utf-8") for p in (ROOT / "docs" / "rules").glob("*.md")}
+    assert generated == committed, "run `diagnose rules docs docs/rules` after editing a rule"
+    assert set(generated) == {f"{rule.id}.md" for rule in load_rules(default_rules_dir())}

@@ -34,6 +34,7 @@ class Condition:
     weight: float
     strength: expr.Node | None
     evidence: Template
+    strength_text: str | None = None
 
     @property
     def facts(self) -> set[str]:
@@ -165,6 +166,7 @@ def _conditions(raw: object, field: str, fail) -> tuple[Condition, ...]:
             if strength is not None
             else None,
             evidence=evidence,
+            strength_text=str(strength).strip() if strength is not None else None,
         )
         for fact in sorted(condition.facts):
             if fact not in CATALOGUE:

@@ -1,0 +1,42 @@
+"""A rule's documentation page, generated from its YAML (docs/rules/<id>.md)."""
+
+from __future__ import annotations
+
+from diagnose.facts.catalogue import CATALOGUE
+from diagnose.judge.rules import Condition, Rule
+
+
+def rule_page(rule: Rule) -> str:
+    lines = [
+        f"# `{rule.id}`: {rule.title}",
+        "",
+        f"*Generated from `{rule.path}`; edit the YAML, then run `diagnose rules docs docs/rules`.*",
+        "",
+        " ".join(rule.summary.split()),
+        "",
+        "## When it fires",
+        "",
+        f"`{rule.when_text}`",
+        "",
+        "## Evidence for it",
+        "",
+        *_conditions(rule.conditions),
+    ]
+    if rule.contrary:
+        lines += ["## Evidence against it", "", *_conditions(rule.contrary)]
+    lines += ["## Facts it reads", "", "| fact | meaning | needs |", "|---|---|---|"]
+    names = sorted({n for c in (*rule.conditions, *rule.contrary) for n in c.facts})
+    lines += [f"| `{n}` | {CATALOGUE[n].meaning} | {CATALOGUE[n].needs} |" for n in names]
+    lines += ["", "## Verify", "", *[f"{i}. {s}" for i, s in enumerate(rule.verify, 1)], ""]
+    lines += ["## Remedy", "", *[f"{i}. {s}" for i, s in enumerate(rule.remedy, 1)], ""]
+    lines += ["## Pitfalls", "", *[f"- {s}" for s in rule.pitfalls], ""]
+    return "\n".join(lines)
+
+
+def _conditions(conditions: tuple[Condition, ...]) -> list[str]:
+    rows = ["| condition | holds when | weight | says |", "|---|---|---:|---|"]
+    for c in conditions:
+        strength = f" x `{c.strength_text}`" if c.strength_text else ""
+        says = " ".join(c.evidence.text.split()).replace("|", "\\|")
+        rows.append(f"| `{c.name}` | `{c.test_text}` | {c.weight:g}{strength} | {says} |")
+    return [*rows, ""]
