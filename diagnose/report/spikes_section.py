@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnose.units import percent
+from diagnose.units import human_bytes, human_ms, percent
 
 MAX_SIGNALS = 12
 MAX_EPISODES = 10
@@ -42,7 +42,14 @@ def episode_rows(report: dict) -> tuple[str | None, list[list[str]]]:
         return None, []
     episodes = report["signals"][reference]["episodes"][:MAX_EPISODES]
     return reference, [
-        [e["start"], e["end"], _number(e["peak"]), _number(e["baseline"]), e["direction"]] for e in episodes
+        [
+            e["start"],
+            e["end"],
+            _in_unit(reference, e["peak"]),
+            _in_unit(reference, e["baseline"]),
+            e["direction"],
+        ]
+        for e in episodes
     ]
 
 
@@ -83,7 +90,15 @@ def _period(entry: dict) -> str:
     return f"{period['estimate_s']:.0f} s +- {period['jitter_s']:.0f} s"
 
 
-def _number(value: float | None) -> str:
+def _in_unit(signal: str, value: float | None) -> str:
+    """A value in the unit its signal's column name carries (latency_ms, mem_used_bytes, util_pct, ...)."""
     if value is None:
         return "-"
+    column = signal.split("[")[0]
+    if "_ms" in column:
+        return human_ms(value)
+    if "_bytes" in column:
+        return human_bytes(value)
+    if "_pct" in column:
+        return f"{value:.0f}%"
     return f"{value:,.3g}" if abs(value) < 1e4 else f"{value:,.0f}"
