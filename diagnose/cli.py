@@ -332,7 +332,10 @@ def _positive(text: str) -> float:
 
 
 def _score(text: str) -> float:
-    value = _positive(text) if text not in ("0", "0.0") else 0.0
-    if value > 1:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"a score is between 0 and 1, got {text!r}")
     return value

@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-from diagnose.collectors.allocator import allocator_rows
+from diagnose.collectors.allocator import allocator_rows, record_allocator
 from diagnose.collectors.follow import FileFollower
 from diagnose.collectors.host import HostCollector
 from diagnose.collectors.logs import events_from_lines
@@ -219,5 +219,22 @@ def test_allocator_rows_read_memory_stats_without_importing_torch(monkeypatch):
         "num_ooms": 1,
         "largest_free_block_bytes": 8,
     }
-    assert "torch" not in sys.modules or not isinstance(sys.modules["torch"], types.SimpleNamespace)
     json.dumps(row)
+
+
+def test_the_allocator_helper_never_imports_torch_itself(tmp_path, monkeypatch):
+    attempts = []
+
+    class RecordTorchImports:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "torch":
+                attempts.append(name)
+            return None
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [RecordTorchImports(), *sys.meta_path])
+    out = tmp_path / "allocator.jsonl"
+    record_allocator(str(out), interval_s=0.02)
+    time.sleep(0.2)
+    assert attempts == []
+    assert out.read_text() == ""  # no torch in the process: nothing to record

@@ -21,6 +21,7 @@ in noise units (the MBIC-style 3 ln n: a level shift must hold for a while).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,9 +84,7 @@ def baseline(values: np.ndarray, step: float) -> np.ndarray:
     n = values.size
     window = max(MIN_BASELINE_SAMPLES, int(BASELINE_S / step))
     block = max(1, window // 50)  # short blocks: an episode must not fill a block
-    padded = np.full(-(-n // block) * block, np.nan)
-    padded[:n] = values
-    blocks = pd.Series(_block_medians(padded, block))
+    blocks = pd.Series(_block_medians(values, block))
     level = blocks.rolling(max(3, window // block) | 1, center=True, min_periods=1).median()
     level = level.interpolate(limit_direction="both").to_numpy()
     centres = np.arange(level.size) * block + (block - 1) / 2
@@ -176,12 +175,14 @@ def _noise_sigma(residual: np.ndarray) -> float:
     return stepwise if stepwise >= WHITE_NOISE_RATIO * sigma else sigma
 
 
-def _block_medians(padded: np.ndarray, block: int) -> np.ndarray:
+def _block_medians(values: np.ndarray, block: int) -> np.ndarray:
     """Median of each block of ``block`` samples, ignoring NaN; NaN for a block with no sample.
 
     Vectorised by sorting each block (NaN sort last) and indexing the middle of
     its finite values: numpy's nanmedian loops over rows here.
     """
+    padded = np.full(-(-values.size // block) * block, np.nan)
+    padded[: values.size] = values
     rows = np.sort(padded.reshape(-1, block), axis=1)
     count = np.isfinite(rows).sum(axis=1)
     index = np.arange(rows.shape[0])
@@ -253,7 +254,7 @@ def _noise_floor(sigma: float, values: np.ndarray) -> float:
 
 
 def change_points(
-    values: np.ndarray, start: float, step: float, episodes: list[Episode] = (), log_scale: bool = False
+    values: np.ndarray, start: float, step: float, episodes: Sequence[Episode] = (), log_scale: bool = False
 ) -> list[float]:
     """Persistent level shifts, found by ruptures on block medians, episodes masked out."""
     if log_scale:
@@ -267,9 +268,7 @@ def change_points(
     if np.isfinite(values).sum() < 20:
         return []
     block = max(int(np.ceil(SHIFT_BLOCK_S / step)), -(-values.size // MAX_CHANGE_POINT_POINTS))
-    padded = np.full(-(-values.size // block) * block, np.nan)
-    padded[: values.size] = values
-    coarse = _block_medians(padded, block)
+    coarse = _block_medians(values, block)
     coarse = pd.Series(coarse).interpolate(limit_direction="both").to_numpy()
     if coarse.size < 10:
         return []

@@ -76,11 +76,9 @@ def _base_step(dump: Dump) -> float:
     if dump.manifest.interval_s:
         return float(dump.manifest.interval_s)
     for name in ("system", "gpu", "processes", "server", "allocator", "gpu_processes"):
-        frame = dump.table(name)
-        if frame is not None and len(frame) > 2:
-            gaps = np.diff(np.unique(frame["ts"].to_numpy()))
-            if gaps.size:
-                return float(max(np.median(gaps), 0.001))
+        interval = dump.median_interval(name)
+        if interval is not None:
+            return max(interval, 0.001)
     return 1.0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 
@@ -30,6 +31,14 @@ class Dump:
 
     def table(self, name: str) -> pd.DataFrame | None:
         return self.tables.get(name)
+
+    def median_interval(self, name: str) -> float | None:
+        """A time-series table's median gap between distinct sample times, in seconds."""
+        frame = self.tables.get(name)
+        if frame is None or len(frame) < 3:
+            return None
+        gaps = np.diff(np.unique(frame["ts"].to_numpy()))
+        return float(np.median(gaps)) if gaps.size else None
 
     def source(self, name: str) -> str:
         """The file(s) a table came from, for citing evidence."""

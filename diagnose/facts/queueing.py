@@ -14,6 +14,7 @@ import pandas as pd
 
 from diagnose.dump.model import Dump
 from diagnose.facts.model import Facts
+from diagnose.facts.shift import spearman
 
 _WINDOWS = 20
 _MIN_REQUESTS = 30
@@ -58,11 +59,4 @@ def add_queue_facts(facts: Facts, dump: Dump) -> None:
     cite = f"{source} and {dump.source('gpu')}: util_pct"
     facts.add("queue.rho.max", float(np.nanmax(rho)), cite)
     pressure = rho[known] / (1 - rho[known])
-    facts.add("queue.mm1_corr", _spearman(pressure, wait[known]), cite)
-
-
-def _spearman(x: np.ndarray, y: np.ndarray) -> float:
-    rx, ry = pd.Series(x).rank().to_numpy(), pd.Series(y).rank().to_numpy()
-    if np.std(rx) == 0 or np.std(ry) == 0:
-        return 0.0
-    return float(np.corrcoef(rx, ry)[0, 1])
+    facts.add("queue.mm1_corr", spearman(pressure, wait[known]), cite)

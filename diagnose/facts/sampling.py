@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from diagnose.dump.model import Dump
 from diagnose.facts.model import Facts
 
@@ -11,13 +9,7 @@ _SERIES = ("system", "gpu", "processes", "server", "allocator", "gpu_processes")
 
 
 def add_sampling_facts(facts: Facts, dump: Dump) -> None:
-    intervals = {}
-    for name in _SERIES:
-        frame = dump.table(name)
-        if frame is not None and len(frame) > 2:
-            gaps = np.diff(np.unique(frame["ts"].to_numpy()))
-            if gaps.size:
-                intervals[name] = float(np.median(gaps))
+    intervals = {name: gap for name in _SERIES if (gap := dump.median_interval(name)) is not None}
     if not intervals:
         return
     finest = min(intervals, key=intervals.get)

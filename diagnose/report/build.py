@@ -6,6 +6,8 @@ the three can never disagree about a number.
 
 from __future__ import annotations
 
+import math
+
 from diagnose.detect import SignalFindings, SpikeAnalysis
 from diagnose.detect.alignment import Alignment
 from diagnose.dump.model import Dump
@@ -120,7 +122,7 @@ def _alignment(alignment: Alignment) -> dict:
         "b": alignment.b,
         "coincidence": _round(alignment.coincidence),
         "locked": _round(alignment.locked),
-        "lag_s": None if alignment.lag_s != alignment.lag_s else _round(alignment.lag_s),
+        "lag_s": None if math.isnan(alignment.lag_s) else _round(alignment.lag_s),
         "p_value": _round(alignment.p_value),
         "matched": alignment.matched,
     }
