@@ -6,6 +6,7 @@ import numpy as np
 
 from diagnose.detect import SpikeAnalysis
 from diagnose.dump.model import Dump
+from diagnose.facts.batching import add_batch_facts
 from diagnose.facts.coldstart import add_coldstart_facts
 from diagnose.facts.host_memory import add_host_memory_facts
 from diagnose.facts.latency import add_latency_facts
@@ -31,6 +32,7 @@ def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnal
         source = dump.source("requests")
         add_latency_facts(facts, requests, source, slo_p99_ms or dump.manifest.slo_p99_ms)
         add_stage_facts(facts, requests, source)
+        add_batch_facts(facts, requests, source)
         add_shift_facts(facts, requests, source)
         add_coldstart_facts(facts, dump, requests, source)
         add_queue_facts(facts, dump)

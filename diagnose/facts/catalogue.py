@@ -24,6 +24,9 @@ _RESTART = "restart times (manifest process_start or events: restart/deploy)"
 _OOM = "events: oom"
 _QUEUE = "requests: stage_queue_ms"
 _SPIKES = "requests (per-second latency)"
+_RHO = _QUEUE + ", and gpu: util_pct or requests: batch_size"
+_BATCH_WAIT = "requests: stage_batch_wait_ms"
+_BATCH = "requests: batch_size and stage_forward_ms"
 _COLOCATED = "processes or gpu_processes (per-process CPU or GPU memory) and requests"
 
 CATALOGUE: dict[str, FactSpec] = {
@@ -150,9 +153,27 @@ CATALOGUE: dict[str, FactSpec] = {
     "queue.wait_growth": FactSpec("factor", _QUEUE, "queue wait in the busiest quarter / the quietest"),
     "queue.knee_rps": FactSpec("rps", _QUEUE, "lowest arrival rate at which queue wait doubled"),
     "queue.recommended_rps": FactSpec("rps", _QUEUE, "70 % of the knee: an operating point with headroom"),
-    "queue.rho.max": FactSpec("ratio", _QUEUE + " and gpu: util_pct", "utilisation of the busiest window"),
-    "queue.mm1_corr": FactSpec(
-        "ratio", _QUEUE + " and gpu: util_pct", "Spearman of queue wait and rho/(1-rho)"
+    "queue.rho.max": FactSpec("ratio", _RHO, "utilisation of the busiest window"),
+    "queue.mm1_corr": FactSpec("ratio", _RHO, "Spearman of queue wait and rho/(1-rho)"),
+    "batch.wait.share_mean": FactSpec("ratio", _BATCH_WAIT, "batch waiting's share of mean latency"),
+    "batch.wait.p50_ms": FactSpec("ms", _BATCH_WAIT, "median time a request waits for its batch"),
+    "batch.wait.p99_ms": FactSpec("ms", _BATCH_WAIT, "P99 of that wait"),
+    "batch.wait_to_forward": FactSpec(
+        "factor", _BATCH_WAIT + " and stage_forward_ms", "median batch wait / median forward time"
+    ),
+    "batch.size.p50": FactSpec("count", "requests: batch_size", "median size of a request's batch"),
+    "batch.size.max": FactSpec("count", "requests: batch_size", "largest batch seen"),
+    "batch.fill_ratio": FactSpec("ratio", "requests: batch_size", "median batch size / largest seen"),
+    "batch.curve": FactSpec("name", _BATCH, "GPU throughput (items/s) and forward time per batch size"),
+    "batch.knee_size": FactSpec("count", _BATCH, "smallest batch reaching 90 % of the best throughput"),
+    "batch.knee_items_per_s": FactSpec("rps", _BATCH, "throughput at that batch size"),
+    "batch.capacity_items_per_s": FactSpec("rps", _BATCH, "best throughput at any batch size"),
+    "batch.share_oversized": FactSpec("ratio", _BATCH, "requests in batches of at least twice the knee"),
+    "batch.throughput_gain_past_knee": FactSpec(
+        "ratio", _BATCH, "best throughput at twice the knee or more / at the knee, minus 1"
+    ),
+    "batch.forward_cost_past_knee": FactSpec(
+        "factor", _BATCH, "median forward time of those batches / at the knee"
     ),
     "profiler.sessions": FactSpec("count", "events: profiler_start", "profiler sessions started"),
     "profiler.active_share": FactSpec(

@@ -1,10 +1,12 @@
 """Queueing: is the service near saturation, with queue wait growing like rho / (1 - rho)?
 
-Per window: arrival rate, mean queue wait, and utilisation rho, the GPU's busy
-fraction (mean util_pct / 100). Across windows: how closely the wait follows
-rho / (1 - rho) (Spearman), how much it grew from the quietest to the busiest
-quarter, and the knee: the lowest arrival rate at which the wait is twice its
-quiet level. Operating at about 70 % of the knee leaves headroom.
+Per window: arrival rate, mean queue wait, and utilisation rho. Where the
+server batches, rho is the arrival rate over the best throughput any batch size
+reached (a batching GPU reads busy at any load: each batch fills the time it
+has); otherwise it is the GPU's busy fraction (mean util_pct / 100). Across
+windows: how closely the wait follows rho / (1 - rho) (Spearman), how much it
+grew from the quietest to the busiest quarter, and the knee: the lowest
+arrival rate at which the wait is twice its quiet level. Operating at about 70 % of the knee leaves headroom.
 """
 
 from __future__ import annotations
@@ -48,6 +50,11 @@ def add_queue_facts(facts: Facts, dump: Dump) -> None:
         knee = float(np.sort(rate[bent])[0])
         facts.add("queue.knee_rps", knee, source)
         facts.add("queue.recommended_rps", 0.7 * knee, source)
+    capacity = facts.get("batch.capacity_items_per_s")
+    if isinstance(capacity, float) and capacity > 0:
+        rho = (rate / capacity).clip(0, 0.99)
+        _add_rho_facts(facts, rho, wait, f"{source} and batch capacity {capacity:,.1f}/s")
+        return
     if gpu is None or "util_pct" not in gpu.columns:
         return
     gpu_window = np.clip(np.searchsorted(edges, gpu["ts"].to_numpy(), side="right") - 1, 0, _WINDOWS - 1)
@@ -56,7 +63,9 @@ def add_queue_facts(facts: Facts, dump: Dump) -> None:
     known = np.isfinite(rho)
     if known.sum() < 5:
         return
-    cite = f"{source} and {dump.source('gpu')}: util_pct"
-    facts.add("queue.rho.max", float(np.nanmax(rho)), cite)
-    pressure = rho[known] / (1 - rho[known])
-    facts.add("queue.mm1_corr", spearman(pressure, wait[known]), cite)
+    _add_rho_facts(facts, rho[known], wait[known], f"{source} and {dump.source('gpu')}: util_pct")
+
+
+def _add_rho_facts(facts: Facts, rho: np.ndarray, wait: np.ndarray, cite: str) -> None:
+    facts.add("queue.rho.max", float(np.max(rho)), cite)
+    facts.add("queue.mm1_corr", spearman(rho / (1 - rho), wait), cite)
