@@ -19,7 +19,9 @@ examples:
   diagnose file incident-0412/                     readable report in the terminal
   diagnose file incident-0412/ --format markdown   paste into the incident review
   diagnose file incident-0412/ --format json       for scripts and CI
+  diagnose file incident-0412/ --tui               explore it in the full-screen view
   diagnose record -o incident/ --duration 15m      record this host into a dump
+  diagnose live                                    watch this host as the hypotheses form
   diagnose rules                                   list the rules
   diagnose rules check my-rules/                   validate your own rule folder
 """
@@ -96,6 +98,12 @@ def _parser() -> argparse.ArgumentParser:
         help="zone of times that foreign files (vLLM logs, nvidia-smi, journal) write without an offset, "
         "e.g. Asia/Shanghai or +08:00 (default: UTC)",
     )
+    file_cmd.add_argument(
+        "--tui",
+        action="store_true",
+        help="explore the dump in the full-screen view instead of printing a report",
+    )
+    _add_view_args(file_cmd, default_window="all")
     file_cmd.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
     file_cmd.set_defaults(handler=_run_file)
 
@@ -118,59 +126,12 @@ def _parser() -> argparse.ArgumentParser:
     record_cmd.add_argument(
         "--duration", metavar="TIME", help="stop after TIME (90s, 15m, 1h); default: until Ctrl-C"
     )
-    record_cmd.add_argument(
-        "--interval", type=_positive, default=1.0, metavar="S", help="seconds between samples (default 1)"
-    )
-    record_cmd.add_argument(
-        "--pid",
-        type=int,
-        action="append",
-        default=[],
-        metavar="PID",
-        help="a server process to always watch (repeatable): busiest thread, restarts",
-    )
-    record_cmd.add_argument(
-        "--requests-log", metavar="PATH", help="a request log the service appends to (JSONL or CSV)"
-    )
-    record_cmd.add_argument(
-        "--requests-format",
-        choices=("auto", "jsonl", "csv"),
-        default="auto",
-        help="the log's format (default: from its extension)",
-    )
-    record_cmd.add_argument(
-        "--map",
-        metavar="SRC=COL,...",
-        help="rename the log's fields to the dump's columns, e.g. duration=latency_ms,time=ts",
-    )
-    record_cmd.add_argument(
-        "--metrics-url", metavar="URL", help="a Prometheus /metrics endpoint of vLLM, Triton or TGI"
-    )
-    record_cmd.add_argument(
-        "--engine",
-        choices=("auto", "vllm", "triton", "tgi"),
-        default="auto",
-        help="which engine serves --metrics-url (default: recognised from the metric names)",
-    )
-    record_cmd.add_argument(
-        "--allocator-log",
-        metavar="PATH",
-        help="the JSONL file written by diagnose.collectors.allocator.record_allocator in the service",
-    )
-    record_cmd.add_argument(
-        "--log",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="a log to watch for CUDA OOM messages and NVIDIA Xid errors (repeatable)",
-    )
-    record_cmd.add_argument(
-        "--top", type=int, default=10, metavar="N", help="busiest processes to record (default 10)"
-    )
-    record_cmd.add_argument("--no-gpu", action="store_true", help="do not read GPUs")
+    _add_collection_args(record_cmd)
     record_cmd.add_argument("--force", action="store_true", help="write into an existing, non-empty folder")
     record_cmd.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
     record_cmd.set_defaults(handler=_run_record)
+
+    _add_live_cmd(commands)
 
     formats_cmd = commands.add_parser(
         "formats",
@@ -197,7 +158,123 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_collection_args(command: argparse.ArgumentParser) -> None:
+    """What to sample: shared by ``record`` and ``live``."""
+    command.add_argument(
+        "--interval", type=_positive, default=1.0, metavar="S", help="seconds between samples (default 1)"
+    )
+    command.add_argument(
+        "--pid",
+        type=int,
+        action="append",
+        default=[],
+        metavar="PID",
+        help="a server process to always watch (repeatable): busiest thread, restarts",
+    )
+    command.add_argument(
+        "--requests-log", metavar="PATH", help="a request log the service appends to (JSONL or CSV)"
+    )
+    command.add_argument(
+        "--requests-format",
+        choices=("auto", "jsonl", "csv"),
+        default="auto",
+        help="the log's format (default: from its extension)",
+    )
+    command.add_argument(
+        "--map",
+        metavar="SRC=COL,...",
+        help="rename the log's fields to the dump's columns, e.g. duration=latency_ms,time=ts",
+    )
+    command.add_argument(
+        "--metrics-url", metavar="URL", help="a Prometheus /metrics endpoint of vLLM, Triton or TGI"
+    )
+    command.add_argument(
+        "--engine",
+        choices=("auto", "vllm", "triton", "tgi"),
+        default="auto",
+        help="which engine serves --metrics-url (default: recognised from the metric names)",
+    )
+    command.add_argument(
+        "--allocator-log",
+        metavar="PATH",
+        help="the JSONL file written by diagnose.collectors.allocator.record_allocator in the service",
+    )
+    command.add_argument(
+        "--log",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a log to watch for CUDA OOM messages and NVIDIA Xid errors (repeatable)",
+    )
+    command.add_argument(
+        "--top", type=int, default=10, metavar="N", help="busiest processes to record (default 10)"
+    )
+    command.add_argument("--no-gpu", action="store_true", help="do not read GPUs")
+
+
+def _add_live_cmd(commands: argparse._SubParsersAction) -> None:
+    live_cmd = commands.add_parser(
+        "live",
+        help="watch this host (or replay a dump) in a full-screen view as the hypotheses form",
+        description=(
+            "A terminal view that samples this host every interval, re-analyses the last WINDOW every "
+            "few seconds and shows the charts, the stage breakdown, the top processes and the ranked "
+            "hypotheses. With --replay it plays a recorded dump instead: no GPU needed. Press ? inside "
+            "for the keys."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "examples:\n"
+            "  diagnose live --requests-log /var/log/infer/requests.jsonl\n"
+            "  diagnose live --record incident-0412/          also write the dump while watching\n"
+            "  diagnose live --replay fixtures/dumps/co-located-contention --speed 20"
+        ),
+    )
+    live_cmd.add_argument(
+        "--replay", metavar="DUMP", help="play this dump folder instead of sampling the host"
+    )
+    live_cmd.add_argument(
+        "--speed", type=_positive, default=1.0, metavar="X", help="replay speed, x real time (default 1)"
+    )
+    live_cmd.add_argument("--record", type=Path, metavar="DIR", help="also write what is sampled as a dump")
+    live_cmd.add_argument("--force", action="store_true", help="let --record write into a non-empty folder")
+    live_cmd.add_argument(
+        "--rules", type=Path, metavar="DIR", help="use the rules in DIR instead of the built-in ones"
+    )
+    live_cmd.add_argument("--slo-p99-ms", type=_positive, metavar="MS", help="the P99 latency target")
+    _add_view_args(live_cmd, default_window="15m")
+    _add_collection_args(live_cmd)
+    live_cmd.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
+    live_cmd.set_defaults(handler=_run_live)
+
+
+def _add_view_args(command: argparse.ArgumentParser, default_window: str) -> None:
+    command.add_argument(
+        "--window",
+        default=default_window,
+        metavar="TIME",
+        help=f"how much recent time to analyse (90s, 15m, 1h, or all; default {default_window}); "
+        "w cycles it in the view",
+    )
+    command.add_argument(
+        "--refresh",
+        type=_positive,
+        default=5.0,
+        metavar="S",
+        help="seconds between analyses in the view (default 5)",
+    )
+    command.add_argument(
+        "--export-dir",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="where m writes the Markdown report (default: the current folder)",
+    )
+
+
 def _run_file(args: argparse.Namespace) -> int:
+    if args.tui:
+        return _run_view(args, replay=args.dump, speed=0.0)
     from diagnose.pipeline import analyse
     from diagnose.report import RENDERERS
 
@@ -260,6 +337,70 @@ def _run_record(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return ExitCode.OK
+
+
+def _run_live(args: argparse.Namespace) -> int:
+    if args.replay and args.record:
+        raise DiagnoseError("--replay plays a dump that is already recorded; --record does not apply to it")
+    return _run_view(args, replay=args.replay, speed=args.speed)
+
+
+def _run_view(args: argparse.Namespace, replay: str | None, speed: float) -> int:
+    """The full-screen view. Textual is imported only here, so reports and recording never load it."""
+    from diagnose.collectors.recorder import parse_duration
+    from diagnose.judge import default_rules_dir, load_rules
+
+    window_s = None if args.window.strip().lower() == "all" else parse_duration(args.window)
+    if not args.export_dir.is_dir():
+        raise DiagnoseError(f"{args.export_dir}: not a folder; --export-dir needs an existing folder")
+    rules = load_rules(args.rules or default_rules_dir())
+    feed = _replay_feed(args, replay, speed) if replay else _live_feed(args, window_s)
+    from diagnose.live.app import LiveApp, LiveSettings
+
+    settings = LiveSettings(rules, window_s, args.refresh, args.slo_p99_ms, args.export_dir)
+    app = LiveApp(feed, settings)
+    try:
+        app.run()
+    finally:
+        feed.close()
+    if app.exported is not None:
+        print(f"diagnose: last Markdown report: {app.exported}", file=sys.stderr)
+    return ExitCode.OK
+
+
+def _replay_feed(args: argparse.Namespace, path: str, speed: float):
+    from diagnose.dump import load_dump
+    from diagnose.live.feed import ReplayFeed
+
+    dump = load_dump(path, tz=getattr(args, "tz", None))
+    for warning in dump.warnings:
+        print(f"diagnose: warning: {warning}", file=sys.stderr)
+    return ReplayFeed(dump, speed=speed, from_start=speed > 0)
+
+
+def _live_feed(args: argparse.Namespace, window_s: float | None):
+    from diagnose.collectors.recorder import RecordOptions
+    from diagnose.collectors.requests_log import parse_map
+    from diagnose.live.feed import LiveFeed
+
+    options = RecordOptions(
+        output=args.record,
+        interval_s=args.interval,
+        pids=tuple(args.pid),
+        requests_log=args.requests_log,
+        requests_format=args.requests_format,
+        column_map=parse_map(args.map),
+        metrics_url=args.metrics_url,
+        engine=args.engine,
+        allocator_log=args.allocator_log,
+        logs=tuple(args.log),
+        top=args.top,
+        gpu=not args.no_gpu,
+        force=args.force,
+    )
+    feed = LiveFeed(options, keep_s=max(window_s or 3600.0, 3600.0))
+    feed.start()
+    return feed
 
 
 def _run_formats(args: argparse.Namespace) -> int:

@@ -2,20 +2,34 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from diagnose.detect import analyse_spikes
+from diagnose.detect import SpikeAnalysis, analyse_spikes
 from diagnose.dump import load_dump
+from diagnose.dump.model import Dump
 from diagnose.facts import compute_facts
 from diagnose.judge import default_rules_dir, judge, load_rules
+from diagnose.judge.rules import Rule
 from diagnose.report import build_report
+
+
+@dataclass
+class Analysis:
+    """The report, and the per-signal findings behind it (what a live view plots)."""
+
+    report: dict
+    spikes: SpikeAnalysis
 
 
 def analyse(
     dump_path: str, rules_dir: Path | None = None, slo_p99_ms: float | None = None, tz: str | None = None
 ) -> dict:
     rules = load_rules(rules_dir or default_rules_dir())
-    dump = load_dump(dump_path, tz=tz)
+    return analyse_dump(load_dump(dump_path, tz=tz), rules, slo_p99_ms).report
+
+
+def analyse_dump(dump: Dump, rules: list[Rule], slo_p99_ms: float | None = None) -> Analysis:
     spikes = analyse_spikes(dump)
     facts = compute_facts(dump, slo_p99_ms=slo_p99_ms, spikes=spikes)
-    return build_report(dump, facts, judge(rules, facts), spikes)
+    return Analysis(build_report(dump, facts, judge(rules, facts), spikes), spikes)

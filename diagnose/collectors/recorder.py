@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from diagnose.collectors.discover import server_pids
 from diagnose.collectors.follow import FileFollower
@@ -43,7 +44,7 @@ def parse_duration(text: str) -> float:
 
 @dataclass
 class RecordOptions:
-    output: Path
+    output: Path | None  # None: only the sink passed to record() receives the samples
     duration_s: float | None = None
     interval_s: float = 1.0
     pids: tuple[int, ...] = ()
@@ -69,10 +70,22 @@ class RecordSummary:
     loop_cpu_s: float = 0.0  # CPU time of the sampling loop itself (not start-up), from the OS
 
 
+class Sink(Protocol):
+    """Where samples go: a DumpWriter on disk, or a live view's memory (which may also write)."""
+
+    def append(self, table: str, rows: list[dict]) -> None: ...
+    def flush(self) -> None: ...
+    def set_manifest(self, **fields: object) -> None: ...
+    def close(self, **summary: object) -> None: ...
+
+
 def record(
-    options: RecordOptions, stop: threading.Event, say: Callable[[str], None] = print
+    options: RecordOptions,
+    stop: threading.Event,
+    say: Callable[[str], None] = print,
+    sink: Sink | None = None,
 ) -> RecordSummary:
-    writer = DumpWriter(options.output, options.interval_s, force=options.force)
+    writer = sink or DumpWriter(options.output, options.interval_s, force=options.force)
     summary = RecordSummary()
     watched = options.pids or server_pids(options.metrics_url, options.requests_log)
     if watched and not options.pids:

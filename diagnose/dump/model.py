@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -39,6 +39,30 @@ class Dump:
             return None
         gaps = np.diff(np.unique(frame["ts"].to_numpy()))
         return float(np.median(gaps)) if gaps.size else None
+
+    def between(self, start: float, end: float) -> Dump:
+        """The dump cut to start <= ts <= end: the window a live view or a replay analyses.
+
+        A window that holds every row returns this same dump, so analysing it is
+        exactly analysing the file.
+        """
+        tables = {}
+        for name, frame in self.tables.items():
+            ts = frame["ts"].to_numpy()
+            lo, hi = np.searchsorted(ts, start, side="left"), np.searchsorted(ts, end, side="right")
+            tables[name] = frame if (lo, hi) == (0, len(frame)) else frame.iloc[lo:hi].reset_index(drop=True)
+        if all(tables[name] is frame for name, frame in self.tables.items()):
+            return self
+        kept = {name: frame for name, frame in tables.items() if len(frame)}
+        files = {name: self.files[name] for name in kept if name in self.files}
+        return replace(self, tables=kept, files=files)
+
+    def span(self) -> tuple[float, float] | None:
+        """First and last timestamp over all tables, or None for an empty dump."""
+        frames = [frame["ts"] for frame in self.tables.values() if len(frame)]
+        if not frames:
+            return None
+        return min(float(f.iloc[0]) for f in frames), max(float(f.iloc[-1]) for f in frames)
 
     def source(self, name: str) -> str:
         """The file(s) a table came from, for citing evidence."""

@@ -142,22 +142,37 @@ def _load_table(name: str, file: Path, suffix: str, warnings: list[str]) -> pd.D
     else:
         result = read_table_file(file, suffix)
     warnings.extend(f"{file.name}: {w}" for w in result.warnings)
+    return _normalised(name, result, file.name, warnings)
+
+
+def table_from_rows(name: str, rows: list[dict], label: str, warnings: list[str]) -> pd.DataFrame | None:
+    """Rows collected in memory (a live view) read by the same rules as a file: None if unusable."""
+    if not rows:
+        return None
+    try:
+        return _normalised(name, ReadResult(pd.DataFrame.from_records(rows), 1), label, warnings)
+    except TableReadError as error:
+        warnings.append(f"{label}: {error}")
+        return None
+
+
+def _normalised(name: str, result: ReadResult, label: str, warnings: list[str]) -> pd.DataFrame:
     frame = result.frame
     frame.columns = [str(c).strip() for c in frame.columns]
     if "ts" not in frame.columns:
         shown = ", ".join(frame.columns[:8]) + (", ..." if len(frame.columns) > 8 else "")
         raise TableReadError(f"no 'ts' column (columns found: {shown})")
-    frame = _with_epoch_ts(frame, file.name, result, warnings)
-    frame = _coerce_numbers(name, frame, file.name, result, warnings)
+    frame = _with_epoch_ts(frame, label, result, warnings)
+    frame = _coerce_numbers(name, frame, label, result, warnings)
     if name == "requests":
-        frame = _ensure_latency(frame, file.name, warnings)
+        frame = _ensure_latency(frame, label, warnings)
     if name == EVENTS_TABLE and "kind" not in frame.columns:
         raise TableReadError("no 'kind' field in any event")
     if not frame["ts"].is_monotonic_increasing:
         frame = frame.sort_values("ts", kind="stable", ignore_index=True)
     else:
         frame = frame.reset_index(drop=True)
-    return _drop_duplicates(name, frame, file.name, warnings)
+    return _drop_duplicates(name, frame, label, warnings)
 
 
 def _with_epoch_ts(frame: pd.DataFrame, file: str, result: ReadResult, warnings: list[str]) -> pd.DataFrame:

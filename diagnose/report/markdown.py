@@ -24,23 +24,37 @@ def render_markdown(report: dict) -> str:
     if not hypotheses:
         out += ["No rule found evidence of a known root cause.", ""]
     for rank, h in enumerate(hypotheses, start=1):
-        out += [
-            f"### {rank}. {h['title']}",
-            "",
-            f"`{h['id']}` · score **{h['score']:.2f}** ({h['confidence']}) · rule `{h['rule']}`",
-            "",
-            "**Evidence**",
-            "",
-            *[f"- {_evidence(e)}" for e in h["evidence"]],
-            *[f"- *Against:* {_evidence(e)}" for e in h["contrary"]],
-            "",
-        ]
-        if h["not_checked"]:
-            out += [f"Not checked for lack of: {', '.join(h['not_checked'])}", ""]
-        out += ["**Verify**", "", *[f"{i}. {s}" for i, s in enumerate(h["verify"], 1)], ""]
-        out += ["**Remedy**", "", *[f"{i}. {s}" for i, s in enumerate(h["remedy"], 1)], ""]
-        out += ["**Pitfalls**", "", *[f"- {s}" for s in h["pitfalls"]], ""]
+        out += render_hypothesis(rank, h)
     out += _spikes(report)
+    out += render_not_found(report)
+    out += _evidence_section(report["evidence"])
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_hypothesis(rank: int, h: dict) -> list[str]:
+    """One hypothesis as Markdown lines: evidence, verification, remedy, pitfalls."""
+    out = [
+        f"### {rank}. {h['title']}",
+        "",
+        f"`{h['id']}` · score **{h['score']:.2f}** ({h['confidence']}) · rule `{h['rule']}`",
+        "",
+        "**Evidence**",
+        "",
+        *[f"- {_evidence(e)}" for e in h["evidence"]],
+        *[f"- *Against:* {_evidence(e)}" for e in h["contrary"]],
+        "",
+    ]
+    if h["not_checked"]:
+        out += [f"Not checked for lack of: {', '.join(h['not_checked'])}", ""]
+    out += ["**Verify**", "", *[f"{i}. {s}" for i, s in enumerate(h["verify"], 1)], ""]
+    out += ["**Remedy**", "", *[f"{i}. {s}" for i, s in enumerate(h["remedy"], 1)], ""]
+    out += ["**Pitfalls**", "", *[f"- {s}" for s in h["pitfalls"]], ""]
+    return out
+
+
+def render_not_found(report: dict) -> list[str]:
+    """The rules that did not fire: ruled out (failing values) or not checked (missing evidence)."""
+    out: list[str] = []
     if report["ruled_out"]:
         out += ["## Ruled out", "", "| rule | why |", "|---|---|"]
         out += [f"| `{r['id']}` | {_cell(r['reason'])} |" for r in report["ruled_out"]]
@@ -49,8 +63,7 @@ def render_markdown(report: dict) -> str:
         out += ["## Not checked (missing evidence)", "", "| rule | missing |", "|---|---|"]
         out += [f"| `{r['id']}` | {_cell('; '.join(r['missing']))} |" for r in report["not_run"]]
         out.append("")
-    out += _evidence_section(report["evidence"])
-    return "\n".join(out).rstrip() + "\n"
+    return out
 
 
 def _spikes(report: dict) -> list[str]:

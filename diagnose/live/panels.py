@@ -1,0 +1,153 @@
+"""What each panel of the live view shows, as plain data: no Textual here.
+
+Kept apart from the widgets so the choices (which signals to plot, which
+episodes to mark, which processes are "top") are testable without a screen.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from diagnose.detect.signals import Signal
+from diagnose.dump.model import Dump
+from diagnose.units import human_bytes, human_ms, percent
+
+_STANDARD = (
+    ("requests.latency_ms.p99", "latency P99"),
+    ("requests.latency_ms.p50", "latency P50"),
+    ("requests.throughput_rps", "throughput"),
+)
+_PER_GPU = (("gpu.util_pct", "GPU util"), ("gpu.mem_used_bytes", "GPU memory"))
+_HOST = (("system.cpu_pct", "host CPU"),)
+_GPU_KEY = re.compile(r"\[gpu=(\d+)\]$")
+
+
+@dataclass(frozen=True)
+class Chart:
+    key: str  # the signal's name, as in the report's signals section
+    title: str
+    signal: Signal | None  # None: nothing in the window for it
+
+
+def standard_charts(signals: dict[str, Signal]) -> list[Chart]:
+    """Latency, throughput, each GPU's utilisation and memory, host CPU: what every incident needs."""
+    charts = [Chart(key, title, signals.get(key)) for key, title in _STANDARD]
+    for prefix, title in _PER_GPU:
+        for name in sorted(n for n in signals if n.startswith(prefix + "[")):
+            match = _GPU_KEY.search(name)
+            charts.append(Chart(name, f"{title} {match.group(1) if match else ''}".strip(), signals[name]))
+    charts += [Chart(key, title, signals.get(key)) for key, title in _HOST]
+    return charts
+
+
+def cited_signals(hypothesis: dict, report: dict, signals: dict[str, Signal]) -> list[str]:
+    """Signals a hypothesis's evidence names, directly or as a file's columns (``gpu.csv: sm_clock_mhz``)."""
+    table_of = {
+        file: table
+        for table, entry in report["evidence"]["tables"].items()
+        for file in entry.get("files", [])
+    }
+    cited: list[str] = []
+    for line in hypothesis.get("evidence", []):
+        for source in line.get("sources", []):
+            for name in signals:
+                if name in source or _names_column(source, name, table_of):
+                    cited.append(name)
+    return list(dict.fromkeys(cited))
+
+
+def _names_column(source: str, signal: str, table_of: dict[str, str]) -> bool:
+    file, _, columns = source.partition(":")
+    table = table_of.get(file.strip())
+    if table is None or not signal.startswith(table + "."):
+        return False
+    column = signal[len(table) + 1 :].split("[")[0].split(".")[0]
+    return re.search(rf"\b{re.escape(column)}\b", columns) is not None
+
+
+def episodes(report: dict, key: str) -> list[tuple[float, float]]:
+    """(start, end) epoch seconds of a signal's episodes in the report."""
+    found = report.get("signals", {}).get(key, {}).get("episodes", [])
+    return [(_epoch(e["start"]), _epoch(e["end"])) for e in found if e.get("start") and e.get("end")]
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def latest(values: np.ndarray) -> float | None:
+    known = values[np.isfinite(values)]
+    return float(known[-1]) if known.size else None
+
+
+def format_for(key: str, value: float | None) -> str:
+    if value is None:
+        return "-"
+    if "latency" in key or key.endswith("_ms.mean"):
+        return human_ms(value)
+    if "bytes" in key:
+        return human_bytes(value)
+    if key.endswith("_rps"):
+        return f"{value:,.1f}/s"
+    if "pct" in key:
+        return f"{value:.0f}%"
+    return f"{value:.3g}"
+
+
+def stage_rows(report: dict) -> list[tuple[str, str, str, str, str, str]]:
+    """Per stage: kind, share of the mean, P50, P99, share of the P99 excess."""
+    stages = report["summary"].get("stages") or {}
+    rows = sorted(stages.items(), key=lambda item: -item[1]["share"])
+    return [
+        (
+            name,
+            row["kind"],
+            percent(row["share"]),
+            human_ms(row["p50_ms"]),
+            human_ms(row["p99_ms"]),
+            percent(row["excess_share"]),
+        )
+        for name, row in rows
+    ]
+
+
+def top_processes(window: Dump, count: int = 5) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+    """At the last sample in the window: the busiest processes by CPU, and by GPU memory."""
+    by_cpu: list[tuple[str, ...]] = []
+    processes = window.table("processes")
+    if processes is not None and len(processes) and "cpu_pct" in processes.columns:
+        last = processes[processes["ts"] == processes["ts"].iloc[-1]].nlargest(count, "cpu_pct")
+        for row in last.itertuples(index=False):
+            thread = getattr(row, "max_thread_cpu_pct", float("nan"))
+            by_cpu.append(
+                (
+                    _pid(row),
+                    str(getattr(row, "name", "") or ""),
+                    f"{row.cpu_pct:.0f}%",
+                    "-" if thread != thread else f"{thread:.0f}%",
+                )
+            )
+    by_gpu: list[tuple[str, ...]] = []
+    gpu_processes = window.table("gpu_processes")
+    if gpu_processes is not None and len(gpu_processes) and "mem_used_bytes" in gpu_processes.columns:
+        frame = gpu_processes[gpu_processes["ts"] == gpu_processes["ts"].iloc[-1]]
+        for row in frame.nlargest(count, "mem_used_bytes").itertuples(index=False):
+            gpu = getattr(row, "gpu", float("nan"))
+            by_gpu.append(
+                (
+                    _pid(row),
+                    str(getattr(row, "name", "") or ""),
+                    "-" if gpu != gpu else f"{gpu:.0f}",
+                    human_bytes(row.mem_used_bytes),
+                )
+            )
+    return by_cpu, by_gpu
+
+
+def _pid(row: object) -> str:
+    pid = getattr(row, "pid", float("nan"))
+    return "-" if pid != pid else f"{pid:.0f}"

@@ -1,0 +1,222 @@
+"""The live view, driven headless with Textual's Pilot on replayed fixtures."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from diagnose.collectors.recorder import RecordOptions
+from diagnose.detect.signals import Signal
+from diagnose.dump import load_dump
+from diagnose.judge import default_rules_dir, load_rules
+from diagnose.live.app import DocumentScreen, LiveApp, LiveSettings
+from diagnose.live.chart import SeriesChart
+from diagnose.live.feed import LiveFeed, ReplayFeed
+from diagnose.live.panels import cited_signals, episodes
+from tests.conftest import DUMPS
+
+RULES = load_rules(default_rules_dir())
+
+
+def _app(dump_path: Path, tmp_path: Path, speed: float = 0.0, window_s: float | None = None) -> LiveApp:
+    feed = ReplayFeed(load_dump(str(dump_path)), speed=speed, from_start=speed > 0)
+    return LiveApp(feed, LiveSettings(RULES, window_s=window_s, refresh_s=0.5, export_dir=tmp_path))
+
+
+async def _until(pilot, condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting for the view"
+        await pilot.pause(0.1)
+
+
+def _visible_text(app: LiveApp) -> str:
+    return "\n".join(str(widget.render()) for widget in app.screen.query("Static, SeriesChart"))
+
+
+def test_replayed_incident_shows_its_cause_opens_it_and_exports_the_same_markdown(tmp_path, run_cli):
+    dump = DUMPS / "co-located-contention"
+
+    async def drive() -> tuple[LiveApp, str]:
+        app = _app(dump, tmp_path)
+        async with app.run_test(size=(180, 50)) as pilot:
+            await _until(pilot, lambda: app.report is not None)
+            assert app.report["hypotheses"][0]["id"] == "co-located-contention"
+            assert app.report["hypotheses"][0]["score"] >= 0.5
+            await pilot.press("enter")
+            await _until(pilot, lambda: isinstance(app.screen, DocumentScreen))
+            shown = app.screen.markdown
+            await pilot.press("escape")
+            await pilot.press("m")
+            await _until(pilot, lambda: app.exported is not None)
+            return app, shown
+
+    app, shown = asyncio.run(drive())
+    hypothesis = app.report["hypotheses"][0]
+    assert "**Verify**" in shown and hypothesis["verify"][0] in shown and hypothesis["remedy"][0] in shown
+    code, expected, _ = run_cli("file", dump, "--format", "markdown")
+    assert code == 0
+    assert app.exported.parent == tmp_path
+    assert app.exported.read_text(encoding="utf-8") == expected
+
+
+def test_charts_mark_the_periodic_episodes_and_the_cited_process(tmp_path):
+    async def drive() -> LiveApp:
+        app = _app(DUMPS / "co-located-contention", tmp_path)
+        async with app.run_test(size=(180, 60)) as pilot:
+            await _until(pilot, lambda: app.report is not None)
+            await pilot.pause(0.3)
+            charts = {chart.key: chart for chart in app.screen.query(SeriesChart)}
+            latency = str(charts["requests.latency_ms.p99"].render())
+            assert latency.count("━") >= 5 and "episode(s)" in latency
+            assert any(key.startswith("gpu_processes.mem_used_bytes[") for key in charts)
+            return app
+
+    asyncio.run(drive())
+
+
+def test_pause_stops_updates_and_resume_restarts_them(tmp_path):
+    async def drive() -> None:
+        app = _app(DUMPS / "healthy-steady", tmp_path, speed=30.0, window_s=300.0)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await _until(pilot, lambda: app.samples >= 2 and app.analyses >= 1)
+            await pilot.press("p")
+            await pilot.pause(0.2)
+            samples, analyses, position = app.samples, app.analyses, app.feed.position()
+            await pilot.pause(2.5)
+            assert (app.samples, app.analyses) == (samples, analyses)
+            assert app.feed.position() == position
+            assert "paused" in str(app.query_one("#top").render())
+            await pilot.press("p")
+            await _until(pilot, lambda: app.samples > samples)
+            assert app.feed.position() > position
+
+    asyncio.run(drive())
+
+
+def test_no_gpu_is_said_and_everything_else_works(tmp_path):
+    source = pd.read_csv(DUMPS / "healthy-steady" / "requests.csv")
+    source.to_csv(tmp_path / "requests.csv", index=False)
+    pd.read_csv(DUMPS / "healthy-steady" / "system.csv").to_csv(tmp_path / "system.csv", index=False)
+    exports = tmp_path / "out"
+    exports.mkdir()
+
+    async def drive() -> None:
+        app = _app(tmp_path, exports)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await _until(pilot, lambda: app.report is not None)
+            await pilot.pause(0.3)
+            text = _visible_text(app)
+            assert "no GPU" in str(app.query_one("#top").render())
+            assert "no GPU here: this dump has no GPU table" in text
+            assert "latency P99" in text and "host CPU" in text
+            assert not [h for h in app.report["hypotheses"] if h["score"] >= 0.5]
+
+    asyncio.run(drive())
+
+
+def test_an_analysis_error_is_a_notice_not_a_crash(tmp_path, monkeypatch):
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("rule engine exploded")
+
+    monkeypatch.setattr("diagnose.live.app.analyse_dump", broken)
+
+    async def drive() -> None:
+        app = _app(DUMPS / "healthy-steady", tmp_path)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await _until(pilot, lambda: any("exploded" in str(n.message) for n in app._notifications))
+            assert app.is_running and app.report is None
+            await pilot.press("m")  # nothing to export yet: said, not raised
+            await pilot.press("q")
+
+    asyncio.run(drive())
+
+
+def test_window_key_cycles_and_help_and_not_fired_screens_open(tmp_path):
+    async def drive() -> None:
+        app = _app(DUMPS / "healthy-steady", tmp_path, window_s=300.0)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await _until(pilot, lambda: app.report is not None)
+            await pilot.press("w")
+            assert app.window_s == 900.0
+            await pilot.press("question_mark")
+            await _until(pilot, lambda: app.screen.id == "help")
+            assert "`m`" in app.screen.markdown
+            await pilot.press("escape")
+            await pilot.press("o")
+            await _until(pilot, lambda: app.screen.id == "not-fired")
+            assert "## Ruled out" in app.screen.markdown
+
+    asyncio.run(drive())
+
+
+def test_replay_clock_runs_at_its_speed_and_stops_while_paused():
+    now = [100.0]
+    dump = load_dump(str(DUMPS / "healthy-steady"))
+    feed = ReplayFeed(dump, speed=10.0, clock=lambda: now[0])
+    start = feed.position()
+    now[0] += 3
+    assert feed.position() == pytest.approx(start + 30)
+    feed.pause()
+    now[0] += 50
+    assert feed.position() == pytest.approx(start + 30)
+    feed.resume()
+    now[0] += 1
+    assert feed.position() == pytest.approx(start + 40)
+    window = feed.window(20.0)
+    assert window.span()[0] >= start + 20 and window.span()[1] <= start + 40
+    now[0] += 10_000
+    assert feed.state().finished and feed.position() == dump.span()[1]
+
+
+def test_a_window_holding_everything_is_the_dump_itself():
+    dump = load_dump(str(DUMPS / "healthy-steady"))
+    first, last = dump.span()
+    assert dump.between(first, last) is dump
+    cut = dump.between(first + 60, first + 120)
+    assert all(frame["ts"].between(first + 60, first + 120).all() for frame in cut.tables.values())
+    assert len(dump.tables["requests"]) > len(cut.tables["requests"]) > 0
+
+
+def test_live_feed_samples_the_host_into_windows(tmp_path):
+    feed = LiveFeed(RecordOptions(output=tmp_path / "rec", interval_s=0.5, gpu=False))
+    feed.start()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(feed.window(60).tables.get("system", [])) < 2:
+            time.sleep(0.2)
+        window = feed.window(60)
+        state = feed.state()
+    finally:
+        feed.close()
+    assert len(window.tables["system"]) >= 2 and "cpu_pct" in window.tables["system"].columns
+    assert state.mode == "live" and not state.gpus and "turned off" in state.gpu_note
+    assert (tmp_path / "rec" / "system.csv").exists()  # --record writes the same samples to disk
+    assert load_dump(str(tmp_path / "rec")).tables["system"]["ts"].size >= 2
+
+
+def test_cited_signals_follow_the_evidence_sources():
+    signals = {
+        name: Signal(name, "gpu", 0.0, 1.0, pd.Series([1.0, 2.0]).to_numpy())
+        for name in ("gpu.sm_clock_mhz[gpu=0]", "gpu.util_pct[gpu=0]", "system.cpu_pct")
+    }
+    report = {"evidence": {"tables": {"gpu": {"files": ["gpu.csv"]}, "system": {"files": ["system.csv"]}}}}
+    hypothesis = {"evidence": [{"sources": ["gpu.csv: sm_clock_mhz, max_sm_clock_mhz while util_pct > 0"]}]}
+    assert cited_signals(hypothesis, report, signals) == ["gpu.sm_clock_mhz[gpu=0]", "gpu.util_pct[gpu=0]"]
+    report["signals"] = {
+        "x": {"episodes": [{"start": "2025-11-30T00:00:10Z", "end": "2025-11-30T00:00:20Z"}]}
+    }
+    assert episodes(report, "x") == [(1764460810.0, 1764460820.0)]
+
+
+def test_view_arguments_are_checked_before_the_screen_opens(run_cli, tmp_path):
+    code, _, err = run_cli("file", DUMPS / "healthy-steady", "--tui", "--export-dir", tmp_path / "missing")
+    assert code == 2 and "--export-dir" in err
+    code, _, err = run_cli("live", "--replay", DUMPS / "healthy-steady", "--record", tmp_path / "rec")
+    assert code == 2 and "--record" in err
+    code, _, err = run_cli("live", "--replay", DUMPS / "healthy-steady", "--window", "soon")
+    assert code == 2 and "duration" in err
