@@ -298,26 +298,11 @@ def _run_record(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from diagnose.collectors.recorder import RecordOptions, parse_duration, record
-    from diagnose.collectors.requests_log import parse_map
+    from diagnose.collectors.recorder import parse_duration, record
     from diagnose.collectors.writer import DiskFull
 
-    options = RecordOptions(
-        output=args.output,
-        duration_s=parse_duration(args.duration) if args.duration else None,
-        interval_s=args.interval,
-        pids=tuple(args.pid),
-        requests_log=args.requests_log,
-        requests_format=args.requests_format,
-        column_map=parse_map(args.map),
-        metrics_url=args.metrics_url,
-        engine=args.engine,
-        allocator_log=args.allocator_log,
-        logs=tuple(args.log),
-        top=args.top,
-        gpu=not args.no_gpu,
-        force=args.force,
-    )
+    options = _record_options(args, args.output)
+    options.duration_s = parse_duration(args.duration) if args.duration else None
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
@@ -379,12 +364,20 @@ def _replay_feed(args: argparse.Namespace, path: str, speed: float):
 
 
 def _live_feed(args: argparse.Namespace, window_s: float | None):
-    from diagnose.collectors.recorder import RecordOptions
-    from diagnose.collectors.requests_log import parse_map
     from diagnose.live.feed import LiveFeed
 
-    options = RecordOptions(
-        output=args.record,
+    feed = LiveFeed(_record_options(args, args.record), keep_s=max(window_s or 3600.0, 3600.0))
+    feed.start()
+    return feed
+
+
+def _record_options(args: argparse.Namespace, output: Path | None):
+    """The collection options ``record`` and ``live`` share."""
+    from diagnose.collectors.recorder import RecordOptions
+    from diagnose.collectors.requests_log import parse_map
+
+    return RecordOptions(
+        output=output,
         interval_s=args.interval,
         pids=tuple(args.pid),
         requests_log=args.requests_log,
@@ -398,9 +391,6 @@ def _live_feed(args: argparse.Namespace, window_s: float | None):
         gpu=not args.no_gpu,
         force=args.force,
     )
-    feed = LiveFeed(options, keep_s=max(window_s or 3600.0, 3600.0))
-    feed.start()
-    return feed
 
 
 def _run_formats(args: argparse.Namespace) -> int:
