@@ -220,3 +220,15 @@ def test_view_arguments_are_checked_before_the_screen_opens(run_cli, tmp_path):
     assert code == 2 and "--record" in err
     code, _, err = run_cli("live", "--replay", DUMPS / "healthy-steady", "--window", "soon")
     assert code == 2 and "duration" in err
+
+
+def test_a_sampler_that_stops_says_why_instead_of_dying_silently(monkeypatch):
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("the request log vanished")
+
+    monkeypatch.setattr("diagnose.live.feed.record", broken)
+    feed = LiveFeed(RecordOptions(output=None, gpu=False))
+    feed.start()
+    feed.close()
+    assert feed.messages() == ["sampling stopped: the request log vanished"]
+    assert feed.messages() == []

@@ -38,7 +38,9 @@ WINDOWS: tuple[float | None, ...] = (60.0, 300.0, 900.0, 3600.0, None)  # None: 
 
 
 class Feed(Protocol):
+    def position(self) -> float: ...
     def window(self, seconds: float | None) -> Dump: ...
+    def messages(self) -> list[str]: ...
     def state(self) -> FeedState: ...
     def pause(self) -> None: ...
     def resume(self) -> None: ...
@@ -148,7 +150,6 @@ class LiveApp(App[None]):
         self.window_s = settings.window_s
         self.paused = False
         self.report: dict | None = None  # the latest analysis
-        self.analysed_window: Dump | None = None
         self.samples = 0
         self.analyses = 0
         self._analysing = False
@@ -199,6 +200,8 @@ class LiveApp(App[None]):
     # -- the refresh cycle -------------------------------------------------
 
     def _tick(self) -> None:
+        for line in self.feed.messages():
+            self.notify(line, title="diagnose", timeout=8)
         if not self.paused:
             self._sample(self.window_s)
         self._show_top()
@@ -233,7 +236,6 @@ class LiveApp(App[None]):
         except Exception as error:  # noqa: BLE001 - shown as a notice; the view stays up
             self.post_message(AnalysisFailed(error))
             return
-        self.analysed_window = window
         self.post_message(Analysed(analysis, time.perf_counter() - started))
 
     def on_analysed(self, message: Analysed) -> None:

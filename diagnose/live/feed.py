@@ -91,6 +91,10 @@ class ReplayFeed:
             finished=self.position() >= self._end,
         )
 
+    def messages(self) -> list[str]:
+        """Nothing to report while replaying: the reader's warnings were printed at start."""
+        return []
+
     def close(self) -> None:
         """Nothing to stop: the dump is already in memory."""
 
@@ -151,17 +155,23 @@ class LiveFeed:
         self._thread = threading.Thread(target=self._run, name="diagnose-sampler", daemon=True)
         self._host = socket.gethostname()
         self._frozen: float | None = None
-        self.notes: deque[str] = deque()  # what the recorder said, for the view to show once
-        self.error: str | None = None
+        self._notes: deque[str] = deque()  # what the recorder said, for the view to show once
 
     def start(self) -> None:
         self._thread.start()
 
     def _run(self) -> None:
         try:
-            record(self._options, self._stop, say=self.notes.append, sink=self._sink)
-        except Exception as error:  # the view stays up and says why sampling stopped
-            self.error = f"sampling stopped: {error}"
+            record(self._options, self._stop, say=self._notes.append, sink=self._sink)
+        except Exception as error:  # noqa: BLE001 - the view stays up and says why sampling stopped
+            self._notes.append(f"sampling stopped: {error}")
+
+    def messages(self) -> list[str]:
+        """What the sampler said since the last call (GPU missing, server found, sampling stopped)."""
+        said = []
+        while self._notes:
+            said.append(self._notes.popleft())
+        return said
 
     def position(self) -> float:
         return self._frozen if self._frozen is not None else time.time()
