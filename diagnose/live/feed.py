@@ -14,6 +14,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import pandas as pd
+
 from diagnose.collectors.recorder import RecordOptions, record
 from diagnose.collectors.writer import DumpWriter
 from diagnose.dump.model import Dump, Manifest
@@ -101,7 +103,7 @@ class ReplayFeed:
 
 @dataclass
 class _Memory:
-    """The samples a live view keeps: the last ``keep_s`` seconds of every table."""
+    """Samples not yet read by the view (``rows``); the view keeps the last ``keep_s`` seconds as frames."""
 
     keep_s: float
     rows: dict[str, deque] = field(default_factory=dict)
@@ -155,6 +157,8 @@ class LiveFeed:
         self._thread = threading.Thread(target=self._run, name="diagnose-sampler", daemon=True)
         self._host = socket.gethostname()
         self._frozen: float | None = None
+        self._frames: dict[str, pd.DataFrame] = {}  # what the view has read, the last keep_s seconds
+        self._frames_lock = threading.Lock()  # window() runs on a worker, state() also on the UI thread
         self._notes: deque[str] = deque()  # what the recorder said, for the view to show once
 
     def start(self) -> None:
@@ -185,33 +189,46 @@ class LiveFeed:
         self._frozen = None
 
     def window(self, seconds: float | None) -> Dump:
+        """Only rows new since the last call are converted; the kept frames are then cut to the window."""
         end = self.position()
-        start = end - (seconds or self._memory.keep_s)
         warnings: list[str] = []
         with self._memory.lock:
-            rows = {
-                name: [r for r in kept if start <= _ts(r) <= end] for name, kept in self._memory.rows.items()
-            }
+            fresh = {name: list(kept) for name, kept in self._memory.rows.items() if kept}
+            for kept in self._memory.rows.values():
+                kept.clear()
             manifest = dict(self._memory.manifest)
-        tables, files = {}, {}
-        for name, table_rows in rows.items():
-            frame = table_from_rows(name, table_rows, f"live {name}", warnings)
-            if frame is not None and len(frame):
-                tables[name], files[name] = frame, [f"live {name}"]
+        with self._frames_lock:
+            for name, rows in fresh.items():
+                frame = table_from_rows(name, rows, f"live {name}", warnings)
+                if frame is not None and len(frame):
+                    self._append(name, frame)
+            frames = dict(self._frames)
         extra = {key: manifest[key] for key in ("server_pids",) if manifest.get(key)}
         label = str(self._options.output) if self._options.output else f"live:{self._host}"
-        return Dump(
+        dump = Dump(
             label,
-            tables,
-            files,
+            frames,
+            {name: [f"live {name}"] for name in frames},
             Manifest(host=self._host, interval_s=self._options.interval_s, extra=extra),
             warnings,
         )
+        return dump.between(end - (seconds or self._memory.keep_s), end)
+
+    def _append(self, name: str, frame: pd.DataFrame) -> None:
+        kept = self._frames.get(name)
+        if kept is not None:
+            frame = pd.concat([kept, frame], ignore_index=True)
+            if not frame["ts"].is_monotonic_increasing:
+                frame = frame.sort_values("ts", kind="stable", ignore_index=True)
+        cutoff = time.time() - self._memory.keep_s
+        first = int(frame["ts"].searchsorted(cutoff))
+        self._frames[name] = frame.iloc[first:].reset_index(drop=True) if first else frame
 
     def state(self) -> FeedState:
         with self._memory.lock:
             manifest = dict(self._memory.manifest)
-            first = [_ts(kept[0]) for kept in self._memory.rows.values() if kept]
+        with self._frames_lock:
+            first = [float(frame["ts"].iloc[0]) for frame in self._frames.values() if len(frame)]
         return FeedState(
             mode="live",
             host=self._host,
