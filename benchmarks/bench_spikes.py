@@ -8,7 +8,7 @@ times `analyse_spikes` (signals, episodes, change points, periodicity and
 alignment for every signal) against ruptures' documented default usage,
 `Pelt(model="l2").fit(signal).predict(pen=...)`, on a few of the same raw
 signals (each takes tens of seconds, so only a few are run). The penalty
-given to PELT is the one our change-point search uses, 3 sigma^2 ln(n), so
+given to PELT is the one our level-shift search uses, 3 sigma^2 ln(n), so
 both answer the same question. Prints the per-signal time of each and their ratio.
 """
 
@@ -27,7 +27,8 @@ import ruptures as rpt
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.bench_file import make_dump  # noqa: E402
 from diagnose.detect import analyse_spikes  # noqa: E402
-from diagnose.detect.episodes import SHIFT_PENALTY, difference_sigma  # noqa: E402
+from diagnose.detect.robust import difference_sigma  # noqa: E402
+from diagnose.detect.shifts import LEVELS  # noqa: E402
 from diagnose.dump import load_dump  # noqa: E402
 
 
@@ -77,7 +78,7 @@ def main() -> None:
         values = (
             pd.Series(analysis.findings[name].signal.values).interpolate(limit_direction="both").to_numpy()
         )
-        penalty = SHIFT_PENALTY * difference_sigma(values) ** 2 * np.log(values.size)
+        penalty = (LEVELS.params + 2) * difference_sigma(values) ** 2 * np.log(values.size)
         start = time.perf_counter()
         bkps = rpt.Pelt(model="l2").fit(values).predict(pen=penalty)
         times.append(time.perf_counter() - start)
@@ -85,6 +86,8 @@ def main() -> None:
             f"ruptures Pelt(model='l2') on {name} ({values.size:,} points): {times[-1]:.1f} s, "
             f"{len(bkps) - 1} change points"
         )
+    if not times:
+        return
     baseline = float(np.mean(times))
     print(
         f"per signal: analyse_spikes {ours / signals:.3f} s, Pelt l2 {baseline:.1f} s; "

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from diagnose.detect.alignment import align
-from diagnose.detect.episodes import Episode, change_points, detect_shifts, find_episodes
+from diagnose.detect.episodes import Episode, find_episodes
 from diagnose.detect.periodicity import periodicity
+from diagnose.detect.shifts import change_points, detect_shifts
 from fixtures.episodes import SHAPES, match, periodic_signal, random_bursts
 
 

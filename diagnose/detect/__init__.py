@@ -7,17 +7,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from diagnose.detect.alignment import Alignment, align
-from diagnose.detect.episodes import Episode, change_points, find_episodes
+from diagnose.detect.episodes import Episode, find_episodes
 from diagnose.detect.periodicity import Periodicity, periodicity
+from diagnose.detect.shifts import change_points
 from diagnose.detect.signals import Signal, build_signals, server_pids
 from diagnose.dump.model import Dump
 
 REFERENCE_SIGNALS = ("requests.latency_ms.p99", "requests.latency_ms.p50")
-MIN_COINCIDENCE = 0.2
-_LOG_KINDS = (
-    "latency",
-    "stage",
-)  # positive, with multiplicative noise  # below this an alignment is not worth a significance test
+MIN_COINCIDENCE = 0.2  # below this an alignment is not worth a significance test
+_LOG_KINDS = ("latency", "stage")  # positive, with multiplicative noise
 
 __all__ = [
     "Alignment",
