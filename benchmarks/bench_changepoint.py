@@ -98,12 +98,17 @@ def run_tcpd(folder: Path) -> None:
             f"{int(np.sum(mine > theirs + 1e-3))}, worse on {int(np.sum(mine < theirs - 1e-3))}, "
             f"equal on {int(np.sum(np.abs(mine - theirs) <= 1e-3))}"
         )
-    for label, models in (("levels only", [LEVELS]), ("lines only", [LINES]), ("levels and lines", None)):
-        scores = [tcpd_f1(truth, detect_shifts(values, models=models)) for _, values, truth in series]
-        print(f"  ablation, {label:<17} mean F1 {np.mean(scores):.3f}")
+    for label, models in (("levels only", [LEVELS]), ("lines only", [LINES])):
+        print(f"  ablation, {label:<17} mean F1 {_mean_f1(series, models=models):.3f}")
+    print(f"  ablation, {'levels and lines':<17} mean F1 {mean:.3f}")
     for scale in PENALTY_SCALES:
-        scores = [tcpd_f1(truth, detect_shifts(values, penalty_scale=scale)) for _, values, truth in series]
-        print(f"  penalty x {scale:<4}  mean F1 {np.mean(scores):.3f}")
+        scaled = mean if scale == 1.0 else _mean_f1(series, penalty_scale=scale)
+        print(f"  penalty x {scale:<4}  mean F1 {scaled:.3f}")
+
+
+def _mean_f1(series: list[tuple[str, np.ndarray, dict[str, list[int]]]], **options) -> float:
+    """Mean TCPD F1 of `detect_shifts` run with non-default options."""
+    return float(np.mean([tcpd_f1(truth, detect_shifts(values, **options)) for _, values, truth in series]))
 
 
 def run_nab(folder: Path) -> None:

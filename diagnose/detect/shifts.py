@@ -97,7 +97,6 @@ def detect_shifts(
 class Model:
     """A family of segment shapes: how to fit one segment, and how to search for breakpoints."""
 
-    name: str
     params: int  # parameters one segment adds
     residuals: Callable[[np.ndarray], np.ndarray]  # of the best fit of this shape to one segment
     search: Callable[[np.ndarray, float, int], list[int]]  # (series in noise units, penalty, min size)
@@ -114,15 +113,15 @@ def _fit(series: np.ndarray, model: Model, min_size: int, penalty_scale: float) 
     per_change = penalty_scale * (model.params + 2)
     sigma = noise_floor(robust_sigma(model.residuals(series)), series)
     breakpoints = _search(series, sigma, model, min_size, per_change)
+    parts = _segment_residuals(series, breakpoints, model)
     for _ in range(NOISE_PASSES):
-        parts = _segment_residuals(series, breakpoints, model)
         rho = _lag1_autocorrelation(parts)
         sigma = noise_floor(robust_sigma(np.concatenate(parts)), series) * np.sqrt((1 + rho) / (1 - rho))
         again = _search(series, sigma, model, min_size, per_change)
         if again == breakpoints:  # the noise estimate depends only on them: a fixed point
             break
         breakpoints = again
-    parts = _segment_residuals(series, breakpoints, model)
+        parts = _segment_residuals(series, breakpoints, model)
     n = series.size
     rss = sum(float(np.dot(part, part)) for part in parts)
     k = model.params + len(breakpoints) * per_change
@@ -211,5 +210,5 @@ def _line_search(y: np.ndarray, penalty: float, min_size: int) -> list[int]:
     return sorted(breakpoints)
 
 
-LEVELS = Model("levels", 1, _level_residuals, _level_search)
-LINES = Model("lines", 2, _line_residuals, _line_search)
+LEVELS = Model(1, _level_residuals, _level_search)
+LINES = Model(2, _line_residuals, _line_search)
