@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -24,12 +25,75 @@ from diagnose.errors import InputError
 from tests.conftest import SHARED_DATA
 
 
+class _FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class _FakeProcess:
+    """psutil.Process at its boundary: CPU and thread times that the test advances by hand."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.user = 0.0
+        self.thread_times = {pid: 0.0, pid + 1: 0.0}
+
+    def oneshot(self):
+        return contextlib.nullcontext()
+
+    def cpu_times(self):
+        return types.SimpleNamespace(user=self.user, system=0.0)
+
+    def name(self) -> str:
+        return "python"
+
+    def cmdline(self) -> list[str]:
+        return ["python", "server.py"]
+
+    def memory_info(self):
+        return types.SimpleNamespace(rss=123 << 20)
+
+    def num_threads(self) -> int:
+        return len(self.thread_times)
+
+    def threads(self):
+        return [types.SimpleNamespace(id=t, user_time=v, system_time=0.0) for t, v in self.thread_times.items()]
+
+
+def test_busiest_thread_is_the_largest_thread_cpu_delta_over_the_true_interval(monkeypatch):
+    """Deterministic whatever the machine's load: psutil's process and the clock are faked."""
+    import diagnose.collectors.host as host_module
+
+    clock, fake = _FakeClock(), _FakeProcess(4242)
+    real_process = host_module.psutil.Process
+    monkeypatch.setattr(host_module, "time", clock)
+    monkeypatch.setattr(
+        host_module.psutil, "Process", lambda pid: fake if pid == fake.pid else real_process(pid)
+    )
+    host = HostCollector(watch_pids=(fake.pid,), top=0, thread_top=0)
+    host.sample(time.time(), clock.now)
+    clock.now += 2.0
+    fake.user += 1.5  # 1.5 s of CPU in 2 s: 75 % of a core, of which one thread did 1.4 s
+    fake.thread_times = {fake.pid: 0.1, fake.pid + 1: 1.4}
+    sample = host.sample(time.time(), clock.now)
+    row = next(r for r in sample.processes if r["pid"] == fake.pid)
+    assert row["cpu_pct"] == pytest.approx(75.0)
+    assert row["max_thread_cpu_pct"] == pytest.approx(70.0)
+    assert row["name"] == "python" and row["cmdline"] == "python server.py" and row["num_threads"] == 2
+    assert 0 <= sample.system["cpu_pct"] <= 100 and sample.system["mem_total_bytes"] > 0
+    assert sample.system["swap_in_per_s"] is not None
+
+
 def _burn(stop: threading.Event) -> None:
     while not stop.is_set():
         sum(range(1000))
 
 
-def test_busiest_thread_of_a_watched_process_shows_a_burning_thread():
+def test_a_burning_thread_of_this_process_is_its_busiest_thread():
+    """The real psutil path; only relative figures, which hold on a loaded machine."""
     stop = threading.Event()
     burner = threading.Thread(target=_burn, args=(stop,), daemon=True)
     burner.start()
@@ -41,10 +105,9 @@ def test_busiest_thread_of_a_watched_process_shows_a_burning_thread():
     finally:
         stop.set()
     mine = next(row for row in sample.processes if row["pid"] == os.getpid())
-    assert mine["max_thread_cpu_pct"] > 50
-    assert mine["cpu_pct"] >= mine["max_thread_cpu_pct"] * 0.9
-    assert 0 <= sample.system["cpu_pct"] <= 100 and sample.system["mem_total_bytes"] > 0
-    assert sample.system["swap_in_per_s"] is not None
+    assert mine["max_thread_cpu_pct"] > 0
+    # One thread did nearly all of this process's work, whatever share of a core it got.
+    assert mine["max_thread_cpu_pct"] >= mine["cpu_pct"] * 0.6
 
 
 def test_follower_holds_partial_lines_and_follows_rotation(tmp_path):

