@@ -7,12 +7,13 @@ at or above ``--fail-on``, 2 unusable input or arguments, 3 an internal error.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from pathlib import Path
 
 from diagnose import __version__
-from diagnose.errors import DiagnoseError, ExitCode
+from diagnose.errors import DiagnoseError, ExitCode, InputError
 
 _EPILOG = """\
 examples:
@@ -40,7 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         return error.exit_code
     except KeyboardInterrupt:
         print("diagnose: interrupted", file=sys.stderr)
-        return ExitCode.INTERNAL_ERROR
+        return ExitCode.INTERRUPTED
+    except OSError as error:  # the environment's: a missing folder, no permission, a full disk
+        print(f"diagnose: error: {_os_error(error)}", file=sys.stderr)
+        return ExitCode.BAD_INPUT
     except Exception as error:  # noqa: BLE001 - the one place a bug becomes exit 3
         if getattr(args, "debug", False):
             traceback.print_exc()
@@ -51,6 +55,12 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
         return ExitCode.INTERNAL_ERROR
+
+
+def _os_error(error: OSError) -> str:
+    where = error.filename if error.filename is not None else ""
+    reason = (error.strerror or str(error)).lower()
+    return f"{where}: {reason}" if where else reason
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -72,8 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     file_cmd.add_argument(
         "--format",
         choices=("text", "markdown", "json"),
-        default="text",
-        help="report format (default: text for the terminal)",
+        help="report format (default: from the -o file's extension, .md or .json; else text)",
     )
     file_cmd.add_argument("-o", "--output", type=Path, help="write the report to this file instead of stdout")
     file_cmd.add_argument(
@@ -144,13 +153,16 @@ def _parser() -> argparse.ArgumentParser:
         "rules",
         help="list, check or explain the rules",
         description=(
-            "list: the rules in use; check DIR: validate a rule folder; facts: what rules may use; "
-            "docs DIR: write one Markdown page per rule, generated from its YAML."
+            "list: the rules in use; show ID: a rule's YAML and where it is; check DIR: validate a "
+            "rule folder; facts: what rules may use; docs DIR: write one Markdown page per rule, "
+            "generated from its YAML."
         ),
     )
-    rules_cmd.add_argument("action", nargs="?", choices=("list", "check", "facts", "docs"), default="list")
     rules_cmd.add_argument(
-        "folder", nargs="?", type=Path, help="the rule folder (for check; list uses --rules)"
+        "action", nargs="?", choices=("list", "show", "check", "facts", "docs"), default="list"
+    )
+    rules_cmd.add_argument(
+        "folder", nargs="?", help="the rule folder (check, docs) or the rule's id (show)"
     )
     rules_cmd.add_argument("--rules", type=Path, metavar="DIR", help="list the rules in DIR")
     rules_cmd.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
@@ -210,6 +222,11 @@ def _add_collection_args(command: argparse.ArgumentParser) -> None:
         "--top", type=int, default=10, metavar="N", help="busiest processes to record (default 10)"
     )
     command.add_argument("--no-gpu", action="store_true", help="do not read GPUs")
+    command.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 2 at start if a source given above cannot be read (default: warn and record the rest)",
+    )
 
 
 def _add_live_cmd(commands: argparse._SubParsersAction) -> None:
@@ -253,53 +270,105 @@ def _add_view_args(command: argparse.ArgumentParser, default_window: str) -> Non
         "--window",
         default=default_window,
         metavar="TIME",
-        help=f"how much recent time to analyse (90s, 15m, 1h, or all; default {default_window}); "
+        help=f"analyse only the last TIME of it (90s, 15m, 1h, or all; default {default_window}); "
         "w cycles it in the view",
     )
     command.add_argument(
         "--refresh",
         type=_positive,
-        default=5.0,
         metavar="S",
         help="seconds between analyses in the view (default 5)",
     )
     command.add_argument(
         "--export-dir",
         type=Path,
-        default=Path("."),
         metavar="DIR",
-        help="where m writes the Markdown report (default: the current folder)",
+        help="where m writes the Markdown report, said on screen as an absolute path "
+        "(default: the current folder)",
     )
 
 
+_SUFFIX_FORMATS = {".md": "markdown", ".markdown": "markdown", ".json": "json"}
+
+
 def _run_file(args: argparse.Namespace) -> int:
+    """Arguments and paths are checked before the analysis stack is imported: errors answer at once."""
+    if not Path(args.dump).exists():
+        raise InputError(f"{args.dump}: no such file or folder")
+    window_s = _window_arg(args.window)
     if args.tui:
         return _run_view(args, replay=args.dump, speed=0.0)
+    for option in ("refresh", "export_dir"):
+        if getattr(args, option) is not None:
+            raise InputError(f"--{option.replace('_', '-')} applies to the view only; add --tui")
+    if args.rules is not None and not args.rules.is_dir():
+        raise InputError(f"{args.rules}: not a folder of rule files")
+    suffix = args.output.suffix.lower() if args.output else ""
+    output_format = args.format or _SUFFIX_FORMATS.get(suffix, "text")
+    if args.output is not None:
+        _check_writable(args.output)
     from diagnose.pipeline import analyse
     from diagnose.report import RENDERERS
+    from diagnose.report.sources import dead_source_lines
 
-    report = analyse(args.dump, rules_dir=args.rules, slo_p99_ms=args.slo_p99_ms, tz=args.tz)
-    text = RENDERERS[args.format](report)
+    report = analyse(
+        args.dump, rules_dir=args.rules, slo_p99_ms=args.slo_p99_ms, tz=args.tz, window_s=window_s
+    )
+    if output_format == "text":
+        text = RENDERERS["text"](report, width=_terminal_width() if args.output is None else 100)
+    else:
+        text = RENDERERS[output_format](report)
     if args.output is not None:
-        if args.output.exists() and args.output.is_dir():
-            raise DiagnoseError(f"{args.output}: is a folder; give a file name for the report")
         args.output.write_text(text, encoding="utf-8")
-        print(f"diagnose: report written to {args.output}", file=sys.stderr)
+        print(f"diagnose: {output_format} report written to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     for warning in report["evidence"]["warnings"]:
         print(f"diagnose: warning: {warning}", file=sys.stderr)
-    if args.fail_on is not None and any(h["score"] >= args.fail_on for h in report["hypotheses"]):
-        return ExitCode.FINDING_AT_THRESHOLD
+    for line in dead_source_lines(report["evidence"]):
+        print(f"diagnose: warning: the recording holds nothing from {line}", file=sys.stderr)
+    if args.fail_on is not None:
+        tripped = [h for h in report["hypotheses"] if h["score"] >= args.fail_on]
+        if tripped:
+            named = ", ".join(f"{h['id']} ({h['score']:.2f})" for h in tripped)
+            print(f"diagnose: --fail-on {args.fail_on:g}: {named}", file=sys.stderr)
+            return ExitCode.FINDING_AT_THRESHOLD
     return ExitCode.OK
+
+
+def _window_arg(text: str | None) -> float | None:
+    """``--window``: seconds, or None for the whole dump."""
+    from diagnose.units import parse_duration
+
+    if text is None or text.strip().lower() == "all":
+        return None
+    return parse_duration(text)
+
+
+def _check_writable(path: Path) -> None:
+    """A report or export that cannot be written is found before the analysis, not after it."""
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder; give a file name for the report")
+    folder = path.parent
+    if not folder.is_dir():
+        raise InputError(f"{folder}: no such folder for the report {path.name}")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InputError(f"{path}: permission denied")
+
+
+def _terminal_width() -> int:
+    import shutil
+
+    return shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100
 
 
 def _run_record(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from diagnose.collectors.recorder import parse_duration, record
+    from diagnose.collectors.recorder import record
     from diagnose.collectors.writer import DiskFull
+    from diagnose.units import parse_duration
 
     options = _record_options(args, args.output)
     options.duration_s = parse_duration(args.duration) if args.duration else None
@@ -321,6 +390,8 @@ def _run_record(args: argparse.Namespace) -> int:
         + f"; analyse it with: diagnose file {args.output}",
         file=sys.stderr,
     )
+    for line in summary.dead_sources:
+        print(f"diagnose: warning: recorded without {line}", file=sys.stderr)
     return ExitCode.OK
 
 
@@ -332,17 +403,19 @@ def _run_live(args: argparse.Namespace) -> int:
 
 def _run_view(args: argparse.Namespace, replay: str | None, speed: float) -> int:
     """The full-screen view. Textual is imported only here, so reports and recording never load it."""
-    from diagnose.collectors.recorder import parse_duration
     from diagnose.judge import default_rules_dir, load_rules
 
-    window_s = None if args.window.strip().lower() == "all" else parse_duration(args.window)
-    if not args.export_dir.is_dir():
-        raise DiagnoseError(f"{args.export_dir}: not a folder; --export-dir needs an existing folder")
+    window_s = _window_arg(args.window)
+    export_dir = (args.export_dir or Path.cwd()).resolve()
+    if not export_dir.is_dir():
+        raise InputError(f"{export_dir}: not a folder; --export-dir needs an existing folder")
+    if not os.access(export_dir, os.W_OK):
+        raise InputError(f"{export_dir}: permission denied; m could not write its report there")
     rules = load_rules(args.rules or default_rules_dir())
     feed = _replay_feed(args, replay, speed) if replay else _live_feed(args, window_s)
     from diagnose.live.app import LiveApp, LiveSettings
 
-    settings = LiveSettings(rules, window_s, args.refresh, args.slo_p99_ms, args.export_dir)
+    settings = LiveSettings(rules, window_s, args.refresh or 5.0, args.slo_p99_ms, export_dir)
     app = LiveApp(feed, settings)
     try:
         app.run()
@@ -390,6 +463,7 @@ def _record_options(args: argparse.Namespace, output: Path | None):
         top=args.top,
         gpu=not args.no_gpu,
         force=args.force,
+        strict=args.strict,
     )
 
 
@@ -411,6 +485,18 @@ def _run_rules(args: argparse.Namespace) -> int:
     from diagnose.judge import default_rules_dir, load_rules
     from diagnose.judge.ids import ROOT_CAUSE_IDS
 
+    if args.action == "show":
+        if args.folder is None:
+            raise InputError("rules show needs a rule id: diagnose rules show ID (diagnose rules lists them)")
+        rules = {rule.id: rule for rule in load_rules(args.rules or default_rules_dir())}
+        if args.folder not in rules:
+            raise InputError(f"no rule {args.folder!r}; the rules are: {', '.join(sorted(rules))}")
+        rule = rules[args.folder]
+        print(f"# {rule.source_file}")
+        sys.stdout.write(Path(rule.source_file).read_text(encoding="utf-8"))
+        return ExitCode.OK
+    if args.folder is not None:
+        args.folder = Path(args.folder)
     if args.action == "facts":
         for name, spec in CATALOGUE.items():
             print(f"{name:<42} {spec.unit:<6} {spec.meaning}  [needs {spec.needs}]")

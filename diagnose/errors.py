@@ -5,8 +5,10 @@
     │   └── DumpError     the dump folder as a whole cannot be analysed
     └── RuleError         a rule file is invalid (exit 2)
 
-Anything else escaping the CLI is a bug and exits 3. The exit codes live in
-one place, :class:`ExitCode`.
+An ``OSError`` escaping the CLI (a folder that does not exist, no permission,
+a full disk) is the environment's, not a bug: exit 2 with the path and the
+reason. Ctrl-C exits 130. Anything else escaping the CLI is a bug and exits 3.
+The exit codes live in one place, :class:`ExitCode`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ class ExitCode(IntEnum):
     FINDING_AT_THRESHOLD = 1
     BAD_INPUT = 2
     INTERNAL_ERROR = 3
+    INTERRUPTED = 130  # the shell's convention for a command stopped by Ctrl-C (128 + SIGINT)
 
 
 class DiagnoseError(Exception):

@@ -23,10 +23,19 @@ class Analysis:
 
 
 def analyse(
-    dump_path: str, rules_dir: Path | None = None, slo_p99_ms: float | None = None, tz: str | None = None
+    dump_path: str,
+    rules_dir: Path | None = None,
+    slo_p99_ms: float | None = None,
+    tz: str | None = None,
+    window_s: float | None = None,
 ) -> dict:
+    """The report of a dump, or of its last ``window_s`` seconds."""
     rules = load_rules(rules_dir or default_rules_dir())
-    return analyse_dump(load_dump(dump_path, tz=tz), rules, slo_p99_ms).report
+    dump = load_dump(dump_path, tz=tz)
+    span = dump.span()
+    if window_s is not None and span is not None:
+        dump = dump.between(span[1] - window_s, span[1])
+    return analyse_dump(dump, rules, slo_p99_ms).report
 
 
 def analyse_dump(dump: Dump, rules: list[Rule], slo_p99_ms: float | None = None) -> Analysis:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+from diagnose.errors import InputError
+
 
 def human_ms(value: float | None) -> str:
     if value is None:
@@ -22,3 +26,18 @@ def human_bytes(value: float) -> str:
 
 def percent(share: float | None) -> str:
     return "-" if share is None else f"{share * 100:.0f}%"
+
+
+_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """``"15m"``, ``"1h30m"``, ``"90s"`` or ``"90"`` -> seconds."""
+    match = _DURATION.match(text or "")
+    if not match or not any(match.groups()):
+        raise InputError(f"expected a duration such as 90s, 15m or 1h30m, got {text!r}")
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    total = hours * 3600 + minutes * 60 + seconds
+    if total <= 0:
+        raise InputError(f"the duration must be positive, got {text!r}")
+    return total

@@ -18,10 +18,10 @@ from diagnose.collectors.follow import FileFollower
 from diagnose.collectors.host import HostCollector
 from diagnose.collectors.logs import events_from_lines
 from diagnose.collectors.prometheus import ENGINES, MetricsScraper, parse_samples
-from diagnose.collectors.recorder import parse_duration
 from diagnose.collectors.requests_log import RequestLog, parse_map
 from diagnose.collectors.writer import DiskFull, DumpWriter
 from diagnose.errors import InputError
+from diagnose.units import parse_duration
 from tests.conftest import SHARED_DATA
 
 

@@ -56,6 +56,16 @@ class FileFollower:
             return False
         return status.st_ino != self._inode or status.st_size < self._handle.tell()
 
+    def problem(self) -> str | None:
+        """Why the file is not being read (no such file, no permission), or None while it is."""
+        if self._handle is not None:
+            return None
+        try:
+            with open(self.path, "rb"):
+                return None
+        except OSError as error:
+            return (error.strerror or str(error)).lower()
+
     def header(self) -> str | None:
         """The file's first line (a CSV header), whatever has been read so far."""
         try:

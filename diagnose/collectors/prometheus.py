@@ -109,6 +109,7 @@ class MetricsScraper:
     def __init__(self, url: str, engine: str = "auto", timeout_s: float = 0.5) -> None:
         self.url, self.engine, self.timeout_s = url, engine, timeout_s
         self._previous: tuple[float, dict[str, float]] | None = None
+        self.last_samples: dict[str, float] = {}  # the last scrape, to tell an unknown engine from a dead one
 
     def fetch(self) -> str:
         with urllib.request.urlopen(self.url, timeout=self.timeout_s) as response:  # noqa: S310 - user's URL
@@ -119,7 +120,7 @@ class MetricsScraper:
 
         Raises OSError / ValueError when the endpoint cannot be read or parsed.
         """
-        samples = parse_samples(self.fetch())
+        samples = self.last_samples = parse_samples(self.fetch())
         if self.engine == "auto":
             self.engine = detect_engine(samples) or "auto"
         mapping = ENGINES.get(self.engine)

@@ -8,38 +8,28 @@ skipped rather than sampled twice in a row.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
+import urllib.error
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+import psutil
 
 from diagnose.collectors.discover import server_pids
 from diagnose.collectors.follow import FileFollower
 from diagnose.collectors.gpu import GpuCollector, NvmlUnavailable
 from diagnose.collectors.host import HostCollector
 from diagnose.collectors.logs import events_from_lines
-from diagnose.collectors.prometheus import MetricsScraper, ScrapeError
+from diagnose.collectors.prometheus import MetricsScraper, ScrapeError, detect_engine, parse_samples
 from diagnose.collectors.requests_log import RequestLog
+from diagnose.collectors.sources import SourceHealth
 from diagnose.collectors.writer import DumpWriter
 from diagnose.errors import InputError
 
-_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*$")
 KERNEL_LOGS = ("/var/log/kern.log", "/var/log/messages")
-
-
-def parse_duration(text: str) -> float:
-    """``"15m"``, ``"1h30m"``, ``"90s"`` or ``"90"`` -> seconds."""
-    match = _DURATION.match(text or "")
-    if not match or not any(match.groups()):
-        raise InputError(f"expected a duration such as 90s, 15m or 1h30m, got {text!r}")
-    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
-    total = hours * 3600 + minutes * 60 + seconds
-    if total <= 0:
-        raise InputError(f"the duration must be positive, got {text!r}")
-    return total
 
 
 @dataclass
@@ -58,6 +48,7 @@ class RecordOptions:
     top: int = 10
     gpu: bool = True
     force: bool = False
+    strict: bool = False  # a source that is down at start is an error, not a warning
 
 
 @dataclass
@@ -68,6 +59,7 @@ class RecordSummary:
     gpu_note: str | None = None
     stopped_by: str = "duration"
     loop_cpu_s: float = 0.0  # CPU time of the sampling loop itself (not start-up), from the OS
+    dead_sources: list[str] = field(default_factory=list)  # down at the end, one line each
 
 
 class Sink(Protocol):
@@ -85,25 +77,35 @@ def record(
     say: Callable[[str], None] = print,
     sink: Sink | None = None,
 ) -> RecordSummary:
-    writer = sink or DumpWriter(options.output, options.interval_s, force=options.force)
     summary = RecordSummary()
     watched = options.pids or server_pids(options.metrics_url, options.requests_log)
-    if watched and not options.pids:
-        say(f"diagnose: watching server pid(s) {', '.join(map(str, watched))}, found from the request source")
-    host = HostCollector(watched, top=options.top)
-    gpu = _open_gpu(options, summary, say)
     requests = (
         RequestLog.open(options.requests_log, options.column_map, options.requests_format)
         if options.requests_log
         else None
     )
     allocator = FileFollower(options.allocator_log) if options.allocator_log else None
-    logs = [FileFollower(path) for path in options.logs]
-    logs += [FileFollower(path) for path in KERNEL_LOGS if _readable(path)]
+    user_logs = [FileFollower(path) for path in options.logs]
     scraper = MetricsScraper(options.metrics_url, options.engine) if options.metrics_url else None
-    scrape_failing = False
+    health = SourceHealth((lambda _: None) if options.strict else say)  # --strict says it once, below
+    _check_sources(health, options, watched, requests, allocator, user_logs, scraper)
+    health.say = say
+    if options.strict and health.dead():
+        _close([*user_logs, allocator, requests.follower if requests else None])
+        raise InputError("--strict: " + "; ".join(health.dead()))
+    writer = sink or DumpWriter(options.output, options.interval_s, force=options.force)
+    if watched and not options.pids:
+        say(f"diagnose: watching server pid(s) {', '.join(map(str, watched))}, found from the request source")
+    host = HostCollector(watched, top=options.top)
+    gpu = _open_gpu(options, summary, say)
+    logs = [*user_logs, *(FileFollower(path) for path in KERNEL_LOGS if _readable(path))]
+    watched = list(watched)
     writer.set_manifest(
-        watched_pids=list(watched), server_pids=list(watched), gpus=summary.gpus, gpu_note=summary.gpu_note
+        watched_pids=list(watched),
+        server_pids=list(watched),
+        gpus=summary.gpus,
+        gpu_note=summary.gpu_note,
+        sources=health.manifest(),
     )
     start, cpu_start = time.monotonic(), time.process_time()
     tick = 0
@@ -116,6 +118,7 @@ def record(
             writer.append("system", [sample.system])
             writer.append("processes", sample.processes)
             writer.append("events", sample.events)
+            changed = _follow_server(health, sample.events, watched, wall)
             if gpu is not None:
                 gpus = gpu.sample(wall)
                 writer.append("gpu", gpus.gpus)
@@ -123,19 +126,24 @@ def record(
                 writer.append("events", gpus.events)
             if requests is not None:
                 writer.append("requests", requests.rows())
+                changed |= health.update("requests_log", wall, requests.follower.problem())
             if allocator is not None:
                 writer.append("allocator", _json_rows(allocator.read_lines()))
-            for follower in logs:
+                changed |= health.update("allocator_log", wall, allocator.problem())
+            for index, follower in enumerate(logs):
                 writer.append("events", events_from_lines(follower.read_lines(), wall, str(follower.path)))
+                if index < len(user_logs):
+                    changed |= health.update(f"log_{index + 1}", wall, follower.problem())
             if scraper is not None:
-                try:
-                    row = scraper.sample(wall, now)
-                    scrape_failing = False
-                except ScrapeError as error:
-                    if not scrape_failing:
-                        writer.append("events", [{"ts": wall, "kind": "scrape_error", "message": str(error)}])
-                    scrape_failing, row = True, None
+                row, problem = _scrape(scraper, wall, now)
+                if problem and not health.dead_now("metrics"):
+                    writer.append("events", [{"ts": wall, "kind": "scrape_error", "message": problem}])
+                changed |= health.update("metrics", wall, problem)
                 writer.append("server", [row] if row else [])
+            if changed:
+                writer.set_manifest(
+                    watched_pids=list(watched), server_pids=list(watched), sources=health.manifest()
+                )
             writer.flush()
             summary.samples += 1
             tick += 1
@@ -152,18 +160,88 @@ def record(
     finally:
         if gpu is not None:
             gpu.close()
-        for follower in [*logs, *([allocator] if allocator else [])]:
-            follower.close()
-        if requests is not None:
-            requests.follower.close()
+        _close([*logs, allocator, requests.follower if requests else None])
         summary.loop_cpu_s = time.process_time() - cpu_start
+        summary.dead_sources = health.dead()
         writer.close(
+            sources=health.manifest(),
             samples=summary.samples,
             skipped_ticks=summary.skipped_ticks,
             stopped_by=summary.stopped_by,
             recorder_cpu_s=round(summary.loop_cpu_s, 3),
         )
     return summary
+
+
+def _check_sources(
+    health: SourceHealth,
+    options: RecordOptions,
+    watched: tuple[int, ...],
+    requests: RequestLog | None,
+    allocator: FileFollower | None,
+    logs: list[FileFollower],
+    scraper: MetricsScraper | None,
+) -> None:
+    """Every source the user named, checked once before the first sample."""
+    now = time.time()
+    if requests is not None:
+        health.add("requests_log", "request log", options.requests_log)
+        health.update("requests_log", now, requests.follower.problem())
+    if scraper is not None:
+        health.add("metrics", "metrics endpoint", options.metrics_url)
+        try:
+            health.update("metrics", now, _unmapped(scraper, parse_samples(scraper.fetch())))
+        except ScrapeError as error:
+            health.update("metrics", now, _scrape_reason(error))
+    for pid in watched:
+        health.add(f"pid_{pid}", "server process", f"pid {pid}")
+        health.update(f"pid_{pid}", now, None if psutil.pid_exists(pid) else "no such process")
+    if allocator is not None:
+        health.add("allocator_log", "allocator log", options.allocator_log)
+        health.update("allocator_log", now, allocator.problem())
+    for index, follower in enumerate(logs):
+        health.add(f"log_{index + 1}", "log", str(follower.path))
+        health.update(f"log_{index + 1}", now, follower.problem())
+
+
+def _follow_server(health: SourceHealth, events: list[dict], watched: list[int], now: float) -> bool:
+    """A watched server that exits is a lost source; one that restarts is followed to its new pid."""
+    changed = False
+    for event in events:
+        if event["kind"] == "process_exit" and event.get("pid") in watched:
+            changed |= health.update(f"pid_{event['pid']}", now, "the process exited")
+        elif event["kind"] == "restart" and event.get("previous_pid") in watched:
+            old, new = event["previous_pid"], event["pid"]
+            watched[watched.index(old)] = new
+            health.retarget(f"pid_{old}", f"pid {new} (restarted; was pid {old})")
+            health.update(f"pid_{old}", now, None)
+            changed = True
+    return changed
+
+
+def _scrape(scraper: MetricsScraper, wall: float, now: float) -> tuple[dict | None, str | None]:
+    """One server row (or None), and why the endpoint gave nothing usable, if it did not."""
+    try:
+        row = scraper.sample(wall, now)
+    except ScrapeError as error:
+        return None, _scrape_reason(error)
+    return row, _unmapped(scraper, scraper.last_samples)
+
+
+def _unmapped(scraper: MetricsScraper, samples: dict[str, float]) -> str | None:
+    """A /metrics page of no engine diagnose knows answers, yet records nothing: say so."""
+    if scraper.engine != "auto" or detect_engine(samples):
+        return None
+    return (
+        f"answers with {len(samples)} series, none of them vLLM, Triton or TGI metrics; nothing from it "
+        "is recorded (give --engine if the names are renamed)"
+    )
+
+
+def _scrape_reason(error: BaseException) -> str:
+    if isinstance(error, urllib.error.URLError) and not isinstance(error, urllib.error.HTTPError):
+        return f"cannot connect: {error.reason}"
+    return str(error) or type(error).__name__
 
 
 def _open_gpu(
@@ -180,6 +258,12 @@ def _open_gpu(
         return None
     summary.gpus = gpu.names
     return gpu
+
+
+def _close(followers: list[FileFollower | None]) -> None:
+    for follower in followers:
+        if follower is not None:
+            follower.close()
 
 
 def _json_rows(lines: list[str]) -> list[dict]:

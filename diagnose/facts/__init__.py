@@ -27,10 +27,14 @@ __all__ = ["Fact", "Facts", "Summary", "compute_facts"]
 def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnalysis | None = None) -> Facts:
     facts = Facts()
     _set_window(facts, dump)
+    if slo_p99_ms:
+        facts.summary.slo_p99_ms, facts.summary.slo_source = slo_p99_ms, "--slo-p99-ms"
+    elif dump.manifest.slo_p99_ms:
+        facts.summary.slo_p99_ms, facts.summary.slo_source = dump.manifest.slo_p99_ms, "manifest slo_p99_ms"
     requests = dump.table("requests")
     if requests is not None and len(requests):
         source = dump.source("requests")
-        add_latency_facts(facts, requests, source, slo_p99_ms or dump.manifest.slo_p99_ms)
+        add_latency_facts(facts, requests, source)
         add_stage_facts(facts, requests, source)
         add_batch_facts(facts, requests, source)
         add_shift_facts(facts, requests, source)

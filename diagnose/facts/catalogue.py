@@ -112,6 +112,9 @@ CATALOGUE: dict[str, FactSpec] = {
     "host.rss_growth.name": FactSpec("name", "processes: rss_bytes, name", "its name"),
     "sampling.interval_s": FactSpec("s", "a time-series table", "the finest sampling interval in the dump"),
     "sampling.has_requests": FactSpec("bool", "any table", "the dump has per-request latencies"),
+    "sampling.has_latency_averages": FactSpec(
+        "bool", "any table", "the dump has latency only as per-interval means (a serving engine's /metrics)"
+    ),
     "host.cpu_count": FactSpec("count", "system: cpu_count", "logical CPUs"),
     "thread.busiest.cpu_pct": FactSpec(
         "pct", "processes: max_thread_cpu_pct", "P95 of the busiest thread's CPU (100 = a core)"

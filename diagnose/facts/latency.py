@@ -10,10 +10,12 @@ from diagnose.facts.model import Facts
 PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
 _TARGET_WINDOWS = 30
 _MIN_WINDOW_S = 60.0
+# A request succeeded if its status says so in words or as an HTTP code below 400.
+_SUCCESS = ("ok", "success", "succeeded", "completed", "done")
 _NICE_WINDOWS_S = (60, 120, 300, 600, 900, 1800, 3600, 7200, 14400)
 
 
-def add_latency_facts(facts: Facts, requests: pd.DataFrame, source: str, slo_p99_ms: float | None) -> None:
+def add_latency_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
     latency = requests["latency_ms"].to_numpy(dtype="float64")
     ts = requests["ts"].to_numpy()
     valid = np.isfinite(latency)
@@ -40,11 +42,12 @@ def add_latency_facts(facts: Facts, requests: pd.DataFrame, source: str, slo_p99
         status = requests["status"].astype("string").str.strip().str.lower()
         known = status.notna()
         if known.any():
-            facts.add("requests.error_rate", float((status[known] != "ok").mean()), f"{source}: status")
+            failed = ~(status[known].isin(_SUCCESS) | status[known].str.fullmatch(r"[123]\d\d(?:\.0)?"))
+            facts.add("requests.error_rate", float(failed.mean()), f"{source}: status")
             facts.add("requests.oom_count", int((status == "oom").sum()), f"{source}: status")
-    if slo_p99_ms:
-        facts.add("slo.p99_ms", slo_p99_ms, "the P99 target given")
-        facts.add("latency.p99_over_slo", summary.latency_ms["p99"] / slo_p99_ms, cite)
+    if summary.slo_p99_ms:
+        facts.add("slo.p99_ms", summary.slo_p99_ms, f"the P99 target given ({summary.slo_source})")
+        facts.add("latency.p99_over_slo", summary.latency_ms["p99"] / summary.slo_p99_ms, cite)
 
 
 def window_length(duration_s: float) -> float:

@@ -25,6 +25,8 @@ class Summary:
     latency_ms: dict[str, float] = field(default_factory=dict)
     stages: dict[str, dict[str, float | str]] = field(default_factory=dict)
     window_s: float | None = None
+    slo_p99_ms: float | None = None  # the P99 target, and where it was given
+    slo_source: str | None = None
     windows: list[dict[str, float | int]] = field(default_factory=list)
 
 
@@ -34,6 +36,14 @@ class Facts:
     summary: Summary = field(default_factory=Summary)
     start: float | None = None  # epoch seconds of the earliest evidence
     end: float | None = None
+    # Why a fact whose evidence is present could not be computed (too short, too few requests):
+    # a skipped rule says this rather than the catalogue's generic "needs".
+    absent: dict[str, str] = field(default_factory=dict)
+
+    def cannot(self, names: tuple[str, ...] | list[str], reason: str) -> None:
+        """Say why these facts are missing although their table and columns are there."""
+        for name in names:
+            self.absent.setdefault(name, reason)
 
     def add(self, name: str, value: FactValue | None, source: str) -> None:
         """Record a fact; a missing or non-finite value is simply not a fact."""

@@ -22,13 +22,20 @@ _WINDOWS = 20
 _MIN_REQUESTS = 30
 
 
+_WAIT_FACTS = ("queue.wait_growth", "queue.knee_rps", "queue.recommended_rps")
+_RHO_FACTS = ("queue.rho.max", "queue.mm1_corr")
+
+
 def add_queue_facts(facts: Facts, dump: Dump) -> None:
     requests, gpu = dump.table("requests"), dump.table("gpu")
-    if (
-        requests is None
-        or "stage_queue_ms" not in requests.columns
-        or len(requests) < _WINDOWS * _MIN_REQUESTS
-    ):
+    if requests is None or "stage_queue_ms" not in requests.columns:
+        return
+    if len(requests) < _WINDOWS * _MIN_REQUESTS:
+        facts.cannot(
+            [*_WAIT_FACTS, *_RHO_FACTS],
+            f"more requests: the queueing curve needs {_WINDOWS * _MIN_REQUESTS:,} "
+            f"({dump.source('requests')} has {len(requests):,})",
+        )
         return
     ts = requests["ts"].to_numpy()
     edges = np.linspace(ts[0], ts[-1] + 1e-6, _WINDOWS + 1)
@@ -37,6 +44,10 @@ def add_queue_facts(facts: Facts, dump: Dump) -> None:
     per = frame.groupby("w")["queue"].agg(["mean", "size"])
     per = per[per["size"] >= _MIN_REQUESTS]
     if len(per) < 5:
+        facts.cannot(
+            [*_WAIT_FACTS, *_RHO_FACTS],
+            f"5 windows of {_MIN_REQUESTS} requests or more ({dump.source('requests')} has {len(per)})",
+        )
         return
     rate = per["size"].to_numpy() / np.diff(edges)[per.index.to_numpy()]
     wait = per["mean"].to_numpy()
@@ -56,12 +67,18 @@ def add_queue_facts(facts: Facts, dump: Dump) -> None:
         _add_rho_facts(facts, rho, wait, f"{source} and batch capacity {capacity:,.1f}/s")
         return
     if gpu is None or "util_pct" not in gpu.columns:
+        facts.cannot(
+            _RHO_FACTS,
+            "a utilisation to set against the queue wait: gpu: util_pct, or requests: batch_size with "
+            "stage_forward_ms (the queue wait itself is there)",
+        )
         return
     gpu_window = np.clip(np.searchsorted(edges, gpu["ts"].to_numpy(), side="right") - 1, 0, _WINDOWS - 1)
     util = pd.Series(gpu["util_pct"].to_numpy(dtype="float64")).groupby(gpu_window).mean()
     rho = (util.reindex(per.index).to_numpy() / 100).clip(0, 0.99)
     known = np.isfinite(rho)
     if known.sum() < 5:
+        facts.cannot(_RHO_FACTS, f"gpu: util_pct in 5 of the request windows ({int(known.sum())} have it)")
         return
     _add_rho_facts(facts, rho[known], wait[known], f"{source} and {dump.source('gpu')}: util_pct")
 

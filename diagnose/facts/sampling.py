@@ -5,6 +5,7 @@ from __future__ import annotations
 from diagnose.dump.model import Dump
 from diagnose.facts.model import Facts
 
+_LATENCY_AVERAGES = ("e2e_ms", "queue_ms", "compute_ms", "prefill_ms", "decode_ms")
 _SERIES = ("system", "gpu", "processes", "server", "allocator", "gpu_processes")
 
 
@@ -20,3 +21,11 @@ def add_sampling_facts(facts: Facts, dump: Dump) -> None:
         requests is not None and len(requests) > 0,
         "requests table" if requests is not None else "no requests table in the dump",
     )
+    server = dump.table("server")
+    averaged = [
+        column
+        for column in _LATENCY_AVERAGES
+        if server is not None and column in server and server[column].notna().any()
+    ]
+    cite = f"{dump.source('server')}: {', '.join(averaged)}" if averaged else "no latency means (server)"
+    facts.add("sampling.has_latency_averages", bool(averaged), cite)

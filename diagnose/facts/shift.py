@@ -19,11 +19,26 @@ _MIN_SIDE_WINDOWS = 3
 _MAX_CORR_SAMPLE = 50_000  # Spearman standard error ~0.005 at this size
 
 
+_SHIFT_FACTS = ("latency.shift_at", "latency.rise_ratio")
+_LENGTH_FACTS = (
+    "input_len.rise_ratio",
+    "input_len.latency_corr",
+    "latency.unexplained_ratio",
+    "input_len.explained_share",
+)
+
+
 def add_shift_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
     latency = requests["latency_ms"].to_numpy(dtype="float64")
     ts = requests["ts"].to_numpy()
     split = _best_split(ts, latency)
     if split is None:
+        span = float(ts[-1] - ts[0]) if len(ts) else 0.0
+        reason = (
+            f"a longer dump: a shift needs {2 * _MIN_SIDE_WINDOWS} windows of {_WINDOW_S:.0f} s and "
+            f"40 latencies ({source} spans {span:.0f} s with {int(np.isfinite(latency).sum())})"
+        )
+        facts.cannot([*_SHIFT_FACTS, *_LENGTH_FACTS], reason)
         return
     late = ts >= split
     early = ~late & np.isfinite(latency)
@@ -41,6 +56,11 @@ def add_shift_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
     early &= known
     late &= known
     if early.sum() < 20 or late.sum() < 20:
+        facts.cannot(
+            _LENGTH_FACTS,
+            f"20 requests with input_len on each side of the shift ({source}: "
+            f"{int(early.sum())} before, {int(late.sum())} after)",
+        )
         return
     cite_len = f"{source}: input_len and latency_ms before and after the shift"
     early_len, late_len = np.median(length[early]), np.median(length[late])

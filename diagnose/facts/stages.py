@@ -31,6 +31,21 @@ GPU_STAGES = frozenset({"forward", "compute", "inference", "infer", "model", "pr
 WAIT_STAGES = frozenset({"queue", "batch_wait", "wait", "schedule"})
 
 
+_CPU_STAGE_FACTS = (
+    "cpu_stages.share_mean",
+    *(f"cpu_stage.{k}" for k in ("name", "share_mean", "share_tail", "excess_share", "p99_ms")),
+)
+_GPU_STAGE_FACTS = ("forward.share_mean", "forward.share_tail", "forward.p99_ms")
+_ALL_STAGE_FACTS = (
+    "stages.count",
+    "stages.tail_driver.name",
+    "stages.tail_driver.excess_share",
+    "stages.wait.share_mean",
+    *_CPU_STAGE_FACTS,
+    *_GPU_STAGE_FACTS,
+)
+
+
 def stage_kind(name: str) -> str:
     if name in CPU_STAGES:
         return "cpu"
@@ -48,6 +63,7 @@ def add_stage_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
     latency = requests["latency_ms"].to_numpy(dtype="float64")
     valid = np.isfinite(latency)
     if valid.sum() < 10:
+        facts.cannot(_ALL_STAGE_FACTS, f"10 requests with a latency ({source} has {int(valid.sum())})")
         return
     latency = latency[valid]
     p99 = np.percentile(latency, 99)
@@ -74,6 +90,10 @@ def add_stage_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
     facts.add("stages.tail_driver.excess_share", rows[driver]["excess_share"], cite)
     facts.add("stages.wait.share_mean", sum(r["share"] for r in rows.values() if r["kind"] == "wait"), cite)
     cpu = [n for n in rows if rows[n]["kind"] == "cpu"]
+    kinds = ", ".join(f"{name} ({row['kind']})" for name, row in rows.items())
+    have = f"{source} has {kinds}"
+    if not cpu:
+        facts.cannot(_CPU_STAGE_FACTS, f"a CPU-side stage such as stage_preprocess_ms ({have})")
     if cpu:
         facts.add("cpu_stages.share_mean", sum(rows[n]["share"] for n in cpu), cite)
         top = max(cpu, key=lambda n: rows[n]["share"])
@@ -83,6 +103,8 @@ def add_stage_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
             field = {"share_mean": "share", "share_tail": "tail_share"}.get(key, key)
             facts.add(f"cpu_stage.{key}", rows[top][field], cite_top)
     gpu = [n for n in rows if rows[n]["kind"] == "gpu"]
+    if not gpu:
+        facts.cannot(_GPU_STAGE_FACTS, f"a GPU stage such as stage_forward_ms or stage_prefill_ms ({have})")
     if gpu:
         cite_gpu = f"{source}: {', '.join(columns[n] for n in gpu)} against latency_ms"
         facts.add("forward.share_mean", sum(rows[n]["share"] for n in gpu), cite_gpu)

@@ -110,7 +110,7 @@ def _missing_evidence(conditions: list[Condition], facts: Facts) -> list[str]:
     for condition in conditions:
         for name in sorted(expr.names(condition.test)):
             if name not in facts.values:
-                missing[CATALOGUE[name].needs] = None
+                missing[facts.absent.get(name, CATALOGUE[name].needs)] = None
     return list(missing)
 
 

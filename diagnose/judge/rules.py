@@ -9,7 +9,7 @@ at it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
@@ -55,6 +55,13 @@ class Rule:
     verify: tuple[str, ...]
     remedy: tuple[str, ...]
     pitfalls: tuple[str, ...]
+    builtin: bool = False  # shipped with diagnose: a user reads it with `diagnose rules show ID`
+    source_file: str = ""  # the file on this machine it was read from
+
+    @property
+    def shown_as(self) -> str:
+        """Where a reader of a report finds this rule: a command for built-ins, else the file."""
+        return f"diagnose rules show {self.id}" if self.builtin else self.path
 
 
 def default_rules_dir() -> Path:
@@ -71,8 +78,10 @@ def load_rules(directory: Path) -> list[Rule]:
     files = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml"))
     if not files:
         raise RuleError(str(directory), None, None, "no .yaml rule files in this folder")
-    label = "rules" if directory.resolve() == default_rules_dir().resolve() else directory.name
-    return [load_rule_file(path, f"{label}/{path.name}") for path in files]
+    builtin = directory.resolve() == default_rules_dir().resolve()
+    label = "rules" if builtin else directory.name
+    rules = [load_rule_file(path, f"{label}/{path.name}") for path in files]
+    return [replace(rule, builtin=True) for rule in rules] if builtin else rules
 
 
 def load_rule_file(path: Path, shown_as: str | None = None) -> Rule:
@@ -87,7 +96,7 @@ def load_rule_file(path: Path, shown_as: str | None = None) -> Rule:
         raise RuleError(shown, None, None, f"cannot be read ({error})") from None
     if not isinstance(data, dict):
         raise RuleError(shown, None, None, "expected one rule: a mapping with id, title, when, ...")
-    return _build_rule(data, shown)
+    return replace(_build_rule(data, shown), source_file=str(path.resolve()))
 
 
 def _build_rule(data: dict, file: str) -> Rule:

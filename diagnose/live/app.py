@@ -32,7 +32,7 @@ from diagnose.live.chart import SeriesChart
 from diagnose.live.feed import FeedState
 from diagnose.live.panels import Chart, cited_signals, episodes, stage_rows, standard_charts, top_processes
 from diagnose.pipeline import Analysis, analyse_dump
-from diagnose.report.markdown import render_hypothesis, render_markdown, render_not_found
+from diagnose.report.markdown import render_hypothesis, render_markdown, render_not_found, render_sources
 
 WINDOWS: tuple[float | None, ...] = (60.0, 300.0, 900.0, 3600.0, None)  # None: everything so far
 
@@ -372,6 +372,7 @@ class LiveApp(App[None]):
             self.notify("no analysis yet", timeout=3)
             return
         lines = render_not_found(self.report) or ["Every rule fired."]
+        lines += ["", *render_sources(self.report["evidence"])]
         self.push_screen(DocumentScreen("\n".join(lines), id="not-fired"))
 
     def action_help(self) -> None:

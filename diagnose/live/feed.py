@@ -20,6 +20,7 @@ from diagnose.collectors.recorder import RecordOptions, record
 from diagnose.collectors.writer import DumpWriter
 from diagnose.dump.model import Dump, Manifest
 from diagnose.dump.reader import table_from_rows
+from diagnose.errors import DumpError
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class ReplayFeed:
     ) -> None:
         span = dump.span()
         if span is None:
-            raise ValueError("the dump holds no rows to replay")
+            raise DumpError(f"{dump.path}: the dump holds no rows to replay")
         self._dump, (self._start, self._end) = dump, span
         self._speed, self._clock = speed, clock
         self._played = 0.0 if from_start else self._end - self._start
@@ -203,7 +204,7 @@ class LiveFeed:
                 if frame is not None and len(frame):
                     self._append(name, frame)
             frames = dict(self._frames)
-        extra = {key: manifest[key] for key in ("server_pids",) if manifest.get(key)}
+        extra = {key: manifest[key] for key in ("server_pids", "sources") if manifest.get(key)}
         label = str(self._options.output) if self._options.output else f"live:{self._host}"
         dump = Dump(
             label,

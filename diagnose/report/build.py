@@ -35,6 +35,7 @@ def build_report(
             "importers": list(dump.importers),
             "not_used": list(dump.not_used),
             "warnings": list(dump.warnings),
+            "sources": _sources(dump),
         },
         "summary": _summary(facts),
         "signals": _signals(spikes) if spikes else {},
@@ -56,9 +57,28 @@ def build_report(
     }
 
 
+def _sources(dump: Dump) -> list[dict]:
+    """What a recorder was asked to read, and whether it delivered (the manifest's ``sources``)."""
+    section = dump.manifest.extra.get("sources")
+    if not isinstance(section, dict):
+        return []
+    sources = []
+    for key, entry in section.items():
+        if isinstance(entry, dict):
+            fields = ("kind", "target", "status", "at", "reason")
+            sources.append({"source": str(key), **{f: _text(entry.get(f)) for f in fields}})
+    return sources
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
 def _summary(facts: Facts) -> dict:
     summary = facts.summary
     return {
+        "slo_p99_ms": summary.slo_p99_ms,
+        "slo_source": summary.slo_source,
         "requests": summary.requests,
         "throughput_rps": _round(summary.throughput_rps),
         "latency_ms": {k: _round(v) for k, v in summary.latency_ms.items()},
@@ -141,6 +161,7 @@ def _hypotheses(outcomes: list[Outcome]) -> list[dict]:
         {
             "id": o.rule.id,
             "rule": o.rule.path,
+            "rule_shown_as": o.rule.shown_as,
             "title": o.rule.title,
             "summary": o.rule.summary,
             "score": o.score,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from diagnose.report.sources import source_lines
 from diagnose.report.spikes_section import (
     ALIGNMENT_HEADER,
     EPISODE_HEADER,
@@ -36,7 +37,7 @@ def render_hypothesis(rank: int, h: dict) -> list[str]:
     out = [
         f"### {rank}. {h['title']}",
         "",
-        f"`{h['id']}` · score **{h['score']:.2f}** ({h['confidence']}) · rule `{h['rule']}`",
+        f"`{h['id']}` · score **{h['score']:.2f}** ({h['confidence']}) · rule: `{h['rule_shown_as']}`",
         "",
         "**Evidence**",
         "",
@@ -50,6 +51,14 @@ def render_hypothesis(rank: int, h: dict) -> list[str]:
     out += ["**Remedy**", "", *[f"{i}. {s}" for i, s in enumerate(h["remedy"], 1)], ""]
     out += ["**Pitfalls**", "", *[f"- {s}" for s in h["pitfalls"]], ""]
     return out
+
+
+def render_sources(evidence: dict) -> list[str]:
+    """The recorder's sources; the ones that delivered nothing are what this dump lacks."""
+    lines = source_lines(evidence)
+    if not lines:
+        return []
+    return ["Sources the recorder was given:", "", *[f"- {line}" for line in lines], ""]
 
 
 def render_not_found(report: dict) -> list[str]:
@@ -104,6 +113,10 @@ def _summary(summary: dict) -> list[str]:
         + " |",
         "",
     ]
+    target, p99 = summary.get("slo_p99_ms"), latency.get("p99")
+    if target and p99 is not None:
+        verdict = "met" if p99 <= target else f"**missed**: P99 is {p99 / target:.1f}x the target"
+        out += [f"Target: P99 ≤ {human_ms(target)} ({summary['slo_source']}): {verdict}.", ""]
     stages = summary["stages"]
     if stages:
         out += [
@@ -127,6 +140,7 @@ def _evidence_section(evidence: dict) -> list[str]:
         out += [f"Missing tables: {', '.join(evidence['missing'])}", ""]
     if evidence["not_used"]:
         out += [f"Files not used: {', '.join(evidence['not_used'])}", ""]
+    out += render_sources(evidence)
     if evidence["warnings"]:
         out += ["Warnings:", "", *[f"- {w}" for w in evidence["warnings"]], ""]
     return out

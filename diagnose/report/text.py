@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
+from diagnose.report.sources import source_lines
 from diagnose.report.spikes_section import (
     ALIGNMENT_HEADER,
     EPISODE_HEADER,
@@ -14,10 +15,12 @@ from diagnose.report.spikes_section import (
 )
 from diagnose.units import human_ms, percent
 
-_WIDTH = 100
+DEFAULT_WIDTH = 100  # when the terminal's width is not known: a file, a pipe
 
 
-def render_text(report: dict) -> str:
+def render_text(report: dict, width: int = DEFAULT_WIDTH) -> str:
+    """The report for ``width`` columns: prose wraps to it; table rows stay whole."""
+    width = max(60, width)
     out: list[str] = [f"diagnose: {report['dump']}"]
     window = report["window"]
     if window["start"]:
@@ -31,21 +34,23 @@ def render_text(report: dict) -> str:
     for rank, h in enumerate(hypotheses, start=1):
         out.append("")
         out.append(f"{rank}. [{h['score']:.2f} {h['confidence']}] {h['title']}")
-        out.append(f"   id {h['id']}, rule {h['rule']}")
-        out += _block("Evidence", [e["text"] for e in h["evidence"]], bullet="+")
-        out += _block("Against", [e["text"] for e in h["contrary"]], bullet="-")
-        out += _block("Not checked, missing", h["not_checked"], bullet="?")
-        out += _block("Verify", h["verify"], numbered=True)
-        out += _block("Remedy", h["remedy"], numbered=True)
-        out += _block("Pitfalls", h["pitfalls"], bullet="!")
+        out.append(f"   id {h['id']}; rule: {h['rule_shown_as']}")
+        out += _block("Evidence", [e["text"] for e in h["evidence"]], width, bullet="+")
+        out += _block("Against", [e["text"] for e in h["contrary"]], width, bullet="-")
+        out += _block("Not checked, missing", h["not_checked"], width, bullet="?")
+        out += _block("Verify", h["verify"], width, numbered=True)
+        out += _block("Remedy", h["remedy"], width, numbered=True)
+        out += _block("Pitfalls", h["pitfalls"], width, bullet="!")
     out += _spikes(report)
     if report["ruled_out"]:
         out += ["", "RULED OUT"]
-        out += _wrap([f"{r['id']}: {r['reason']}" for r in report["ruled_out"]], "  - ")
+        out += _wrap([f"{r['id']}: {r['reason']}" for r in report["ruled_out"]], "  - ", width)
     if report["not_run"]:
         out += ["", "NOT CHECKED (missing evidence)"]
-        out += _wrap([f"{r['id']}: needs {'; '.join(r['missing'])}" for r in report["not_run"]], "  - ")
-    out += ["", *_evidence(report["evidence"])]
+        out += _wrap(
+            [f"{r['id']}: needs {'; '.join(r['missing'])}" for r in report["not_run"]], "  - ", width
+        )
+    out += ["", *_evidence(report["evidence"], width)]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -89,6 +94,7 @@ def _summary(summary: dict) -> list[str]:
                 ("mean", "mean"),
             )
         ),
+        *_target(summary),
     ]
     stages = summary["stages"]
     if stages:
@@ -104,7 +110,15 @@ def _summary(summary: dict) -> list[str]:
     return [*out, ""]
 
 
-def _block(title: str, items: list[str], bullet: str = "-", numbered: bool = False) -> list[str]:
+def _target(summary: dict) -> list[str]:
+    target, p99 = summary.get("slo_p99_ms"), summary["latency_ms"].get("p99")
+    if not target or p99 is None:
+        return []
+    verdict = "met" if p99 <= target else f"missed: P99 is {p99 / target:.1f}x the target"
+    return [f"target   P99 <= {human_ms(target)} ({summary['slo_source']}): {verdict}"]
+
+
+def _block(title: str, items: list[str], width: int, bullet: str = "-", numbered: bool = False) -> list[str]:
     if not items:
         return []
     lines = [f"   {title}:"]
@@ -112,29 +126,30 @@ def _block(title: str, items: list[str], bullet: str = "-", numbered: bool = Fal
         marker = f"{i}." if numbered else bullet
         lines += textwrap.wrap(
             " ".join(item.split()),
-            _WIDTH,
+            width,
             initial_indent=f"     {marker} ",
             subsequent_indent=" " * (6 + len(marker)),
         )
     return lines
 
 
-def _wrap(items: list[str], indent: str) -> list[str]:
+def _wrap(items: list[str], indent: str, width: int) -> list[str]:
     lines: list[str] = []
     for item in items:
-        lines += textwrap.wrap(item, _WIDTH, initial_indent=indent, subsequent_indent=" " * len(indent))
+        lines += textwrap.wrap(item, width, initial_indent=indent, subsequent_indent=" " * len(indent))
     return lines
 
 
-def _evidence(evidence: dict) -> list[str]:
+def _evidence(evidence: dict, width: int) -> list[str]:
     tables = ", ".join(
         f"{n} ({t['rows']:,} rows, {', '.join(t['files'])})" for n, t in evidence["tables"].items()
     )
-    out = _wrap([f"evidence: {tables}"], "")
+    out = _wrap([f"evidence: {tables}"], "", width)
     if evidence["missing"]:
-        out += _wrap([f"missing:  {', '.join(evidence['missing'])}"], "")
+        out += _wrap([f"missing:  {', '.join(evidence['missing'])}"], "", width)
     if evidence["not_used"]:
-        out += _wrap([f"not used: {', '.join(evidence['not_used'])}"], "")
+        out += _wrap([f"not used: {', '.join(evidence['not_used'])}"], "", width)
+    out += _wrap([f"source:   {line}" for line in source_lines(evidence)], "", width)
     for warning in evidence["warnings"]:
-        out += _wrap([f"warning:  {warning}"], "")
+        out += _wrap([f"warning:  {warning}"], "", width)
     return out

@@ -1,0 +1,258 @@
+"""What a newcomer meets first: errors that are theirs exit 2 at once, reports that say what they used."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+
+import pandas as pd
+import pytest
+
+from diagnose.errors import ExitCode
+from tests.conftest import DUMPS
+
+FIXTURE = DUMPS / "cpu-bound-stage"
+
+
+def _header_only_dump(folder):
+    folder.mkdir()
+    (folder / "requests.csv").write_text("ts,latency_ms\n")
+    return folder
+
+
+def test_a_missing_dump_is_answered_before_the_analysis_stack_is_imported():
+    """Fast start: pandas, scipy and ruptures are not loaded to say 'no such file'."""
+    probe = (
+        "import sys\nfrom diagnose.cli import main\ncode = main(['file', '/nope/incident'])\n"
+        "print(code, sorted(m for m in ('pandas', 'scipy', 'ruptures', 'numpy') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.stdout.split("\n")[0] == "2 []"
+    assert "/nope/incident: no such file or folder" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        lambda tmp: tmp / "no-such-folder" / "report.txt",  # a folder that does not exist
+        lambda tmp: tmp / "a-file" / "report.txt",  # a file where a folder should be
+    ],
+    ids=["missing-folder", "file-as-folder"],
+)
+def test_a_report_that_cannot_be_written_is_a_user_error_named_before_analysing(run_cli, tmp_path, where):
+    (tmp_path / "a-file").write_text("x")
+    code, out, err = run_cli("file", FIXTURE, "-o", where(tmp_path))
+    assert code == ExitCode.BAD_INPUT
+    assert "report.txt" in err and "bug" not in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", ["record", "live"])
+def test_recording_into_an_impossible_folder_exits_2_with_the_path(run_cli, tmp_path, command):
+    (tmp_path / "a-file").write_text("x")
+    target = tmp_path / "a-file" / "dump"
+    option = "-o" if command == "record" else "--record"
+    code, _, err = run_cli(
+        command, option, target, "--no-gpu", *(["--duration", "1s"] * (command == "record"))
+    )
+    assert code == ExitCode.BAD_INPUT
+    assert "a-file" in err and "bug" not in err
+
+
+@pytest.mark.parametrize("args", [["file", "{dump}", "--tui"], ["live", "--replay", "{dump}"]])
+def test_a_dump_with_no_rows_to_view_exits_2(run_cli, tmp_path, args):
+    dump = _header_only_dump(tmp_path / "empty")
+    code, _, err = run_cli(*[a.format(dump=dump) for a in args])
+    assert code == ExitCode.BAD_INPUT
+    assert "no rows to replay" in err and "bug" not in err
+
+
+def test_ctrl_c_exits_130(run_cli, monkeypatch):
+    import diagnose.pipeline
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(diagnose.pipeline, "analyse", interrupted)
+    code, _, err = run_cli("file", FIXTURE)
+    assert code == ExitCode.INTERRUPTED == 130
+    assert "interrupted" in err
+
+
+@pytest.mark.parametrize(
+    "suffix, first", [(".json", "{"), (".md", "# diagnose report"), (".txt", "diagnose: ")]
+)
+def test_the_report_format_follows_the_output_files_extension(run_cli, tmp_path, suffix, first):
+    path = tmp_path / f"review{suffix}"
+    code, _, err = run_cli("file", FIXTURE, "-o", path)
+    assert code == 0, err
+    assert path.read_text(encoding="utf-8").startswith(first)
+
+
+def test_fail_on_names_the_hypotheses_that_tripped_it(run_cli):
+    code, _, err = run_cli("file", FIXTURE, "--fail-on", "0.5", "--format", "json")
+    assert code == ExitCode.FINDING_AT_THRESHOLD
+    assert "--fail-on 0.5: cpu-bound-stage (0." in err
+
+
+def test_the_slo_given_is_shown_in_every_format(run_cli):
+    code, text, _ = run_cli("file", FIXTURE, "--slo-p99-ms", "100")
+    assert "target   P99 <= 100 ms (--slo-p99-ms): missed" in text
+    _, markdown, _ = run_cli("file", FIXTURE, "--slo-p99-ms", "100", "--format", "markdown")
+    assert "Target: P99 ≤ 100 ms (--slo-p99-ms): **missed**" in markdown
+    _, raw, _ = run_cli("file", FIXTURE, "--slo-p99-ms", "100", "--format", "json")
+    summary = json.loads(raw)["summary"]
+    assert summary["slo_p99_ms"] == 100 and summary["slo_source"] == "--slo-p99-ms"
+
+
+def test_text_wraps_to_the_width_it_is_given(report_of):
+    from diagnose.report.text import render_text
+
+    report = report_of(FIXTURE)
+    narrow, wide = render_text(report, width=70), render_text(report, width=140)
+    hypothesis = [line for line in narrow.splitlines() if line.startswith("     +")]
+    assert hypothesis and all(len(line) <= 70 for line in hypothesis)
+    assert max(len(line) for line in wide.splitlines()) > 70
+
+
+def test_built_in_rules_are_cited_as_a_command_that_shows_them(run_cli):
+    _, text, _ = run_cli("file", FIXTURE)
+    assert "rule: diagnose rules show cpu-bound-stage" in text
+    code, shown, _ = run_cli("rules", "show", "cpu-bound-stage")
+    assert code == 0 and "id: cpu-bound-stage" in shown and shown.startswith("# /")
+    code, _, err = run_cli("rules", "show", "no-such-rule")
+    assert code == ExitCode.BAD_INPUT and "cpu-bound-stage" in err
+
+
+def test_window_without_tui_analyses_the_last_window(run_cli):
+    _, whole, _ = run_cli("file", FIXTURE, "--format", "json")
+    _, last, _ = run_cli("file", FIXTURE, "--format", "json", "--window", "1m")
+    whole, last = json.loads(whole), json.loads(last)
+    assert last["window"]["end"] == whole["window"]["end"]
+    start, end = (pd.Timestamp(last["window"][k]) for k in ("start", "end"))
+    assert pd.Timedelta(seconds=55) <= end - start <= pd.Timedelta(seconds=60)
+    assert last["summary"]["requests"] < whole["summary"]["requests"]
+
+
+@pytest.mark.parametrize("option", [["--refresh", "2"], ["--export-dir", "."]])
+def test_view_only_options_without_the_view_are_refused(run_cli, option):
+    code, _, err = run_cli("file", FIXTURE, *option)
+    assert code == ExitCode.BAD_INPUT and "--tui" in err
+
+
+def _short_requests(tmp_path, **columns):
+    n = 100
+    frame = pd.DataFrame({"ts": 1.7e9 + 0.5 * pd.RangeIndex(n), "latency_ms": 20.0, **columns})
+    frame.to_csv(tmp_path / "requests.csv", index=False)
+    return tmp_path
+
+
+def test_a_rule_skipped_on_a_short_dump_says_the_dump_is_too_short_not_that_a_column_is_missing(
+    report_of, tmp_path
+):
+    report = report_of(_short_requests(tmp_path, input_len=50, stage_queue_ms=1.0))
+    missing = {r["id"]: " ".join(r["missing"]) for r in report["not_run"]}
+    assert "longer dump" in missing["input-length-shift"] and "spans 50 s" in missing["input-length-shift"]
+    assert "input_len column" not in missing["input-length-shift"]
+    assert "stage_queue_ms" not in missing["queue-saturation"]
+    assert "needs 600" in missing["queue-saturation"] and "has 100" in missing["queue-saturation"]
+    assert "CPU-side stage" in missing["cpu-bound-stage"] and "queue (wait)" in missing["cpu-bound-stage"]
+
+
+def test_queue_saturation_without_a_utilisation_names_that_not_the_queue_column(report_of, tmp_path):
+    n = 1200
+    frame = pd.DataFrame(
+        {
+            "ts": 1.7e9 + 0.5 * pd.RangeIndex(n),
+            "latency_ms": 20.0,
+            "stage_queue_ms": 1.0 + (pd.RangeIndex(n) % 7),
+        }
+    )
+    frame.to_csv(tmp_path / "requests.csv", index=False)
+    report = report_of(tmp_path)
+    entries = {r["id"]: " ".join(r["missing"]) for r in report["not_run"]}
+    hypotheses = {h["id"]: " ".join(h["not_checked"]) for h in report["hypotheses"]}
+    said = entries.get("queue-saturation") or hypotheses.get("queue-saturation", "")
+    if "queue-saturation" not in entries and "queue-saturation" not in hypotheses:
+        pytest.fail("queue-saturation was ruled out, so nothing says what was missing")
+    assert "utilisation" in said and "queue wait itself is there" in said
+
+
+def test_an_idle_one_second_recording_without_requests_is_not_called_coarse(report_of, tmp_path):
+    n = 120
+    pd.DataFrame({"ts": 1.7e9 + pd.RangeIndex(n), "cpu_pct": 3.0}).to_csv(
+        tmp_path / "system.csv", index=False
+    )
+    report = report_of(tmp_path)
+    assert "coarse-sampling" not in {h["id"] for h in report["hypotheses"]}
+
+
+def test_a_request_status_of_http_200_is_not_an_error(report_of, tmp_path):
+    n = 200
+    status = ["200"] * 190 + ["503"] * 10
+    pd.DataFrame({"ts": 1.7e9 + pd.RangeIndex(n), "latency_ms": 10.0, "status": status}).to_csv(
+        tmp_path / "requests.csv", index=False
+    )
+    assert report_of(tmp_path)["facts"]["requests.error_rate"]["value"] == pytest.approx(0.05)
+
+
+# -- the recorder tells the truth about its sources --------------------------------------------
+
+
+def _record(tmp_path, **options):
+    from diagnose.collectors.recorder import RecordOptions, record
+
+    said: list[str] = []
+    settings = RecordOptions(output=tmp_path / "dump", duration_s=1.5, interval_s=0.5, gpu=False, **options)
+    summary = record(settings, threading.Event(), say=said.append)
+    return summary, said
+
+
+def test_dead_sources_are_warned_at_once_kept_in_the_manifest_and_shown_by_the_report(tmp_path, run_cli):
+    summary, said = _record(
+        tmp_path,
+        requests_log=str(tmp_path / "no-such.jsonl"),
+        metrics_url="http://127.0.0.1:9/metrics",  # the discard port: nothing listens
+        pids=(2**22 + 12345,),
+    )
+    warnings = [line for line in said if "warning" in line]
+    assert len(warnings) == 3  # each once, at start, not once a sample
+    assert any("no-such.jsonl: no such file" in line for line in warnings)
+    assert any("cannot connect" in line for line in warnings)
+    assert any("no such process" in line for line in warnings)
+    assert len(summary.dead_sources) == 3
+    code, text, err = run_cli("file", tmp_path / "dump")
+    assert code == 0
+    assert "source:   request log" in text and "never reached (no such file or directory)" in text
+    assert err.count("the recording holds nothing from") == 3
+    _, raw, _ = run_cli("file", tmp_path / "dump", "--format", "json")
+    sources = json.loads(raw)["evidence"]["sources"]
+    assert {s["status"] for s in sources} == {"never reached"} and len(sources) == 3
+
+
+def test_strict_turns_a_dead_source_into_exit_2_before_anything_is_written(tmp_path, run_cli):
+    code, _, err = run_cli(
+        "record", "-o", tmp_path / "dump", "--duration", "2s", "--no-gpu", "--strict",
+        "--requests-log", tmp_path / "no-such.jsonl",
+    )  # fmt: skip
+    assert code == ExitCode.BAD_INPUT and "--strict" in err and "no-such.jsonl" in err
+    assert not (tmp_path / "dump").exists()
+
+
+def test_a_source_that_is_lost_and_comes_back_is_said_and_recorded():
+    from diagnose.collectors.sources import SourceHealth
+
+    said: list[str] = []
+    health = SourceHealth(said.append, warn_every_s=60)
+    health.add("metrics", "metrics endpoint", "http://127.0.0.1:8000/metrics")
+    assert health.update("metrics", 0.0, None)
+    assert health.update("metrics", 10.0, "cannot connect")  # lost: said at once
+    for second in range(11, 70):
+        health.update("metrics", float(second), "cannot connect")  # rate-limited: once more at 70 s
+    health.update("metrics", 70.0, "cannot connect")
+    entry = health.manifest()["metrics"]
+    assert entry["status"] == "lost" and entry["at"] == "1970-01-01T00:00:10Z" and entry["outages"] == 1
+    assert sum("still down" in line for line in said) == 1 and sum("warning" in line for line in said) == 2
+    health.update("metrics", 80.0, None)
+    assert health.manifest()["metrics"]["status"] == "ok" and "delivers again after 70 s" in said[-1]
