@@ -31,6 +31,14 @@ T0 = 1_764_460_800.0
 GIB = 2**30
 
 
+def _stretches(rng: np.random.Generator, seconds: int, share: float) -> np.ndarray:
+    """True in stretches of 30-300 s covering about ``share`` of the time (a power cap, say)."""
+    on = np.zeros(seconds, dtype=bool)
+    for start in rng.uniform(0, seconds, int(share * seconds / 165)).astype("int64"):
+        on[start : start + int(rng.uniform(30, 300))] = True
+    return on
+
+
 def make_dump(
     folder: Path,
     requests: int,
@@ -72,6 +80,7 @@ def make_dump(
         },
     )
     tick = T0 + np.arange(seconds, dtype="float64")
+    capped = np.column_stack([_stretches(rng, seconds, share=0.05) for _ in range(gpus)]).reshape(-1)
     _write(
         folder / "system",
         fmt,
@@ -92,8 +101,15 @@ def make_dump(
             "util_pct": rng.uniform(30, 60, seconds * gpus).round(1),
             "mem_used_bytes": rng.integers(40 * GIB, 60 * GIB, seconds * gpus),
             "mem_total_bytes": np.full(seconds * gpus, 80 * GIB),
-            "sm_clock_mhz": np.full(seconds * gpus, 1980),
+            "sm_clock_mhz": np.where(capped, 1600, 1980),
+            "max_sm_clock_mhz": np.full(seconds * gpus, 1980),
+            "power_w": (np.where(capped, 690, 450) + rng.normal(0, 25, seconds * gpus)).round(1),
+            "power_limit_w": np.full(seconds * gpus, 700.0),
             "temp_c": rng.integers(50, 70, seconds * gpus),
+            # as the recorder writes them: NVML's reasons as ;-joined names
+            "throttle_reasons": np.where(
+                capped, rng.choice(["sw_power_cap", "sw_power_cap;sw_thermal"], seconds * gpus), "none"
+            ),
         },
     )
     pids = 5

@@ -105,3 +105,21 @@ def test_autocorrelated_noise_is_not_cut_into_steps():
     shifted[1800:] += 25
     (point,) = detect_shifts(shifted)
     assert abs(point - 1800) <= 10
+
+
+def test_the_vectorised_null_locks_exactly_as_the_one_shift_version():
+    from diagnose.detect.alignment import _locked, locked_shares
+
+    rng = np.random.default_rng(7)
+    for case in range(30):
+        ref = np.sort(rng.uniform(0, 3600, rng.integers(1, 40)))
+        rows = np.sort(rng.uniform(0, 3600, (50, rng.integers(1, 60))), axis=1)
+        if case % 3 == 0:  # some starts locked to the reference at a lag, as a cause would be
+            rows[:, : min(ref.size, rows.shape[1])] = ref[: rows.shape[1]] + 4.0
+            rows.sort(axis=1)
+        width = [2.0, 5.0][case % 2]
+        shares, lags = locked_shares(ref, rows, width, chunk_cells=500)
+        for row, share, lag in zip(rows, shares, lags, strict=True):
+            expected_share, expected_lag = _locked(ref, row, width)
+            assert share == pytest.approx(expected_share)
+            assert (np.isnan(lag) and np.isnan(expected_lag)) or lag == pytest.approx(expected_lag)

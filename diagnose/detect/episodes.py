@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import ruptures as rpt
 
 from diagnose.detect.robust import block_medians, difference_sigma, noise_floor, robust_sigma
+from diagnose.detect.segment import breakpoints
 
 Z_SCREEN = 3.5  # a sample this many noise units off the baseline starts a candidate
 Z_SEGMENT = 2.5  # a segment whose level (see _level) is this far off is the core of an episode
@@ -166,7 +166,7 @@ def _segment(z: np.ndarray, lo: int, hi: int) -> tuple[int, int] | None:
     if not np.isfinite(window).all() or window.size < 4:
         return None
     penalty = PENALTY * np.log(window.size)  # z is in noise units: sigma^2 = 1
-    bkps = rpt.KernelCPD(kernel="linear", min_size=MIN_CORE_SAMPLES).fit(window).predict(pen=penalty)
+    bkps = breakpoints(window, MIN_CORE_SAMPLES, penalty)
     edges = [0, *bkps]
     segments = list(zip(edges[:-1], edges[1:], strict=True))
     means = [_level(window[s:e]) for s, e in segments]

@@ -33,10 +33,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import ruptures as rpt
 
 from diagnose.detect.episodes import Episode
 from diagnose.detect.robust import block_medians, noise_floor, robust_sigma
+from diagnose.detect.segment import breakpoints
 
 SHIFT_BLOCK_S = 10.0  # change points are located to within this
 MAX_CHANGE_POINT_POINTS = 500  # those of a day to within ~3 min
@@ -159,7 +159,7 @@ def _line_residuals(segment: np.ndarray) -> np.ndarray:
 
 
 def _level_search(scaled: np.ndarray, penalty: float, min_size: int) -> list[int]:
-    bkps = rpt.KernelCPD(kernel="linear", min_size=min_size).fit(scaled).predict(pen=penalty)
+    bkps = breakpoints(scaled, min_size, penalty)
     return [int(b) for b in bkps[:-1]]
 
 
