@@ -232,3 +232,26 @@ def test_a_sampler_that_stops_says_why_instead_of_dying_silently(monkeypatch):
     feed.close()
     assert feed.messages() == ["sampling stopped: the request log vanished"]
     assert feed.messages() == []
+
+
+def test_a_live_view_warns_about_a_dead_source_and_its_report_lists_it(tmp_path):
+    from diagnose.judge import default_rules_dir, load_rules
+    from diagnose.pipeline import analyse_dump
+    from diagnose.report.sources import dead_source_lines
+
+    missing = tmp_path / "requests.jsonl"
+    feed = LiveFeed(RecordOptions(output=None, interval_s=0.5, gpu=False, requests_log=str(missing)))
+    feed.start()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(feed.window(60).tables.get("system", [])) < 2:
+            time.sleep(0.2)
+        window = feed.window(60)
+        said = feed.messages()
+    finally:
+        feed.close()
+    assert any("request log" in line and "no such file" in line for line in said)
+    report = analyse_dump(window, load_rules(default_rules_dir())).report
+    assert dead_source_lines(report["evidence"]) == [
+        f"request log {missing}: never reached (no such file or directory)"
+    ]

@@ -440,6 +440,8 @@ def _duration(seconds: float) -> str:
 
 
 def _free_path(folder: Path, host: str) -> Path:
+    """A new file name in ``folder``, absolute: the notice says exactly where the report went."""
+    folder = folder.resolve()
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     path = folder / f"diagnose-{host}-{stamp}.md"
     counter = 1
