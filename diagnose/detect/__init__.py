@@ -10,8 +10,9 @@ from diagnose.detect.alignment import Alignment, align
 from diagnose.detect.episodes import Episode, find_episodes
 from diagnose.detect.periodicity import Periodicity, periodicity
 from diagnose.detect.shifts import change_points
-from diagnose.detect.signals import Signal, build_signals, server_pids
+from diagnose.detect.signals import Signal, build_signals, grid_note, server_pids
 from diagnose.dump.model import Dump
+from diagnose.isolation import isolated
 
 REFERENCE_SIGNALS = ("requests.latency_ms.p99", "requests.latency_ms.p50")
 MIN_COINCIDENCE = 0.2  # below this an alignment is not worth a significance test
@@ -42,24 +43,20 @@ class SpikeAnalysis:
     alignments: list[Alignment] = field(default_factory=list)
     reference: str | None = None
     span: tuple[float, float] = (0.0, 0.0)
+    warnings: list[str] = field(default_factory=list)
 
 
 def analyse_spikes(dump: Dump) -> SpikeAnalysis:
-    signals = build_signals(dump, server_pids(dump))
+    warnings = [note] if (note := grid_note(dump)) else []
+    signals = isolated(warnings, "the signals", lambda: build_signals(dump, server_pids(dump))) or []
     if not signals:
-        return SpikeAnalysis()
+        return SpikeAnalysis(warnings=warnings)
     span = (min(s.start for s in signals), max(s.start + s.step * s.values.size for s in signals))
-    analysis = SpikeAnalysis(span=span)
+    analysis = SpikeAnalysis(span=span, warnings=warnings)
     for signal in signals:
-        log_scale = signal.kind in _LOG_KINDS
-        episodes = find_episodes(signal.values, signal.start, signal.step, log_scale)
-        starts = np.array([e.start for e in episodes if e.direction > 0])
-        analysis.findings[signal.name] = SignalFindings(
-            signal,
-            change_points(signal.values, signal.start, signal.step, episodes, log_scale),
-            episodes,
-            periodicity(starts, span),
-        )
+        found = isolated(warnings, f"spikes of {signal.name}", lambda signal=signal: _findings(signal, span))
+        if found is not None:
+            analysis.findings[signal.name] = found
     # The latency spikes may show in the tail (P99) or, when every request slows, more
     # cleanly in the median (P50): align against whichever found more of them.
     counts = {name: len(_rising(analysis, name)) for name in REFERENCE_SIGNALS}
@@ -77,6 +74,18 @@ def analyse_spikes(dump: Dump) -> SpikeAnalysis:
             analysis.alignments.append(result)
     analysis.alignments.sort(key=lambda a: (a.p_value, -a.locked, -a.coincidence, a.b))
     return analysis
+
+
+def _findings(signal: Signal, span: tuple[float, float]) -> SignalFindings:
+    log_scale = signal.kind in _LOG_KINDS
+    episodes = find_episodes(signal.values, signal.start, signal.step, log_scale)
+    starts = np.array([e.start for e in episodes if e.direction > 0])
+    return SignalFindings(
+        signal,
+        change_points(signal.values, signal.start, signal.step, episodes, log_scale),
+        episodes,
+        periodicity(starts, span),
+    )
 
 
 def _rising(analysis: SpikeAnalysis, name: str) -> list[Episode]:

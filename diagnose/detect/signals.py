@@ -23,6 +23,9 @@ from diagnose.dump.schema import COLUMNS, stage_columns
 
 _MIN_REQUESTS_PER_WINDOW = 10
 _MAX_PROCESS_SIGNALS = 20
+# A signal has at most this many samples (about 23 days at 1 s): a folder holding evidence from
+# different years is analysed on a coarser grid rather than allocating one slot a second between.
+MAX_GRID = 2_000_000
 _SERIES_TABLES = {
     "system": ("cpu_pct", "mem_used_bytes", "swap_used_bytes", "swap_in_per_s", "swap_out_per_s", "load1"),
     "server": tuple(c for c in COLUMNS["server"] if c != "ts"),
@@ -59,7 +62,8 @@ def build_signals(dump: Dump, server_pids: set[int] | None = None) -> list[Signa
             signals += [_series(frame, table, c, step, table) for c in columns if c in frame.columns]
     gpu = dump.table("gpu")
     if gpu is not None and "gpu" in gpu.columns:
-        for index, rows in gpu.groupby("gpu"):
+        index_of = pd.to_numeric(gpu["gpu"], errors="coerce")  # a row without a GPU index is no GPU's
+        for index, rows in gpu.groupby(index_of):
             signals += [
                 _series(rows, "gpu", c, step, "gpu", key=f"gpu={int(index)}", meta={"gpu": int(index)})
                 for c in _GPU_COLUMNS
@@ -67,12 +71,38 @@ def build_signals(dump: Dump, server_pids: set[int] | None = None) -> list[Signa
             ]
     for table, columns in _PROCESS_COLUMNS.items():
         frame = dump.table(table)
-        if frame is not None and "pid" in frame.columns:
-            signals += _process_signals(frame, table, columns, step, server_pids or set())
+        if frame is None or "pid" not in frame.columns:
+            continue
+        # An idle row (nvidia-smi pmon prints "-" for every field) names no process.
+        pid = pd.to_numeric(frame["pid"], errors="coerce")
+        frame = frame.loc[pid.notna()].assign(pid=pid[pid.notna()].astype("int64"))
+        present = tuple(c for c in columns if c in frame.columns)
+        if len(frame) and present:
+            signals += _process_signals(frame, table, present, step, server_pids or set())
     return [s for s in signals if np.isfinite(s.values).sum() >= 10]
 
 
 def _base_step(dump: Dump) -> float:
+    step = _sampling_step(dump)
+    span = dump.span()
+    if span is not None and (span[1] - span[0]) / step > MAX_GRID:
+        return (span[1] - span[0]) / MAX_GRID
+    return step
+
+
+def grid_note(dump: Dump) -> str | None:
+    """Why the signals are coarser than the samples, when the evidence spans too long a time."""
+    span, step = dump.span(), _sampling_step(dump)
+    if span is None or (span[1] - span[0]) / step <= MAX_GRID:
+        return None
+    days = (span[1] - span[0]) / 86400
+    return (
+        f"the evidence spans {days:,.0f} days (files from different times in one folder?): "
+        f"its signals are analysed at one sample every {(span[1] - span[0]) / MAX_GRID:,.0f} s"
+    )
+
+
+def _sampling_step(dump: Dump) -> float:
     if dump.manifest.interval_s:
         return float(dump.manifest.interval_s)
     for name in ("system", "gpu", "processes", "server", "allocator", "gpu_processes"):
@@ -221,9 +251,10 @@ def server_pids(dump: Dump) -> set[int]:
         frame = dump.table(table)
         if frame is None or not {"pid", column} <= set(frame.columns):
             continue
+        frame = frame.assign(pid=pd.to_numeric(frame["pid"], errors="coerce")).dropna(subset=["pid"])
         presence = frame.groupby("pid")["ts"].count() / max(frame["ts"].nunique(), 1)
         steady = presence[presence >= 0.9].index
-        if len(steady):
-            medians = frame[frame["pid"].isin(steady)].groupby("pid")[column].median()
+        medians = frame[frame["pid"].isin(steady)].groupby("pid")[column].median().dropna()
+        if len(medians):
             found.add(int(medians.idxmax()))
     return found

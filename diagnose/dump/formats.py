@@ -107,14 +107,15 @@ def _read_csv(path: Path) -> ReadResult:
         pass
     warnings: list[str] = []
     lines = _read_lines(path, warnings)
-    rows = csv.reader(line for _, line in lines)
-    try:
-        header = next(rows)
-    except StopIteration:
-        raise TableReadError("the file holds no data") from None
-    header = [name.strip() for name in header]
+    if not lines:
+        raise TableReadError("the file holds no data")
+    header = [name.strip() for name in _csv_row(lines[0][1]) or []]
     kept, line_numbers, bad = [], [], []
-    for (number, _), row in zip(lines[1:], rows, strict=False):
+    for number, line in lines[1:]:
+        row = _csv_row(line)
+        if row is None:
+            bad.append(f"{number} (not CSV)")
+            continue
         if not row:
             continue
         if len(row) != len(header):
@@ -129,6 +130,21 @@ def _read_csv(path: Path) -> ReadResult:
     frame = pd.DataFrame(kept, columns=header).replace("", None)
     frame = frame.apply(_numbers_where_possible)
     return ReadResult(frame, first_line=2, lines=line_numbers, warnings=warnings)
+
+
+def _csv_row(line: str) -> list[str] | None:
+    """One line's fields, or None when the csv module cannot read it (a NUL byte, say).
+
+    The module's default limit of 128 KiB a field is lifted for the line: a long
+    prompt in a request log is data, not damage.
+    """
+    previous = csv.field_size_limit(max(len(line) + 1, 131_072))
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error:
+        return None
+    finally:
+        csv.field_size_limit(previous)
 
 
 def _numbers_where_possible(column: pd.Series) -> pd.Series:

@@ -103,10 +103,9 @@ def _import_foreign(
             continue
         try:
             result = importer.read(path, tz)
-        except (OSError, ValueError, KeyError, IndexError) as error:
-            warnings.append(
-                f"{name}: recognised as {importer.name} but could not be read ({error}); not used"
-            )
+        except Exception as error:  # noqa: BLE001 - pasted text: one bad file never stops the rest
+            reason = f"{type(error).__name__}: {error}"
+            warnings.append(f"{name}: recognised as {importer.name} but not read ({reason}); not used")
             continue
         not_used.remove(name)
         warnings.extend(f"{name}: {w}" for w in result.warnings)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from diagnose.detect import SpikeAnalysis
@@ -20,6 +22,7 @@ from diagnose.facts.shift import add_shift_facts
 from diagnose.facts.spikes import add_spike_facts
 from diagnose.facts.stages import add_stage_facts
 from diagnose.facts.throttle import add_throttle_facts
+from diagnose.isolation import isolated
 
 __all__ = ["Fact", "Facts", "Summary", "compute_facts"]
 
@@ -32,25 +35,32 @@ def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnal
     elif dump.manifest.slo_p99_ms:
         facts.summary.slo_p99_ms, facts.summary.slo_source = dump.manifest.slo_p99_ms, "manifest slo_p99_ms"
     requests = dump.table("requests")
+    steps: list[tuple[str, Callable[[], None]]] = []
     if requests is not None and len(requests):
         source = dump.source("requests")
-        add_latency_facts(facts, requests, source)
-        add_stage_facts(facts, requests, source)
-        add_batch_facts(facts, requests, source)
-        add_shift_facts(facts, requests, source)
-        add_coldstart_facts(facts, dump, requests, source)
-        add_queue_facts(facts, dump)
-    add_gpu_facts(facts, dump)
-    add_throttle_facts(facts, dump)
-    add_host_facts(facts, dump)
-    add_host_memory_facts(facts, dump)
-    add_sampling_facts(facts, dump)
-    add_thread_facts(facts, dump)
-    add_allocator_facts(facts, dump)
-    add_oom_facts(facts, dump)
-    add_profiler_facts(facts, dump)
+        steps += [
+            (f"latency facts from {source}", lambda: add_latency_facts(facts, requests, source)),
+            (f"stage facts from {source}", lambda: add_stage_facts(facts, requests, source)),
+            (f"batching facts from {source}", lambda: add_batch_facts(facts, requests, source)),
+            (f"input-length facts from {source}", lambda: add_shift_facts(facts, requests, source)),
+            (f"cold-start facts from {source}", lambda: add_coldstart_facts(facts, dump, requests, source)),
+            ("queueing facts", lambda: add_queue_facts(facts, dump)),
+        ]
+    steps += [
+        ("GPU facts", lambda: add_gpu_facts(facts, dump)),
+        ("GPU clock facts", lambda: add_throttle_facts(facts, dump)),
+        ("host CPU facts", lambda: add_host_facts(facts, dump)),
+        ("host memory facts", lambda: add_host_memory_facts(facts, dump)),
+        ("sampling facts", lambda: add_sampling_facts(facts, dump)),
+        ("thread facts", lambda: add_thread_facts(facts, dump)),
+        ("allocator facts", lambda: add_allocator_facts(facts, dump)),
+        ("OOM facts", lambda: add_oom_facts(facts, dump)),
+        ("profiler facts", lambda: add_profiler_facts(facts, dump)),
+    ]
     if spikes is not None:
-        add_spike_facts(facts, spikes)
+        steps.append(("spike facts", lambda: add_spike_facts(facts, spikes)))
+    for what, step in steps:
+        isolated(facts.warnings, what, step)
     return facts
 
 

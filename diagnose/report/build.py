@@ -34,7 +34,7 @@ def build_report(
             "missing": [name for name in KNOWN_TABLES if name not in dump.tables],
             "importers": list(dump.importers),
             "not_used": list(dump.not_used),
-            "warnings": list(dump.warnings),
+            "warnings": [*dump.warnings, *(spikes.warnings if spikes else []), *facts.warnings],
             "sources": _sources(dump),
         },
         "summary": _summary(facts),
