@@ -31,17 +31,19 @@ KNOWN_TABLES = (*TABLES, EVENTS_TABLE)
 
 
 def load_dump(path: str, tz: str | None = None) -> Dump:
-    """``tz``: the zone of times that foreign files write without an offset (UTC when None)."""
-    folder = Path(path)
-    if not folder.exists():
+    """A dump folder, or one file read as a dump of that file alone (``diagnose file vllm.log``).
+
+    ``tz``: the zone of times that foreign files write without an offset (UTC when None).
+    """
+    given = Path(path)
+    if not given.exists():
         raise DumpError(f"{path}: no such file or folder")
-    if not folder.is_dir():
-        raise DumpError(f"{path}: not a folder; a dump is a folder of tables (see docs/dump-format.md)")
+    folder, entries = (given, sorted(given.iterdir())) if given.is_dir() else (given.parent, [given])
     warnings: list[str] = []
     not_used: list[str] = []
     candidates: dict[str, list[tuple[Path, str]]] = {}
     manifest = Manifest()
-    for entry in sorted(folder.iterdir()):
+    for entry in entries:
         if entry.name.startswith("."):
             continue
         if entry.is_dir():
@@ -78,6 +80,18 @@ def load_dump(path: str, tz: str | None = None) -> Dump:
     if not tables:
         if problems:
             raise DumpError(problems[0].removesuffix("; table skipped"))
+        if imported:
+            said = "; ".join(w for w in warnings if w.startswith(tuple(f"{i['file']}:" for i in imported)))
+            names = ", ".join(f"{i['file']} (as {i['importer']})" for i in imported)
+            raise DumpError(f"{path}: recognised {names}, but no rows came of it" + (f": {said}" if said else ""))
+        failed = [w for w in warnings if "recognised as" in w]
+        if failed:
+            raise DumpError(f"{path}: {failed[0]}")
+        if not given.is_dir():
+            raise DumpError(
+                f"{path}: not a format diagnose recognises (`diagnose formats` lists them); "
+                "a dump folder holds tables such as requests.csv"
+            )
         expected = ", ".join(f"{t}.csv" for t in TABLES)
         raise DumpError(f"{path}: not a diagnose dump: no tables found (expected files such as {expected})")
     return Dump(str(path), tables, files, manifest, warnings, not_used, imported)
