@@ -198,11 +198,13 @@ def _add_collection_args(command: argparse.ArgumentParser) -> None:
         help="rename the log's fields to the dump's columns, e.g. duration=latency_ms,time=ts",
     )
     command.add_argument(
-        "--metrics-url", metavar="URL", help="a Prometheus /metrics endpoint of vLLM, Triton or TGI"
+        "--metrics-url",
+        metavar="URL",
+        help="a Prometheus /metrics endpoint of vLLM, Triton, TGI, SGLang or MindIE",
     )
     command.add_argument(
         "--engine",
-        choices=("auto", "vllm", "triton", "tgi"),
+        choices=("auto", "vllm", "triton", "tgi", "sglang", "mindie"),
         default="auto",
         help="which engine serves --metrics-url (default: recognised from the metric names)",
     )

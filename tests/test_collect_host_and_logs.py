@@ -17,9 +17,10 @@ from diagnose.collectors.allocator import allocator_rows, record_allocator
 from diagnose.collectors.follow import FileFollower
 from diagnose.collectors.host import HostCollector
 from diagnose.collectors.logs import events_from_lines
-from diagnose.collectors.prometheus import ENGINES, MetricsScraper, parse_samples
+from diagnose.collectors.prometheus import MetricsScraper
 from diagnose.collectors.requests_log import RequestLog, parse_map
 from diagnose.collectors.writer import DiskFull, DumpWriter
+from diagnose.engine_metrics import ENGINES, parse_samples
 from diagnose.errors import InputError
 from diagnose.units import parse_duration
 from tests.conftest import SHARED_DATA

@@ -163,6 +163,10 @@ NOTHING_TO_KEEP = {
     ("nvidia_smi_compute_apps", name)
     for name in ("01.txt", "03.txt", "07.txt", "09.txt", "11.txt", "13.txt", "15.txt")
 } | {("dcgm_exporter_metrics", "04.txt"), ("triton_metrics", "06.txt"), ("prometheus_query_range", "03.txt")}
+# One scrape with counters and histograms only: rates and means need two timed scrapes.
+NOTHING_TO_KEEP |= {("tgi_metrics", "02.txt"), ("vllm_metrics", "04.txt")} | {
+    ("triton_metrics", name) for name in ("02.txt", "03.txt", "04.txt", "05.txt")
+}
 
 
 @pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared real samples are not present")

@@ -1,108 +1,15 @@
-"""Scrape a serving engine's Prometheus ``/metrics`` into the server table.
+"""Scrape a serving engine's Prometheus ``/metrics`` into the server table, once an interval.
 
-One parser (``prometheus_client``'s) and one name map per engine. Gauges are
-copied; counters become rates, and histograms per-window means, from the
-difference between consecutive scrapes. Samples are summed over their labels
-(several models or GPUs served by one engine add up).
-
-Which metric becomes which column, for each engine, is the ``ENGINES`` map
-below; docs/collectors.md shows it as a table.
+Which metric becomes which column, for each engine, is
+:data:`diagnose.engine_metrics.ENGINES`, shared with the importer of scrape files.
 """
 
 from __future__ import annotations
 
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
 
-from prometheus_client.parser import text_string_to_metric_families
-
-
-@dataclass(frozen=True)
-class _Ratio:
-    """A per-window mean: Δnumerator / Δdenominator x scale."""
-
-    numerator: str
-    denominator: str
-    scale: float
-
-
-@dataclass(frozen=True)
-class EngineMap:
-    gauges: dict[str, tuple[tuple[str, ...], float]]  # column -> (sample names, first found wins; scale)
-    rates: dict[str, str] = field(default_factory=dict)  # column -> counter sample name
-    ratios: dict[str, _Ratio] = field(default_factory=dict)
-
-
-def _histogram(name: str, scale: float = 1000.0) -> _Ratio:
-    return _Ratio(f"{name}_sum", f"{name}_count", scale)
-
-
-ENGINES: dict[str, EngineMap] = {
-    "vllm": EngineMap(
-        gauges={
-            "queue_depth": (("vllm:num_requests_waiting",), 1.0),
-            "running": (("vllm:num_requests_running",), 1.0),
-            "kv_cache_usage_pct": (("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), 100.0),
-        },
-        rates={
-            "throughput_rps": "vllm:request_success_total",
-            "tokens_per_s": "vllm:generation_tokens_total",
-        },
-        ratios={
-            "queue_ms": _histogram("vllm:request_queue_time_seconds"),
-            "prefill_ms": _histogram("vllm:request_prefill_time_seconds"),
-            "decode_ms": _histogram("vllm:request_decode_time_seconds"),
-            "e2e_ms": _histogram("vllm:e2e_request_latency_seconds"),
-        },
-    ),
-    "triton": EngineMap(
-        gauges={"queue_depth": (("nv_inference_pending_request_count",), 1.0)},
-        rates={"throughput_rps": "nv_inference_request_success_total"},
-        ratios={
-            "batch_size": _Ratio("nv_inference_count_total", "nv_inference_exec_count_total", 1.0),
-            "queue_ms": _Ratio(
-                "nv_inference_queue_duration_us_total", "nv_inference_request_success_total", 1e-3
-            ),
-            "compute_ms": _Ratio(
-                "nv_inference_compute_infer_duration_us_total", "nv_inference_request_success_total", 1e-3
-            ),
-            "e2e_ms": _Ratio(
-                "nv_inference_request_duration_us_total", "nv_inference_request_success_total", 1e-3
-            ),
-        },
-    ),
-    "tgi": EngineMap(
-        gauges={"queue_depth": (("tgi_queue_size",), 1.0), "batch_size": (("tgi_batch_current_size",), 1.0)},
-        rates={"throughput_rps": "tgi_request_success_total"},
-        ratios={
-            "queue_ms": _histogram("tgi_request_queue_duration"),
-            "compute_ms": _histogram("tgi_request_inference_duration"),
-            "decode_ms": _histogram("tgi_request_mean_time_per_token_duration"),
-            "e2e_ms": _histogram("tgi_request_duration"),
-        },
-    ),
-}
-_PREFIXES = {"vllm:": "vllm", "nv_inference_": "triton", "tgi_": "tgi"}
-
-
-def parse_samples(text: str) -> dict[str, float]:
-    """Every sample's value, summed over label sets, by sample name (counters end in _total)."""
-    totals: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            name = sample.name
-            if family.type == "counter" and not name.endswith(("_total", "_created")):
-                name += "_total"  # older exporters (Triton) leave the suffix off
-            totals[name] = totals.get(name, 0.0) + float(sample.value)
-    return totals
-
-
-def detect_engine(samples: dict[str, float]) -> str | None:
-    for prefix, engine in _PREFIXES.items():
-        if any(name.startswith(prefix) for name in samples):
-            return engine
-    return None
+from diagnose.engine_metrics import ENGINES, detect_engine, engine_row, parse_samples
 
 
 class MetricsScraper:
@@ -130,32 +37,6 @@ class MetricsScraper:
         if previous is None:
             return engine_row(mapping, ts, samples)
         return engine_row(mapping, ts, samples, previous[1], monotonic - previous[0])
-
-
-def engine_row(
-    mapping: EngineMap,
-    ts: float,
-    samples: dict[str, float],
-    before: dict[str, float] | None = None,
-    elapsed: float = 0.0,
-) -> dict:
-    """A server row: gauges from this scrape; rates and means from the one ``elapsed`` seconds before."""
-    row: dict = {"ts": ts}
-    for column, (names, scale) in mapping.gauges.items():
-        value = next((samples[n] for n in names if n in samples), None)
-        row[column] = None if value is None else value * scale
-    if before is None:
-        return row
-    for column, name in mapping.rates.items():
-        if name in samples and name in before and elapsed > 0:
-            row[column] = max(0.0, samples[name] - before[name]) / elapsed
-    for column, ratio in mapping.ratios.items():
-        if not all(n in samples and n in before for n in (ratio.numerator, ratio.denominator)):
-            continue
-        count = samples[ratio.denominator] - before[ratio.denominator]
-        if count > 0:
-            row[column] = (samples[ratio.numerator] - before[ratio.numerator]) / count * ratio.scale
-    return row
 
 
 ScrapeError = (urllib.error.URLError, OSError, ValueError)

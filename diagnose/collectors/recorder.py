@@ -23,10 +23,11 @@ from diagnose.collectors.follow import FileFollower
 from diagnose.collectors.gpu import GpuCollector, NvmlUnavailable
 from diagnose.collectors.host import HostCollector
 from diagnose.collectors.logs import events_from_lines
-from diagnose.collectors.prometheus import MetricsScraper, ScrapeError, detect_engine, parse_samples
+from diagnose.collectors.prometheus import MetricsScraper, ScrapeError
 from diagnose.collectors.requests_log import RequestLog
 from diagnose.collectors.sources import SourceHealth
 from diagnose.collectors.writer import DumpWriter
+from diagnose.engine_metrics import detect_engine, parse_samples
 from diagnose.errors import InputError
 
 KERNEL_LOGS = ("/var/log/kern.log", "/var/log/messages")
@@ -233,7 +234,8 @@ def _unmapped(scraper: MetricsScraper, samples: dict[str, float]) -> str | None:
     if scraper.engine != "auto" or detect_engine(samples):
         return None
     return (
-        f"answers with {len(samples)} series, none of them vLLM, Triton or TGI metrics; nothing from it "
+        f"answers with {len(samples)} series, none of them vLLM, Triton, TGI, SGLang or MindIE metrics; "
+        "nothing from it "
         "is recorded (give --engine if the names are renamed)"
     )
 

@@ -83,7 +83,8 @@ def load_dump(path: str, tz: str | None = None) -> Dump:
         if imported:
             said = "; ".join(w for w in warnings if w.startswith(tuple(f"{i['file']}:" for i in imported)))
             names = ", ".join(f"{i['file']} (as {i['importer']})" for i in imported)
-            raise DumpError(f"{path}: recognised {names}, but no rows came of it" + (f": {said}" if said else ""))
+            because = f": {said}" if said else ""
+            raise DumpError(f"{path}: recognised {names}, but no rows came of it{because}")
         failed = [w for w in warnings if "recognised as" in w]
         if failed:
             raise DumpError(f"{path}: {failed[0]}")

@@ -2,7 +2,7 @@
 
 One parser, ``prometheus_client``'s. vLLM, Triton and TGI metrics map to the
 server table exactly as ``diagnose record --metrics-url`` maps them
-(:data:`diagnose.collectors.prometheus.ENGINES`); dcgm-exporter's per-GPU
+(:data:`diagnose.engine_metrics.ENGINES`); dcgm-exporter's per-GPU
 fields map to the gpu table. Several scrapes in one file are told apart by
 their repeated header; rates and per-window means need the scrapes' times,
 so they come only from samples that carry timestamps. Without any, the file's
@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 from prometheus_client.parser import text_string_to_metric_families
 
-from diagnose.collectors.prometheus import ENGINES, detect_engine, engine_row, parse_samples
+from diagnose.engine_metrics import ENGINES, detect_engine, engine_row, parse_samples
 from diagnose.importers.base import Imported, Importer, file_time, read_text
 
 _SAMPLE_LINE = re.compile(
@@ -46,12 +46,20 @@ class PrometheusTextImporter(Importer):
     example = 'vllm:num_requests_waiting{model_name="llama"} 3.0'
 
     def recognise(self, head: str) -> bool:
-        samples = len(_SAMPLE_LINE.findall(head))
-        return samples >= 3 or (samples >= 1 and ("# TYPE " in head or "# HELP " in head))
+        text, _ = exposition_text(head)
+        samples = len(_SAMPLE_LINE.findall(text))
+        return samples >= 3 or (samples >= 1 and ("# TYPE " in text or "# HELP " in text))
 
     def read(self, path: Path, tz: str | None = None) -> Imported:
         result = Imported()
-        scrapes = _split_scrapes(read_text(path))
+        text, skipped = exposition_text(read_text(path))
+        if skipped:
+            shown = ", ".join(map(str, skipped[:5])) + (" ..." if len(skipped) > 5 else "")
+            result.warnings.append(
+                f"skipped {len(skipped)} line(s) that are not exposition text (a shell prompt, a line cut "
+                f"short): line {shown}"
+            )
+        scrapes = _split_scrapes(text)
         timed = []
         for number, text in enumerate(scrapes, start=1):
             try:
@@ -79,11 +87,63 @@ class PrometheusTextImporter(Importer):
                 server_rows.append(engine_row(ENGINES[engine], stamp, samples, before, elapsed))
             gpu_rows += _dcgm_rows(text, stamp)
             previous = (stamp, samples)
+        filled = [row for row in server_rows if any(v is not None for k, v in row.items() if k != "ts")]
+        if server_rows and not filled:
+            result.warnings.append(
+                f"{engine} metrics, but no gauge among them: counters and histograms give rates and means "
+                "only between two timed scrapes, so nothing was kept"
+            )
+        server_rows = filled
         if server_rows:
             result.tables["server"] = pd.DataFrame(server_rows)
         if gpu_rows:
             result.tables["gpu"] = pd.DataFrame(gpu_rows)
         return result
+
+
+_TYPE_LINE = re.compile(
+    r"^# TYPE [A-Za-z_:][A-Za-z0-9_:]* "
+    r"(?:counter|gauge|histogram|summary|untyped|unknown|info|stateset|gaugehistogram)$"
+)
+_HELP_LINE = re.compile(r"^# HELP [A-Za-z_:][A-Za-z0-9_:]*(?: .*)?$")
+
+
+def exposition_text(text: str) -> tuple[str, list[int]]:
+    """The exposition lines of pasted text, and the numbers of the lines dropped.
+
+    People paste scrapes with the ``curl`` prompt above them, inside a Markdown
+    quote (which also turns ``# HELP`` into ``> HELP``) or a code fence, and cut
+    short at the end; one such line makes the whole scrape unparsable. Blank
+    lines and fences go silently; prompts, cut sample lines and cut ``# TYPE``
+    lines are dropped and counted.
+    """
+    lines = text.splitlines()
+    filled = [line for line in lines if line.strip()]
+    if filled and sum(line.lstrip().startswith(">") for line in filled) >= 0.8 * len(filled):
+        lines = [_unquote(line) for line in lines]
+    kept, skipped = [], []
+    for number, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("```"):
+            continue
+        if stripped.startswith("#"):
+            is_type, is_help = stripped.startswith("# TYPE"), stripped.startswith("# HELP")
+            if (is_type and not _TYPE_LINE.match(stripped)) or (is_help and not _HELP_LINE.match(stripped)):
+                skipped.append(number)
+                continue
+            kept.append(stripped)
+        elif _SAMPLE_LINE.match(stripped):
+            kept.append(stripped)
+        else:
+            skipped.append(number)
+    return "\n".join(kept) + "\n", skipped
+
+
+def _unquote(line: str) -> str:
+    """One Markdown quote level off; a quoted ``HELP``/``TYPE`` lost its ``#`` to the quote."""
+    text = line.lstrip()
+    text = text[1:].lstrip() if text.startswith(">") else text
+    return f"# {text}" if text.startswith(("HELP ", "TYPE ")) else text
 
 
 def _split_scrapes(text: str) -> list[str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from diagnose.collectors.prometheus import ENGINES
+from diagnose.engine_metrics import ENGINES
 from diagnose.importers.base import Imported, Importer, data_lines, local_epoch, read_text
 from diagnose.importers.prometheus_text import DCGM_FIELDS
 
