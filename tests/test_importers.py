@@ -142,6 +142,7 @@ EXPECTED = {
     "tgi_metrics": ("prometheus-text",),
     "dcgm_exporter_metrics": ("prometheus-text",),
     "nvidia_smi_dmon": ("nvidia-smi-dmon",),
+    "nvidia_smi_default": ("nvidia-smi-table",),
     "nvidia_smi_pmon": ("nvidia-smi-pmon",),
     "pytorch_memory_summary": ("pytorch-memory",),
     "otlp_json_traces": ("otel-traces",),
@@ -163,6 +164,8 @@ NOTHING_TO_KEEP = {
     ("nvidia_smi_compute_apps", name)
     for name in ("01.txt", "03.txt", "07.txt", "09.txt", "11.txt", "13.txt", "15.txt")
 } | {("dcgm_exporter_metrics", "04.txt"), ("triton_metrics", "06.txt"), ("prometheus_query_range", "03.txt")}
+# A default table cut right after its header, in the issue it was pasted into.
+NOTHING_TO_KEEP |= {("nvidia_smi_default", "21.txt")}
 # One scrape with counters and histograms only: rates and means need two timed scrapes.
 NOTHING_TO_KEEP |= {("tgi_metrics", "02.txt"), ("vllm_metrics", "04.txt")} | {
     ("triton_metrics", name) for name in ("02.txt", "03.txt", "04.txt", "05.txt")
@@ -183,12 +186,6 @@ def test_every_real_sample_is_read_by_its_importer_or_rejected_as_a_look_alike(f
         if folder == "pytorch_oom":
             ooms = result.tables["events"].query("kind == 'oom'")
             assert len(ooms) and ooms["oom_class"].notna().all(), path.name
-
-
-@pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared real samples are not present")
-def test_the_default_nvidia_smi_table_is_not_mistaken_for_csv():
-    for path in sorted((SAMPLES / "nvidia_smi_default").glob("*.txt")):
-        assert recognise(path.read_text(encoding="utf-8", errors="replace")[:65536]) is None, path.name
 
 
 def test_otlp_root_spans_become_requests_with_stage_columns(tmp_path):

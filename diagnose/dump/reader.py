@@ -76,7 +76,11 @@ def load_dump(path: str, tz: str | None = None) -> Dump:
         files[name] = [file.name]
 
     warnings[:0] = problems
-    imported = _import_foreign(folder, not_used, tables, files, warnings, tz)
+    environment: dict[str, str] = {}
+    imported = _import_foreign(folder, not_used, tables, files, warnings, environment, tz)
+    if environment:
+        stated = manifest.extra.get("environment", {})
+        manifest.extra = {**manifest.extra, "environment": {**environment, **stated}}
     if not tables:
         if problems:
             raise DumpError(problems[0].removesuffix("; table skipped"))
@@ -104,9 +108,13 @@ def _import_foreign(
     tables: dict[str, pd.DataFrame],
     files: dict[str, list[str]],
     warnings: list[str],
+    environment: dict[str, str],
     tz: str | None = None,
 ) -> list[dict]:
-    """Offer every file that is not a dump table to the importers; merge what they read."""
+    """Offer every file that is not a dump table to the importers; merge what they read.
+
+    What they say of the environment (driver and CUDA versions) goes to ``environment``.
+    """
     used: list[dict] = []
     for name in list(not_used):
         path = folder / name
@@ -125,6 +133,8 @@ def _import_foreign(
         not_used.remove(name)
         warnings.extend(f"{name}: {w}" for w in result.warnings)
         used.append({"file": name, "importer": importer.name, "rows": result.rows})
+        if result.environment:
+            environment.update(result.environment)
         for table, frame in result.tables.items():
             if frame.empty:
                 continue

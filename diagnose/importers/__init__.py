@@ -11,6 +11,7 @@ from __future__ import annotations
 from diagnose.importers.base import HEAD_BYTES, Imported, Importer
 from diagnose.importers.nvidia_smi import NvidiaSmiComputeAppsImporter, NvidiaSmiQueryGpuImporter
 from diagnose.importers.nvidia_smi_monitor import DmonImporter, PmonImporter
+from diagnose.importers.nvidia_smi_report import NvidiaSmiQueryImporter, NvidiaSmiTableImporter
 from diagnose.importers.oom_log import OomLogImporter
 from diagnose.importers.prometheus_text import PrometheusTextImporter
 from diagnose.importers.series import GrafanaCsvImporter, PromQueryImporter
@@ -21,6 +22,8 @@ from diagnose.importers.xid import XidImporter
 
 # Most specific first: a kernel log with an OOM-killer line is still a kernel log.
 IMPORTERS: tuple[Importer, ...] = (
+    NvidiaSmiQueryImporter(),
+    NvidiaSmiTableImporter(),
     NvidiaSmiComputeAppsImporter(),
     NvidiaSmiQueryGpuImporter(),
     PmonImporter(),

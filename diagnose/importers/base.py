@@ -15,6 +15,7 @@ HEAD_BYTES = 65_536
 class Imported:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # ts is epoch seconds (UTC)
     warnings: list[str] = field(default_factory=list)
+    environment: dict[str, str] = field(default_factory=dict)  # driver, CUDA, ... for the manifest
 
     @property
     def rows(self) -> int:

@@ -71,10 +71,9 @@ _KNOWN = (
 
 
 class _Table:
-    """The header's fields (unit brackets removed) and the data rows as lists of strings."""
+    """A header's fields (unit brackets removed) and its data rows as lists of strings."""
 
-    def __init__(self, text: str) -> None:
-        lines = data_lines(text)
+    def __init__(self, lines: list[str], stamp: float | None = None) -> None:
         rows = list(csv.reader(io.StringIO("\n".join(lines)), skipinitialspace=True))
         self.fields, self.units = [], []
         for name in rows[0] if rows else []:
@@ -86,6 +85,62 @@ class _Table:
         self.malformed = [
             number for number, row in enumerate(rows[1:], start=2) if len(row) != len(self.fields)
         ]
+        self.stamp = stamp  # a time written above the table, for rows without a timestamp field
+
+
+_ISO = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?")
+_COMMAND = re.compile(r"^\s*(?:[$#>%]|PS |\[|\S+@\S+|C:\\)|nvidia-smi|kubectl")
+
+
+def header_kind(line: str) -> str | None:
+    """``"gpu"`` for a --query-gpu header, ``"apps"`` for --query-compute-apps, else None.
+
+    A pasted command line (``$ nvidia-smi --query-gpu=index,memory.used ...``) names the
+    same fields with commas: it is a command, not a header.
+    """
+    if "," not in line or _COMMAND.search(line):
+        return None
+    fields = [_UNIT.sub(r"\1", part).strip().lower() for part in line.split(",")]
+    if "pid" in fields and ("used_gpu_memory" in fields or "used_memory" in fields):
+        return "apps"
+    if "pid" not in fields and any(field.startswith(_KNOWN) for field in fields):
+        return "gpu"
+    return None
+
+
+def csv_blocks(text: str, tz: str | None) -> tuple[list[tuple[str, _Table]], int]:
+    """Every header-and-rows block in pasted text, and how many other lines were passed over.
+
+    People paste the command above the output, a banner, notes between two runs,
+    or a --query-gpu and a --query-compute-apps table one after the other.
+    """
+    lines = data_lines(text)
+    blocks: list[tuple[str, _Table]] = []
+    skipped, stamp, index = 0, None, 0
+    while index < len(lines):
+        kind = header_kind(lines[index])
+        if kind is None:
+            found = _ISO.search(lines[index])
+            if found:
+                stamp = _iso_epoch(found.group(0), tz)
+            skipped += 1
+            index += 1
+            continue
+        end = index + 1
+        while end < len(lines) and "," in lines[end] and header_kind(lines[end]) is None:
+            if _COMMAND.search(lines[end]):
+                break
+            end += 1
+        blocks.append((kind, _Table(lines[index:end], stamp)))
+        index = end
+    return blocks, skipped
+
+
+def _iso_epoch(text: str, tz: str | None) -> float | None:
+    stamp = pd.to_datetime(text, errors="coerce")
+    if pd.isna(stamp):
+        return None
+    return local_epochs(pd.Series([stamp]), tz).iloc[0] if stamp.tzinfo is None else stamp.timestamp()
 
 
 def _value(text: str, unit: str | None, kind: str | None) -> float | str | None:
@@ -118,38 +173,10 @@ class NvidiaSmiQueryGpuImporter(Importer):
     example = "timestamp, index, utilization.gpu [%], memory.used [MiB], memory.total [MiB]"
 
     def recognise(self, head: str) -> bool:
-        lines = data_lines(head)
-        if not lines or "," not in lines[0]:
-            return False
-        header = lines[0].lower()
-        return "pid" not in header and any(field in header for field in _KNOWN)
+        return _first_kind(head) == "gpu"
 
     def read(self, path: Path, tz: str | None = None) -> Imported:
-        table = _Table(read_text(path))
-        result = Imported()
-        columns: dict[str, list] = {}
-        for position, (field, unit) in enumerate(zip(table.fields, table.units, strict=True)):
-            if field in _GPU_FIELDS:
-                column, kind = _GPU_FIELDS[field]
-                columns[column] = [_value(row[position], unit, kind) for row in table.rows]
-        if not table.rows:
-            return result
-        frame = pd.DataFrame(columns)
-        frame["ts"] = _row_times(table, path, result, tz)
-        if "gpu" not in frame.columns:
-            identity = _column(table, "pci.bus_id") or _column(table, "uuid")
-            if identity is not None:
-                order = {bus: i for i, bus in enumerate(dict.fromkeys(identity))}
-                frame["gpu"] = [order[bus] for bus in identity]
-            else:
-                frame["gpu"] = frame.groupby("ts").cumcount()
-        if table.malformed:
-            shown = ", ".join(map(str, table.malformed[:3])) + (" ..." if len(table.malformed) > 3 else "")
-            result.warnings.append(
-                f"skipped {len(table.malformed)} row(s) with the wrong number of fields (data row {shown})"
-            )
-        result.tables["gpu"] = frame.dropna(subset=["ts"]).reset_index(drop=True)
-        return result
+        return _read_blocks(path, tz)
 
 
 class NvidiaSmiComputeAppsImporter(Importer):
@@ -158,39 +185,95 @@ class NvidiaSmiComputeAppsImporter(Importer):
     example = "timestamp, gpu_bus_id, pid, process_name, used_gpu_memory [MiB]"
 
     def recognise(self, head: str) -> bool:
-        lines = data_lines(head)
-        header = lines[0].lower() if lines else ""
-        return "pid" in header and ("used_gpu_memory" in header or "used_memory" in header) and "," in header
+        return _first_kind(head) == "apps"
 
     def read(self, path: Path, tz: str | None = None) -> Imported:
-        table = _Table(read_text(path))
-        result = Imported()
+        return _read_blocks(path, tz)
+
+
+def _first_kind(head: str) -> str | None:
+    return next((kind for line in data_lines(head)[:30] if (kind := header_kind(line))), None)
+
+
+def _read_blocks(path: Path, tz: str | None) -> Imported:
+    """Both kinds of table, as many blocks as the file holds; GPUs named by index, bus id or UUID."""
+    result = Imported()
+    blocks, skipped = csv_blocks(read_text(path), tz)
+    if skipped:
+        result.warnings.append(f"passed over {skipped} line(s) outside the tables (a prompt, notes)")
+    identity: dict[str, int] = {}
+    gpus, apps = [], []
+    for kind, table in blocks:
         if not table.rows:
-            return result  # a header alone: no compute process was running
-        memory_field = "used_gpu_memory" if "used_gpu_memory" in table.fields else "used_memory"
-        unit = table.units[table.fields.index(memory_field)]
-        frame = pd.DataFrame(
-            {
-                "pid": [int(v) for v in _column(table, "pid")],
-                "name": _column(table, "process_name") or _column(table, "name"),
-                "mem_used_bytes": [_value(v, unit or "mib", None) for v in _column(table, memory_field)],
-            }
-        )
-        bus = _column(table, "gpu_bus_id") or _column(table, "gpu_uuid")
-        order = {b: i for i, b in enumerate(dict.fromkeys(bus))} if bus else {}
-        frame["gpu"] = [order[b] for b in bus] if bus else 0
-        frame["ts"] = _row_times(table, path, result, tz)
-        result.tables["gpu_processes"] = frame.dropna(subset=["ts"]).reset_index(drop=True)
-        return result
+            continue
+        if kind == "gpu":
+            gpus.append(_gpu_frame(table, path, result, tz, identity))
+        else:
+            apps.append(_apps_frame(table, path, result, tz, identity))
+        if table.malformed:
+            shown = ", ".join(map(str, table.malformed[:3])) + (" ..." if len(table.malformed) > 3 else "")
+            result.warnings.append(
+                f"skipped {len(table.malformed)} row(s) with the wrong number of fields (data row {shown})"
+            )
+    for name, frames in (("gpu", gpus), ("gpu_processes", apps)):
+        if frames:
+            frame = pd.concat(frames, ignore_index=True)
+            result.tables[name] = frame.dropna(subset=["ts"]).reset_index(drop=True)
+    return result
+
+
+def _gpu_frame(table: _Table, path: Path, result: Imported, tz: str | None, identity: dict) -> pd.DataFrame:
+    columns: dict[str, list] = {}
+    for position, (field, unit) in enumerate(zip(table.fields, table.units, strict=True)):
+        if field in _GPU_FIELDS:
+            column, kind = _GPU_FIELDS[field]
+            columns[column] = [_value(row[position], unit, kind) for row in table.rows]
+    frame = pd.DataFrame(columns, index=range(len(table.rows)))
+    frame["ts"] = _row_times(table, path, result, tz)
+    names = _column(table, "pci.bus_id") or _column(table, "uuid")
+    if "gpu" in frame.columns:
+        frame["gpu"] = pd.to_numeric(frame["gpu"], errors="coerce")
+        if names is not None:
+            identity.update({name: int(g) for name, g in zip(names, frame["gpu"], strict=True) if g == g})
+    elif names is not None:
+        order = {name: identity.setdefault(name, len(identity)) for name in dict.fromkeys(names)}
+        frame["gpu"] = [order[name] for name in names]
+    else:
+        frame["gpu"] = frame.groupby("ts").cumcount()
+    return frame
+
+
+def _apps_frame(table: _Table, path: Path, result: Imported, tz: str | None, identity: dict) -> pd.DataFrame:
+    memory_field = "used_gpu_memory" if "used_gpu_memory" in table.fields else "used_memory"
+    unit = table.units[table.fields.index(memory_field)]
+    frame = pd.DataFrame(
+        {
+            "pid": pd.to_numeric(pd.Series(_column(table, "pid")), errors="coerce"),
+            "name": _column(table, "process_name") or _column(table, "name"),
+            "mem_used_bytes": [_value(v, unit or "mib", None) for v in _column(table, memory_field)],
+        }
+    )
+    names = _column(table, "gpu_bus_id") or _column(table, "gpu_uuid")
+    if names is not None:
+        frame["gpu"] = [identity.setdefault(name, len(identity)) for name in names]
+    else:
+        frame["gpu"] = 0
+    frame["ts"] = _row_times(table, path, result, tz)
+    return frame.dropna(subset=["pid"])
 
 
 def _row_times(table: _Table, path: Path, result: Imported, tz: str | None) -> np.ndarray:
     """Each row's time from its ``timestamp`` field, else the file's modification time (with a warning)."""
     stamps = _column(table, "timestamp")
+    if stamps is None and table.stamp is not None:
+        return np.full(len(table.rows), table.stamp)
     if stamps is None:
-        result.warnings.append("no timestamp field: every row is taken at the file's modification time")
+        note = "no timestamp field: every row is taken at the file's modification time"
+        if note not in result.warnings:
+            result.warnings.append(note)
         return np.full(len(table.rows), file_time(path))
-    result.warnings.append(zone_note("nvidia-smi timestamps", tz))
+    if zone_note("nvidia-smi timestamps", tz) not in result.warnings:
+        result.warnings.append(zone_note("nvidia-smi timestamps", tz))
     return _timestamps(stamps, tz)
 
 

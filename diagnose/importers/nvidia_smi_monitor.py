@@ -68,11 +68,13 @@ def _number(text: str) -> float | None:
 class _MonitorImporter(Importer):
     table = ""
     mapping: dict[str, tuple[str, float]] = {}
-    required = ""
 
     def recognise(self, head: str) -> bool:
         parsed = _header(head)
-        return bool(parsed) and self.required in parsed[0] and len(parsed[0]) >= 4
+        return bool(parsed) and len(parsed[0]) >= 4 and self._columns_fit(set(parsed[0]))
+
+    def _columns_fit(self, columns: set[str]) -> bool:
+        raise NotImplementedError
 
     def read(self, path: Path, tz: str | None = None) -> Imported:
         columns, rows = _header(read_text(path)) or ([], [])
@@ -123,7 +125,10 @@ class DmonImporter(_MonitorImporter):
     example = "# gpu    pwr  gtemp  mtemp     sm    mem    enc    dec   mclk   pclk"
     table = "gpu"
     mapping = _DMON
-    required = "pwr"
+
+    def _columns_fit(self, columns: set[str]) -> bool:
+        """Any -s column set: some figure dmon alone prints per GPU, and no pid (that is pmon)."""
+        return "pid" not in columns and bool(columns & {"pwr", "sm", "fb", "pclk", "mclk", "gtemp", "bar1"})
 
 
 class PmonImporter(_MonitorImporter):
@@ -132,7 +137,9 @@ class PmonImporter(_MonitorImporter):
     example = "# gpu         pid   type     sm    mem    enc    dec    command"
     table = "gpu_processes"
     mapping = _PMON
-    required = "pid"
+
+    def _columns_fit(self, columns: set[str]) -> bool:
+        return "pid" in columns
 
     def _extra(self, values: dict[str, str], record: dict) -> None:
         record["pid"] = int(values["pid"]) if values.get("pid", "").isdigit() else None

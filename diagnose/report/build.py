@@ -36,6 +36,7 @@ def build_report(
             "not_used": list(dump.not_used),
             "warnings": [*dump.warnings, *(spikes.warnings if spikes else []), *facts.warnings],
             "sources": _sources(dump),
+            "environment": _environment(dump),
         },
         "summary": _summary(facts),
         "signals": _signals(spikes) if spikes else {},
@@ -68,6 +69,12 @@ def _sources(dump: Dump) -> list[dict]:
             fields = ("kind", "target", "status", "at", "reason")
             sources.append({"source": str(key), **{f: _text(entry.get(f)) for f in fields}})
     return sources
+
+
+def _environment(dump: Dump) -> dict[str, str]:
+    """Versions and settings the evidence states (manifest ``environment``, or what importers found)."""
+    found = dump.manifest.extra.get("environment")
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
 def _text(value: object) -> str | None:

@@ -1,0 +1,269 @@
+"""The two nvidia-smi forms people paste most: the default table and ``nvidia-smi -q`` -> gpu tables.
+
+Both are read line by line with patterns for the lines that carry figures, so
+a table cut short, a pasted prompt above it or several snapshots in one file
+still give what they hold. The time of a snapshot is its date line (the
+default table's first line, ``-q``'s ``Timestamp``), local time without an
+offset (``--tz``); without one, the file's modification time, with a warning.
+The driver and CUDA versions go to the dump's environment.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from diagnose.importers.base import Imported, Importer, file_time, local_epoch, read_text, zone_note
+
+_MIB = 2**20
+_DATE = re.compile(r"^\s*(\w{3} \w{3}\s+\d{1,2} \d{2}:\d{2}:\d{2} \d{4})\s*$")
+_HEADER = re.compile(r"NVIDIA-SMI\s+(\S+)\s+Driver Version:\s+(\S+)(?:\s+CUDA Version:\s+(\S+))?")
+_BUS_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d"
+_GPU_LINE = re.compile(
+    rf"^\|\s*(?P<gpu>\d+)\s+(?P<name>.+?)\s+(?:On|Off|WDDM|TCC|MCDM|N/A)\s*\|\s*(?P<bus>{_BUS_ID})"
+)
+_USAGE_LINE = re.compile(
+    r"^\|\s*(?P<fan>\S+)\s+(?P<temp>\d+|N/A)C?\s+(?P<perf>\S+)\s+(?P<draw>[\d.]+|N/A)W?\s*/\s*(?P<cap>[\d.]+|N/A)W?\s*"
+    r"\|\s*(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s*\|\s*(?P<util>\d+|N/A)%?"
+)
+_PROCESS_LINE = re.compile(
+    r"^\|\s*(?P<gpu>\d+)\s+(?:(?:\d+|N/A)\s+(?:\d+|N/A)\s+)?(?P<pid>\d+)\s+(?P<type>C\+G|M\+C|C|G|M)\s+"
+    r"(?P<name>.+?)\s+(?P<mem>\d+MiB|N/A)\s*\|"
+)
+_QUERY_STAMP = re.compile(r"^Timestamp\s*:\s*(.+?)\s*$")
+_QUERY_GPU = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s*$")
+_KEY_VALUE = re.compile(r"^(?P<indent>\s*)(?P<key>[^:]+?)\s*(?::\s*(?P<value>.*?))?\s*$")
+_NUMBER = re.compile(r"^(-?[\d.]+)\s*([A-Za-z%]*)")
+_REASONS = {
+    "idle": "gpu_idle",
+    "applications clocks setting": "applications_clocks",
+    "sw power cap": "sw_power_cap",
+    "hw slowdown": "hw_slowdown",
+    "hw thermal slowdown": "hw_thermal_slowdown",
+    "hw power brake slowdown": "hw_power_brake_slowdown",
+    "sync boost": "sync_boost",
+    "sw thermal slowdown": "sw_thermal_slowdown",
+    "display clock setting": "display_clocks",
+}
+
+
+@dataclass
+class _Snapshot:
+    stamp: str | None = None
+    gpus: list[dict] = field(default_factory=list)
+    processes: list[dict] = field(default_factory=list)
+
+
+class NvidiaSmiTableImporter(Importer):
+    name = "nvidia-smi-table"
+    description = "the default `nvidia-smi` table (GPUs and processes; several snapshots, cut or not)"
+    example = "| N/A   33C    P0   119W / 700W |  71237MiB / 81559MiB |     97%      Default |"
+
+    def recognise(self, head: str) -> bool:
+        return bool(_HEADER.search(head)) or any(_USAGE_LINE.match(line) for line in head.splitlines())
+
+    def read(self, path: Path, tz: str | None = None) -> Imported:
+        result = Imported()
+        snapshots: list[_Snapshot] = []
+        stamp: str | None = None
+        current: _Snapshot | None = None
+        gpu_line: dict | None = None
+        for line in read_text(path).splitlines():
+            if date := _DATE.match(line):
+                stamp = date.group(1)
+                continue
+            if header := _HEADER.search(line):
+                current = _Snapshot(stamp)
+                snapshots.append(current)
+                stamp = None
+                result.environment.update(_versions(header.group(2), header.group(3)))
+                continue
+            if current is None:  # a table pasted without its header
+                current = _Snapshot(stamp)
+                snapshots.append(current)
+            if match := _GPU_LINE.match(line):
+                gpu_line = {"gpu": int(match["gpu"]), "gpu_name": match["name"].strip(), "bus": match["bus"]}
+            elif (match := _USAGE_LINE.match(line)) and gpu_line is not None:
+                current.gpus.append({**gpu_line, **_usage(match)})
+                gpu_line = None
+            elif match := _PROCESS_LINE.match(line):
+                memory = match["mem"]
+                current.processes.append(
+                    {
+                        "gpu": int(match["gpu"]),
+                        "pid": int(match["pid"]),
+                        "name": match["name"].strip(),
+                        "mem_used_bytes": None if memory == "N/A" else int(memory[:-3]) * _MIB,
+                    }
+                )
+        _tables(result, snapshots, path, tz)
+        return result
+
+
+class NvidiaSmiQueryImporter(Importer):
+    name = "nvidia-smi-q"
+    description = "`nvidia-smi -q` (every GPU's figures, clock event reasons and processes)"
+    example = "==============NVSMI LOG============== ... FB Memory Usage / Used : 71237 MiB"
+
+    def recognise(self, head: str) -> bool:
+        return "NVSMI LOG" in head or (
+            bool(re.search(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", head, re.MULTILINE))
+            and "Product Name" in head
+        )
+
+    def read(self, path: Path, tz: str | None = None) -> Imported:
+        result = Imported()
+        snapshots: list[_Snapshot] = []
+        stamp: str | None = None
+        gpu: dict | None = None
+        process: dict | None = None
+        sections: list[tuple[int, str]] = []
+        for line in read_text(path).splitlines():
+            if "NVSMI LOG" in line:
+                snapshots.append(_Snapshot(stamp))
+                gpu = process = None
+                continue
+            if match := _QUERY_STAMP.match(line):
+                if not snapshots or snapshots[-1].gpus:
+                    snapshots.append(_Snapshot())
+                snapshots[-1].stamp = _query_stamp(match.group(1))
+                continue
+            if match := _QUERY_GPU.match(line):
+                if not snapshots:
+                    snapshots.append(_Snapshot(stamp))
+                gpu = {"gpu": len(snapshots[-1].gpus), "bus": match.group(1), "reasons": []}
+                snapshots[-1].gpus.append(gpu)
+                sections, process = [], None
+                continue
+            parsed = _KEY_VALUE.match(line)
+            if parsed is None or not line.strip():
+                continue
+            indent, key, value = len(parsed["indent"]), parsed["key"].strip(), parsed["value"]
+            if gpu is None:
+                if key in ("Driver Version", "CUDA Version") and value:
+                    result.environment.update(
+                        {"driver_version" if key.startswith("Driver") else "cuda_version": value}
+                    )
+                continue
+            while sections and sections[-1][0] >= indent:
+                sections.pop()
+            if value is None:
+                sections.append((indent, key))
+                continue
+            path_keys = (*(name for _, name in sections), key)
+            process = _query_field(gpu, snapshots[-1], process, path_keys, value)
+        _tables(result, snapshots, path, tz)
+        return result
+
+
+def _query_field(
+    gpu: dict, snapshot: _Snapshot, process: dict | None, keys: tuple, value: str
+) -> dict | None:
+    """One ``key : value`` line of a GPU's section, by its path of section names."""
+    section, key = (keys[0] if len(keys) > 1 else ""), keys[-1]
+    if keys == ("Product Name",):
+        gpu["gpu_name"] = value
+    elif section == "FB Memory Usage" and key in ("Total", "Used"):
+        gpu[f"mem_{key.lower()}_bytes"] = _mib(value)
+    elif section == "Utilization" and key == "Gpu":
+        gpu["util_pct"] = _number(value)
+    elif section == "Utilization" and key == "Memory":
+        gpu["mem_bw_util_pct"] = _number(value)
+    elif section == "Clocks" and key == "SM":
+        gpu["sm_clock_mhz"] = _number(value)
+    elif section == "Max Clocks" and key == "SM":
+        gpu["max_sm_clock_mhz"] = _number(value)
+    elif section in ("Clocks Event Reasons", "Clocks Throttle Reasons") and value == "Active":
+        if key.lower() in _REASONS:
+            gpu["reasons"].append(_REASONS[key.lower()])
+    elif section == "Temperature" and key == "GPU Current Temp":
+        gpu["temp_c"] = _number(value)
+    elif section in ("GPU Power Readings", "Power Readings") and len(keys) == 2:
+        column = {
+            "Power Draw": "power_w",
+            "Instantaneous Power Draw": "power_w",
+            "Current Power Limit": "power_limit_w",
+            "Power Limit": "power_limit_w",
+            "Default Power Limit": "default_power_limit_w",
+        }.get(key)
+        if column and (column != "power_w" or "power_w" not in gpu):
+            gpu[column] = _number(value)
+    elif section == "Processes":
+        if key == "Process ID":
+            pid = int(_number(value) or 0)
+            process = {"gpu": gpu["gpu"], "pid": pid, "name": None, "mem_used_bytes": None}
+            snapshot.processes.append(process)
+        elif process is not None and key == "Name":
+            process["name"] = value
+        elif process is not None and key == "Used GPU Memory":
+            process["mem_used_bytes"] = _mib(value)
+    return process
+
+
+def _tables(result: Imported, snapshots: list[_Snapshot], path: Path, tz: str | None) -> None:
+    gpus, processes, untimed = [], [], 0
+    for snapshot in snapshots:
+        if not snapshot.gpus and not snapshot.processes:
+            continue
+        when = _epoch(snapshot.stamp, tz)
+        if when is None:
+            untimed += 1
+            when = file_time(path)
+        for row in snapshot.gpus:
+            reasons = row.pop("reasons", None)
+            if reasons is not None:
+                row["throttle_reasons"] = ";".join(reasons) or "none"
+            gpus.append({"ts": when, **{k: v for k, v in row.items() if k != "bus"}})
+        processes += [{"ts": when, **row} for row in snapshot.processes]
+    if untimed:
+        result.warnings.append(f"{untimed} snapshot(s) without a date: taken at the file's modification time")
+    if untimed < len([s for s in snapshots if s.gpus or s.processes]):
+        result.warnings.append(zone_note("nvidia-smi dates", tz))
+    if gpus:
+        result.tables["gpu"] = pd.DataFrame(gpus)
+    if processes:
+        result.tables["gpu_processes"] = pd.DataFrame(processes)
+
+
+def _usage(match: re.Match[str]) -> dict:
+    def number(group: str) -> float | None:
+        return None if match[group] == "N/A" else float(match[group])
+
+    return {
+        "temp_c": number("temp"),
+        "power_w": number("draw"),
+        "power_limit_w": number("cap"),
+        "mem_used_bytes": int(match["used"]) * _MIB,
+        "mem_total_bytes": int(match["total"]) * _MIB,
+        "util_pct": number("util"),
+    }
+
+
+def _versions(driver: str | None, cuda: str | None) -> dict[str, str]:
+    found = {"driver_version": driver, "cuda_version": cuda}
+    return {key: value for key, value in found.items() if value}
+
+
+def _number(value: str) -> float | None:
+    match = _NUMBER.match(value.strip())
+    return float(match.group(1)) if match else None
+
+
+def _mib(value: str) -> float | None:
+    number = _number(value)
+    return None if number is None else number * _MIB
+
+
+def _query_stamp(text: str) -> str | None:
+    match = _DATE.match(text)
+    return match.group(1) if match else text.strip() or None
+
+
+def _epoch(stamp: str | None, tz: str | None) -> float | None:
+    if not stamp:
+        return None
+    parsed = pd.to_datetime(" ".join(stamp.split()), format="%a %b %d %H:%M:%S %Y", errors="coerce")
+    return None if pd.isna(parsed) else local_epoch(parsed, tz)
