@@ -1,16 +1,35 @@
-"""Parse PyTorch CUDA out-of-memory messages and classify what caused them.
+"""Parse out-of-memory messages and classify what caused them.
 
-PyTorch has worded its OOM message differently across releases (1.0's
-"cached", 1.x's "reserved in total by PyTorch", 2.1's "total capacty" typo,
-2.2+'s "reserved by PyTorch but unallocated", the memory-fraction block and
-the caching allocator's C++ warning in bytes). Each field is found by its own
-pattern so a truncated or prefixed message still yields what it holds.
+PyTorch has worded its OOM message differently across releases (1.0-1.3's
+"cached", which is the memory held but not allocated; 1.x's "reserved in
+total by PyTorch"; 2.1's "total capacty" typo; 2.2+'s "reserved by PyTorch but
+unallocated"; the memory-fraction block; the caching allocator's C++ warning
+in bytes; "CUDA error: out of memory" with no figures at all). Each field is
+found by its own pattern so a truncated or prefixed message still yields what
+it holds. Other back ends (XPU, MPS, HIP, TensorFlow) are recognised and named
+as such: their allocators differ, and CUDA's reading would mislead.
+
+The classification rule, in order (docs/importers.md repeats it):
+
+1. another back end than CUDA -> ``other back end``;
+2. no request size -> ``unknown`` (the message lacks the figures);
+3. request > the card's total -> exhaustion: request larger than the card;
+4. reserved-but-unallocated >= request -> ``fragmentation`` (PyTorch held enough, in pieces);
+5. a memory-fraction limit ("allowed") that allocated + request exceed -> exhaustion: the limit;
+6. free on the card > request + 5 % -> ``anomalous`` (the margin: messages round to two decimals,
+   and the allocator and the driver round allocations up to blocks and pages);
+7. other processes hold >= max(request, 10 % of the card) -> exhaustion: another process;
+8. neither the card's total nor the reserve known -> ``unknown``;
+9. a serving engine's log and this process holds >= 85 % of the card -> exhaustion: its KV cache;
+10. otherwise -> ``exhaustion``.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from diagnose.units import human_bytes
 
 _UNITS = {
     "b": 1,
@@ -30,11 +49,13 @@ _SIZE = r"(\d+(?:\.\d+)?)\s*(TiB|GiB|MiB|KiB|TB|GB|MB|KB|bytes|byte|B)\b"
 _PATTERNS: dict[str, re.Pattern[str]] = {
     name: re.compile(pattern, re.IGNORECASE)
     for name, pattern in {
-        "requested": r"tried to allocate " + _SIZE,
+        "requested": r"(?:tried|trying) to allocate " + _SIZE,
         "total": _SIZE + r" total capacity|total capac\w* of " + _SIZE,
         "free": r"; " + _SIZE + r" free|of which " + _SIZE + r" is free",
         "allocated": _SIZE + r" already allocated|" + _SIZE + r" is allocated by PyTorch",
-        "reserved_total": _SIZE + r" (?:reserved in total by PyTorch|cached)",
+        "reserved_total": _SIZE + r" reserved in total by PyTorch",
+        "cached": _SIZE + r" cached\b",
+        "allowed": _SIZE + r" allowed;",
         "reserved_unallocated": _SIZE + r" is reserved by PyTorch but unallocated",
         "process_in_use": r"has " + _SIZE + r" memory in use",
         "limit_requested": r"Requested\s*:\s*" + _SIZE,
@@ -47,8 +68,16 @@ _CXX_WARNING = re.compile(r"trying to allocate (\d+) bytes \(free: (\d+), total:
 _DEVICE = re.compile(r"\bGPU (\d+)\b|on device (\d+)", re.IGNORECASE)
 _PROCESS = re.compile(r"\bProcess (\d+) has\b")
 _OOM_MARKERS = re.compile(
-    r"CUDA out of memory|OutOfMemoryError|allocation failed with OOM|would exceed allowed memory",
+    r"(?:CUDA|XPU|HIP|MPS backend) out of memory|OutOfMemoryError|allocation failed with OOM"
+    r"|would exceed allowed memory|CUDA error: out of memory|CUDA_ERROR_OUT_OF_MEMORY"
+    r"|Tried to allocate [\d.]+\s*\w+ \(GPU \d+;|ran out of memory trying to allocate",
     re.IGNORECASE,
+)
+_BACKENDS = (
+    ("xpu", re.compile(r"XPU out of memory", re.IGNORECASE)),
+    ("mps", re.compile(r"MPS backend out of memory", re.IGNORECASE)),
+    ("hip", re.compile(r"HIP out of memory|PYTORCH_HIP_ALLOC_CONF", re.IGNORECASE)),
+    ("tensorflow", re.compile(r"_bfc\b|bfc_allocator|stream_executor|ran out of memory trying", re.I)),
 )
 
 
@@ -64,6 +93,8 @@ class OomMessage:
     process_in_use_bytes: float | None = None
     gpu: int | None = None
     pid: int | None = None
+    backend: str = "cuda"  # cuda, or the other back end that wrote it: xpu, mps, hip, tensorflow
+    allowed_bytes: float | None = None  # a per-process limit (memory fraction) the message states
 
     @property
     def other_processes_bytes(self) -> float | None:
@@ -81,12 +112,15 @@ def parse_oom_message(text: str) -> OomMessage | None:
     """The figures in one OOM message, or None when the text is not an OOM message."""
     if not is_oom_message(text):
         return None
+    backend = next((name for name, pattern in _BACKENDS if pattern.search(text)), "cuda")
     cxx = _CXX_WARNING.search(text)
     if cxx:
         requested, free, total = (float(g) for g in cxx.groups())
-        return OomMessage(requested, total, free, gpu=_device(text))
+        return OomMessage(requested, total, free, gpu=_device(text), backend=backend)
     found = {name: _size(pattern.search(text)) for name, pattern in _PATTERNS.items()}
-    reserved_unallocated = found["reserved_unallocated"]
+    # torch 1.0-1.3 said "cached" for what 2.x calls "reserved but unallocated": the figures show it
+    # (allocated + cached + free add up to the card; cached is often far below allocated).
+    reserved_unallocated = _first_known(found["reserved_unallocated"], found["cached"])
     if reserved_unallocated is None and None not in (found["reserved_total"], found["allocated"]):
         reserved_unallocated = max(0.0, found["reserved_total"] - found["allocated"])
     process = _PROCESS.search(text)
@@ -99,6 +133,8 @@ def parse_oom_message(text: str) -> OomMessage | None:
         process_in_use_bytes=found["process_in_use"],
         gpu=_device(text),
         pid=int(process.group(1)) if process else None,
+        backend=backend,
+        allowed_bytes=found["allowed"],
     )
 
 
@@ -106,37 +142,65 @@ FRAGMENTATION = "fragmentation"
 EXHAUSTION_REQUEST_TOO_LARGE = "exhaustion: request larger than the card"
 EXHAUSTION_OTHER_PROCESS = "exhaustion: another process holds the memory"
 EXHAUSTION_ENGINE_PREALLOCATED = "exhaustion: the serving engine's preallocated KV cache leaves no headroom"
+EXHAUSTION_LIMIT = "exhaustion: the process's memory limit (memory fraction) is reached"
+_ROUNDING_MARGIN = 0.05  # free memory this close to the request is not "more than enough" (rule 6)
 _ENGINE_SHARE = 0.85  # vLLM preallocates gpu_memory_utilization (0.9 by default) of the card
 EXHAUSTION = "exhaustion"
 ANOMALOUS = "anomalous: free memory exceeded the request"
 UNKNOWN = "unknown: the message lacks the figures"
+OTHER_BACKEND = "other back end"
 
 
 def classify_oom(oom: OomMessage, serving_engine: bool = False) -> str:
-    """Why the allocation failed, judged from the message's own figures.
+    """Why the allocation failed, by the rule in the module docstring."""
+    return explain_oom(oom, serving_engine)[0]
+
+
+def explain_oom(oom: OomMessage, serving_engine: bool = False) -> tuple[str, str]:
+    """The class of an OOM and the figures that decided it, as a sentence a person can check.
 
     ``serving_engine``: the message came from a serving engine that preallocates
-    most of the card for its KV cache (vLLM, SGLang); genuine exhaustion with
-    this process holding nearly all of the card is then that preallocation.
+    most of the card for its KV cache (vLLM, SGLang).
     """
     requested = oom.requested_bytes
+    if oom.backend != "cuda":
+        return OTHER_BACKEND, f"{_BACKEND_NAMES[oom.backend]}'s out-of-memory error, not CUDA's"
     if requested is None:
-        return UNKNOWN
+        return UNKNOWN, "the message gives no request size, so there is nothing to weigh"
+    asked = f"requested {human_bytes(requested)}"
     if oom.total_bytes is not None and requested > oom.total_bytes:
-        return EXHAUSTION_REQUEST_TOO_LARGE
-    if oom.free_bytes is not None and oom.free_bytes >= requested:
-        return ANOMALOUS
-    if oom.reserved_unallocated_bytes is not None and oom.reserved_unallocated_bytes >= requested:
-        return FRAGMENTATION
-    other = oom.other_processes_bytes
+        return EXHAUSTION_REQUEST_TOO_LARGE, f"{asked} > the card's {human_bytes(oom.total_bytes)}"
+    stranded = oom.reserved_unallocated_bytes
+    if stranded is not None and stranded >= requested:
+        return FRAGMENTATION, f"reserved but unallocated {human_bytes(stranded)} >= {asked}"
+    if oom.allowed_bytes is not None and (oom.allocated_bytes or 0) + requested > oom.allowed_bytes:
+        used = f"allocated {human_bytes(oom.allocated_bytes or 0)} + {asked}"
+        return EXHAUSTION_LIMIT, f"{used} > the {human_bytes(oom.allowed_bytes)} allowed"
+    if oom.free_bytes is not None and oom.free_bytes > requested * (1 + _ROUNDING_MARGIN):
+        return ANOMALOUS, f"free {human_bytes(oom.free_bytes)} > {asked}, yet the allocation failed"
+    other, card = oom.other_processes_bytes, human_bytes(oom.total_bytes or 0)
     if other is not None and oom.total_bytes and other >= max(requested, 0.1 * oom.total_bytes):
-        return EXHAUSTION_OTHER_PROCESS
-    if oom.total_bytes is None and oom.reserved_unallocated_bytes is None:
-        return UNKNOWN
+        return EXHAUSTION_OTHER_PROCESS, f"other processes hold {human_bytes(other)} of {card}"
+    if oom.total_bytes is None and stranded is None:
+        return UNKNOWN, f"{asked}, but neither the card's total nor PyTorch's reserve is given"
     if serving_engine and oom.process_in_use_bytes and oom.total_bytes:
         if oom.process_in_use_bytes >= _ENGINE_SHARE * oom.total_bytes:
-            return EXHAUSTION_ENGINE_PREALLOCATED
-    return EXHAUSTION
+            held = human_bytes(oom.process_in_use_bytes)
+            return EXHAUSTION_ENGINE_PREALLOCATED, f"the engine holds {held} of {card}"
+    known = [
+        f"{label} {human_bytes(value)}"
+        for label, value in (("free", oom.free_bytes), ("reserved but unallocated", stranded))
+        if value is not None
+    ]
+    if not known:
+        return EXHAUSTION, f"{asked} of a {card} card; no free or reserved figure stated"
+    if len(known) == 2:
+        return EXHAUSTION, f"{known[0]} and {known[1]}, each < {asked}"
+    unstated = "" if oom.free_bytes is not None else " (free memory not stated)"
+    return EXHAUSTION, f"{known[0]} < {asked}{unstated}"
+
+
+_BACKEND_NAMES = {"xpu": "Intel XPU", "mps": "Apple MPS", "hip": "AMD HIP (ROCm)", "tensorflow": "TensorFlow"}
 
 
 def _size(match: re.Match[str] | None) -> float | None:

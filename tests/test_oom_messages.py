@@ -111,3 +111,80 @@ def test_a_serving_engine_holding_the_card_is_its_kv_cache_preallocation():
     oom = parse_oom_message(_new("2.00 GiB", "80.00 GiB", "100.00 MiB", "79.50 GiB", "10.00 MiB"))
     assert classify_oom(oom) == EXHAUSTION
     assert classify_oom(oom, serving_engine=True) == EXHAUSTION_ENGINE_PREALLOCATED
+
+
+def test_torch_1_0_to_1_3_cached_is_the_reserve_not_yet_allocated():
+    from diagnose.oom import FRAGMENTATION, explain_oom, parse_oom_message
+
+    oom = parse_oom_message(
+        "RuntimeError: CUDA out of memory. Tried to allocate 1.72 GiB (GPU 0; 10.76 GiB total capacity; "
+        "4.01 GiB already allocated; 356.00 MiB free; 5.54 GiB cached)"
+    )
+    assert oom.reserved_unallocated_bytes == 5.54 * 2**30
+    verdict, reason = explain_oom(oom)
+    assert verdict == FRAGMENTATION and reason == "reserved but unallocated 5.54 GiB >= requested 1.72 GiB"
+
+
+def test_a_message_wrapped_mid_figure_by_the_terminal_keeps_its_reserve(tmp_path):
+    from diagnose.importers.oom_log import oom_events
+
+    lines = [
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.11 GiB (GPU 0; 8.00 GiB total "
+        "capacity; 19.84 GiB already allocated; 0 bytes free; 22.26 GiB",
+        " reserved in total by PyTorch) If reserved memory is >> allocated memory try setting max_spl",
+        "it_size_mb to avoid fragmentation.",
+    ]
+    (event,) = oom_events(lines, 0.0)
+    assert event["oom_class"] == "fragmentation" and "2.42 GiB >= requested 2.11 GiB" in event["oom_reason"]
+
+
+@pytest.mark.parametrize(
+    "line, backend",
+    [
+        (
+            "RuntimeError: XPU out of memory. Tried to allocate 1.71 GiB (GPU 0; 15.56 GiB total capacity)",
+            "xpu",
+        ),
+        (
+            "MPS backend out of memory (MPS allocated: 9.57 GiB). Tried to allocate 292.50 MiB on private pool.",
+            "mps",
+        ),
+        (
+            "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity",
+            "hip",
+        ),
+        (
+            "W bfc_allocator.cc:219] Allocator (GPU_0_bfc) ran out of memory trying to allocate 538.33MiB.",
+            "tensorflow",
+        ),
+    ],
+)
+def test_other_back_ends_are_named_not_read_as_cuda(line, backend):
+    from diagnose.oom import OTHER_BACKEND, explain_oom, parse_oom_message
+
+    oom = parse_oom_message(line)
+    assert oom is not None and oom.backend == backend
+    assert explain_oom(oom)[0] == OTHER_BACKEND
+
+
+def test_an_error_without_figures_is_an_event_and_prose_that_mentions_one_is_not():
+    from diagnose.importers.oom_log import oom_events
+    from diagnose.oom import UNKNOWN
+
+    events = oom_events(
+        [
+            "torch.AcceleratorError: CUDA error: out of memory",
+            "I meet CUDA out of memory when I run the test code. But there is no processes on my GPU.",
+        ],
+        0.0,
+    )
+    assert [e["oom_class"] for e in events] == [UNKNOWN]
+
+
+def test_free_memory_a_rounding_away_from_the_request_is_not_anomalous():
+    from diagnose.oom import ANOMALOUS, EXHAUSTION, OomMessage, classify_oom
+
+    gib = 2**30
+    barely = OomMessage(requested_bytes=8.13 * gib, total_bytes=10.76 * gib, free_bytes=8.20 * gib)
+    plenty = OomMessage(requested_bytes=12.5 * 2**20, total_bytes=10.92 * gib, free_bytes=9.28 * gib)
+    assert classify_oom(barely) == EXHAUSTION and classify_oom(plenty) == ANOMALOUS

@@ -193,6 +193,7 @@ CATALOGUE: dict[str, FactSpec] = {
     "oom.count": FactSpec("count", _OOM, "OOM events"),
     "oom.parsed": FactSpec("count", _OOM, "OOM events whose message had figures"),
     "oom.kind": FactSpec("name", _OOM, "classification of the most telling OOM"),
+    "oom.reason": FactSpec("name", _OOM, "the figures that decided that classification"),
     "oom.fragmentation_count": FactSpec("count", _OOM, "OOMs that stranded memory would have covered"),
     "oom.exhaustion_count": FactSpec("count", _OOM, "OOMs where memory was genuinely used up"),
     "oom.requested_bytes": FactSpec("bytes", _OOM, "what the failed allocation asked for"),

@@ -12,7 +12,7 @@ from diagnose.oom import (
     EXHAUSTION_REQUEST_TOO_LARGE,
     FRAGMENTATION,
     OomMessage,
-    classify_oom,
+    explain_oom,
     parse_oom_message,
 )
 
@@ -68,9 +68,14 @@ def add_oom_facts(facts: Facts, dump: Dump) -> None:
         return
     cite = f"{source}: OOM message figures, {len(parsed)} event(s)"
     # An importer that knew the message's context (a serving engine's log) classified it already.
-    kinds_found = [
-        row["oom_class"] if isinstance(row.get("oom_class"), str) else classify_oom(oom) for row, oom in read
+    verdicts = [
+        (row["oom_class"], str(row.get("oom_reason") or ""))
+        if isinstance(row.get("oom_class"), str)
+        else explain_oom(oom)
+        for row, oom in read
     ]
+    kinds_found = [kind for kind, _ in verdicts]
+    facts.summary.ooms = _verdict_summary(verdicts)
     facts.add("oom.parsed", len(parsed), cite)
     facts.add("oom.fragmentation_count", kinds_found.count(FRAGMENTATION), cite)
     facts.add("oom.exhaustion_count", sum(k.startswith(EXHAUSTION) for k in kinds_found), cite)
@@ -83,11 +88,21 @@ def add_oom_facts(facts: Facts, dump: Dump) -> None:
     )
     kind, oom = ranked[0]
     facts.add("oom.kind", kind, cite)
+    facts.add("oom.reason", dict(verdicts).get(kind) or None, cite)
     for field in ("requested_bytes", "total_bytes", "free_bytes", "reserved_unallocated_bytes"):
         facts.add(f"oom.{field}", getattr(oom, field), cite)
     if oom.requested_bytes and oom.reserved_unallocated_bytes is not None:
         facts.add("oom.stranded_over_request", oom.reserved_unallocated_bytes / oom.requested_bytes, cite)
     facts.add("oom.other_processes_bytes", oom.other_processes_bytes, cite)
+
+
+def _verdict_summary(verdicts: list[tuple[str, str]]) -> list[dict]:
+    """Each class of OOM found, how often, and the figures of its first one."""
+    summary: dict[str, dict] = {}
+    for kind, reason in verdicts:
+        entry = summary.setdefault(kind, {"class": kind, "count": 0, "example": reason})
+        entry["count"] += 1
+    return sorted(summary.values(), key=lambda entry: -entry["count"])
 
 
 def _stranded_ratio(oom: OomMessage) -> float:

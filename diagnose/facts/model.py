@@ -27,6 +27,7 @@ class Summary:
     window_s: float | None = None
     slo_p99_ms: float | None = None  # the P99 target, and where it was given
     slo_source: str | None = None
+    ooms: list[dict] = field(default_factory=list)  # each OOM class found: {class, count, example}
     windows: list[dict[str, float | int]] = field(default_factory=list)
 
 

@@ -1,10 +1,11 @@
-"""PyTorch CUDA OOM messages in any log or traceback -> ``oom`` events.
+"""Out-of-memory messages in any log or traceback -> ``oom`` events, each with its verdict.
 
 Each message is cut from its first line to the end of its figures (the
-memory-fraction variant spreads them over several lines); its figures are
-parsed by :mod:`diagnose.oom`, and a wall-clock stamp at the start of the line
-(ISO-8601, or vLLM's ``MM-DD HH:MM:SS`` with the file's year) is used when
-there is one, else the file's modification time.
+memory-fraction variant spreads them over several lines; a terminal may wrap
+one mid-figure, which leaves a parenthesis open); its figures are parsed by
+:mod:`diagnose.oom`, which also classifies it and says why. A wall-clock
+stamp at the start of the line (ISO-8601, or vLLM's ``MM-DD HH:MM:SS`` with
+the file's year) is used when there is one, else the file's modification time.
 """
 
 from __future__ import annotations
@@ -17,16 +18,20 @@ import pandas as pd
 
 from diagnose.importers.base import Imported, Importer, file_time, read_text
 from diagnose.importers.stamps import engine_stamp, leading_iso_stamp
-from diagnose.oom import classify_oom, is_oom_message, parse_oom_message
+from diagnose.oom import explain_oom, is_oom_message, parse_oom_message
 
 _CONTINUATION = re.compile(
-    r"^\s*(Currently allocated|Requested|Device limit|Free \(according|PyTorch limit|:)"
+    r"^\s*(Currently allocated|Requested|Device limit|Free \(according|PyTorch limit|:"
+    r"|while trying to allocate)"
 )
 
 
 class OomLogImporter(Importer):
     name = "pytorch-oom"
-    description = "PyTorch CUDA out-of-memory messages in any log or traceback (torch 1.0 to 2.9 wordings)"
+    description = (
+        "out-of-memory messages in any log or traceback: PyTorch CUDA (torch 1.0 to 2.9 wordings), "
+        "and XPU, MPS, HIP and TensorFlow ones, named as such"
+    )
     example = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has ..."
 
     def recognise(self, head: str) -> bool:
@@ -37,6 +42,11 @@ class OomLogImporter(Importer):
         return Imported({"events": pd.DataFrame(events)} if events else {})
 
 
+# Without figures, only an error's own form counts: "RuntimeError: CUDA error: out of memory".
+_ERROR_FORM = re.compile(
+    r"\w*(?:Error|Exception)\b:?|CUDA_ERROR_OUT_OF_MEMORY|allocation failed with OOM"
+    r"|\[[EW]\b|^\s*[EW]\d{4} | [EW] "
+)
 _ENGINE_LOG = re.compile(
     r"vllm|VllmWorker|EngineCore|MQLLMEngine|sglang|\[engine\.py|\[core\.py", re.IGNORECASE
 )
@@ -59,23 +69,33 @@ def oom_events(
             if not _CONTINUATION.match(following):
                 break
             block.append(following)
-        message = "\n".join(block).strip()
+        message = _unwrapped("\n".join(block), lines[index + len(block) : index + len(block) + 4])
         oom = parse_oom_message(message)
-        if oom is None:
-            continue
+        if oom is None or (oom.requested_bytes is None and not _ERROR_FORM.search(line)):
+            continue  # prose that mentions an OOM ("I meet CUDA out of memory when ...") is no event
         ts, ts_source = engine_stamp(line, year, tz) or leading_iso_stamp(line, tz), "log line"
         if ts is None:
             ts, ts_source = fallback, "file modification time"
+        engine = bool(_ENGINE_LOG.search(line)) if serving_engine is None else serving_engine
+        verdict, reason = explain_oom(oom, engine)
         events.append(
             {
                 "ts": ts,
                 "kind": "oom",
                 "message": message[:2000],
                 "ts_source": ts_source,
-                "oom_class": classify_oom(
-                    oom, bool(_ENGINE_LOG.search(line)) if serving_engine is None else serving_engine
-                ),
+                "oom_class": verdict,
+                "oom_reason": reason,
                 "line": index + 1,
             }
         )
     return events
+
+
+def _unwrapped(message: str, following: list[str]) -> str:
+    """A message a terminal wrapped mid-figure leaves ``(`` open: the next lines complete it."""
+    for line in following:
+        if message.count("(") <= message.count(")") or not line.strip():
+            break
+        message += line  # a hard wrap splits words, so the pieces join without a space
+    return message.strip()

@@ -86,6 +86,7 @@ def _summary(facts: Facts) -> dict:
     return {
         "slo_p99_ms": summary.slo_p99_ms,
         "slo_source": summary.slo_source,
+        "ooms": [dict(entry) for entry in summary.ooms],
         "requests": summary.requests,
         "throughput_rps": _round(summary.throughput_rps),
         "latency_ms": {k: _round(v) for k, v in summary.latency_ms.items()},

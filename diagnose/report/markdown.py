@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnose.report.sources import source_lines
+from diagnose.report.sources import oom_lines, source_lines
 from diagnose.report.spikes_section import (
     ALIGNMENT_HEADER,
     EPISODE_HEADER,
@@ -101,8 +101,10 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def _summary(summary: dict) -> list[str]:
     latency = summary["latency_ms"]
+    ooms = [f"- {line}" for line in oom_lines(summary)]
+    ooms = ["Out-of-memory errors:", "", *ooms, ""] if ooms else []
     if not latency:
-        return ["No request latencies in the dump.", ""]
+        return ["No request latencies in the dump.", "", *ooms]
     out = [
         "## Summary",
         "",
@@ -117,6 +119,7 @@ def _summary(summary: dict) -> list[str]:
     if target and p99 is not None:
         verdict = "met" if p99 <= target else f"**missed**: P99 is {p99 / target:.1f}x the target"
         out += [f"Target: P99 ≤ {human_ms(target)} ({summary['slo_source']}): {verdict}.", ""]
+    out += ooms
     stages = summary["stages"]
     if stages:
         out += [

@@ -1,4 +1,4 @@
-"""The recorder's sources as report lines: what it was asked to read, and what never delivered."""
+"""Report lines about the evidence itself: the recorder's sources, and the OOM verdicts."""
 
 from __future__ import annotations
 
@@ -22,4 +22,12 @@ def dead_source_lines(evidence: dict) -> list[str]:
         line
         for line, source in zip(source_lines(evidence), evidence.get("sources", []), strict=True)
         if source["status"] != "ok"
+    ]
+
+
+def oom_lines(summary: dict) -> list[str]:
+    """One line per class of OOM: how many, and the figures that decided the first one."""
+    return [
+        f"{entry['count']} x {entry['class']}" + (f" ({entry['example']})" if entry.get("example") else "")
+        for entry in summary.get("ooms", [])
     ]

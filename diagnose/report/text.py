@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from diagnose.report.sources import source_lines
+from diagnose.report.sources import oom_lines, source_lines
 from diagnose.report.spikes_section import (
     ALIGNMENT_HEADER,
     EPISODE_HEADER,
@@ -79,7 +79,7 @@ def _columns(header: list[str], rows: list[list[str]]) -> list[str]:
 def _summary(summary: dict) -> list[str]:
     latency = summary["latency_ms"]
     if not latency:
-        return ["No request latencies in the dump.", ""]
+        return ["No request latencies in the dump.", *_ooms(summary), ""]
     rps = summary["throughput_rps"]
     out = [
         f"requests {summary['requests']:,}" + (f" at {rps:,.1f}/s" if rps else ""),
@@ -95,6 +95,7 @@ def _summary(summary: dict) -> list[str]:
             )
         ),
         *_target(summary),
+        *_ooms(summary),
     ]
     stages = summary["stages"]
     if stages:
@@ -108,6 +109,10 @@ def _summary(summary: dict) -> list[str]:
             "(mean: share of mean latency; P99 req: share within P99 requests; tail: share of their excess)"
         )
     return [*out, ""]
+
+
+def _ooms(summary: dict) -> list[str]:
+    return [f"OOM      {line}" for line in oom_lines(summary)]
 
 
 def _target(summary: dict) -> list[str]:
