@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from diagnose.detect import SpikeAnalysis, analyse_spikes
 from diagnose.dump import load_dump
 from diagnose.dump.model import Dump
@@ -39,6 +41,9 @@ def analyse(
 
 
 def analyse_dump(dump: Dump, rules: list[Rule], slo_p99_ms: float | None = None) -> Analysis:
-    spikes = analyse_spikes(dump)
-    facts = compute_facts(dump, slo_p99_ms=slo_p99_ms, spikes=spikes)
-    return Analysis(build_report(dump, facts, judge(rules, facts), spikes), spikes)
+    # Damaged evidence overflows and divides by zero; the results are NaN or inf, which every
+    # stage treats as missing. numpy's warnings about it would only be noise on the terminal.
+    with np.errstate(all="ignore"):
+        spikes = analyse_spikes(dump)
+        facts = compute_facts(dump, slo_p99_ms=slo_p99_ms, spikes=spikes)
+        return Analysis(build_report(dump, facts, judge(rules, facts), spikes), spikes)

@@ -62,7 +62,7 @@ def build_signals(dump: Dump, server_pids: set[int] | None = None) -> list[Signa
             signals += [_series(frame, table, c, step, table) for c in columns if c in frame.columns]
     gpu = dump.table("gpu")
     if gpu is not None and "gpu" in gpu.columns:
-        index_of = pd.to_numeric(gpu["gpu"], errors="coerce")  # a row without a GPU index is no GPU's
+        index_of = _identifiers(gpu["gpu"])  # a row without a GPU index is no GPU's
         for index, rows in gpu.groupby(index_of):
             signals += [
                 _series(rows, "gpu", c, step, "gpu", key=f"gpu={int(index)}", meta={"gpu": int(index)})
@@ -74,12 +74,19 @@ def build_signals(dump: Dump, server_pids: set[int] | None = None) -> list[Signa
         if frame is None or "pid" not in frame.columns:
             continue
         # An idle row (nvidia-smi pmon prints "-" for every field) names no process.
-        pid = pd.to_numeric(frame["pid"], errors="coerce")
+        pid = _identifiers(frame["pid"])
         frame = frame.loc[pid.notna()].assign(pid=pid[pid.notna()].astype("int64"))
         present = tuple(c for c in columns if c in frame.columns)
         if len(frame) and present:
             signals += _process_signals(frame, table, present, step, server_pids or set())
     return [s for s in signals if np.isfinite(s.values).sum() >= 10]
+
+
+def _identifiers(column: pd.Series) -> pd.Series:
+    """A GPU index or a pid: a whole number from 0 to 2**31, else missing."""
+    numbers = pd.to_numeric(column, errors="coerce")
+    whole = numbers.between(0, 2**31) & (numbers == np.floor(numbers))
+    return numbers.where(whole)
 
 
 def _base_step(dump: Dump) -> float:
@@ -251,7 +258,7 @@ def server_pids(dump: Dump) -> set[int]:
         frame = dump.table(table)
         if frame is None or not {"pid", column} <= set(frame.columns):
             continue
-        frame = frame.assign(pid=pd.to_numeric(frame["pid"], errors="coerce")).dropna(subset=["pid"])
+        frame = frame.assign(pid=_identifiers(frame["pid"])).dropna(subset=["pid"])
         presence = frame.groupby("pid")["ts"].count() / max(frame["ts"].nunique(), 1)
         steady = presence[presence >= 0.9].index
         medians = frame[frame["pid"].isin(steady)].groupby("pid")[column].median().dropna()

@@ -136,7 +136,12 @@ def _import_foreign(
         if result.environment:
             environment.update(result.environment)
         for table, frame in result.tables.items():
-            if frame.empty:
+            timed = np.isfinite(pd.to_numeric(frame["ts"], errors="coerce")) if "ts" in frame else None
+            if timed is not None and not timed.all():
+                dropped = int((~timed).sum())
+                warnings.append(f"{name}: {dropped} {table} row(s) without a readable time; skipped")
+                frame = frame.loc[timed]
+            if frame.empty or timed is None:
                 continue
             merged = frame if table not in tables else pd.concat([tables[table], frame], ignore_index=True)
             tables[table] = merged.sort_values("ts", kind="stable", ignore_index=True)

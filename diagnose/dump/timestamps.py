@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 _MS_THRESHOLD = 1e11  # 1e11 s is the year 5138; 1e11 ms is 1973
+_LATEST_S = 1e10  # the year 2286: a later (or a negative) epoch time is damage, not a time
 _OFFSET_PATTERN = r"(?:[zZ]|[+-]\d{2}(?::?\d{2})?)\s*$"
 
 
@@ -46,22 +47,37 @@ def parse_ts(column: pd.Series) -> ParsedTime:
 
 def _from_epoch(values: np.ndarray) -> ParsedTime:
     finite = values[np.isfinite(values)]
-    if finite.size and np.median(finite) > _MS_THRESHOLD:
-        return ParsedTime(values / 1000.0, False, True)
-    return ParsedTime(values, False, False)
+    milliseconds = bool(finite.size and np.median(finite) > _MS_THRESHOLD)
+    seconds = values / 1000.0 if milliseconds else values.copy()
+    seconds[~((seconds >= 0) & (seconds <= _LATEST_S))] = np.nan  # unreadable, like any bad value
+    return ParsedTime(seconds, False, milliseconds)
 
 
 def _datetimes_to_seconds(values: pd.Series) -> np.ndarray:
-    nanos = values.dt.tz_convert("UTC").dt.tz_localize(None).astype("datetime64[ns]")
+    try:
+        nanos = values.dt.tz_convert("UTC").dt.tz_localize(None).astype("datetime64[ns]")
+    except (ValueError, OverflowError, AttributeError, TypeError):  # a date pandas cannot hold: one by one
+        return np.array([_one_to_seconds(value) for value in values], dtype="float64")
     seconds = nanos.to_numpy().astype("int64").astype("float64") / 1e9
     seconds[values.isna().to_numpy()] = np.nan
     return seconds
+
+
+def _one_to_seconds(value: object) -> float:
+    try:
+        stamp = pd.Timestamp(value)
+        return float("nan") if pd.isna(stamp) else stamp.timestamp()
+    except (ValueError, OverflowError, TypeError):
+        return float("nan")
 
 
 def iso(seconds: float | None) -> str | None:
     """Epoch seconds to the report's ISO-8601 UTC form."""
     if seconds is None or not np.isfinite(seconds):
         return None
-    stamp = pd.Timestamp(seconds, unit="s", tz="UTC")
+    try:
+        stamp = pd.Timestamp(seconds, unit="s", tz="UTC")
+    except (OverflowError, ValueError):  # pandas' OutOfBoundsDatetime is a ValueError
+        return None
     text = stamp.isoformat(timespec="milliseconds")
     return text.replace("+00:00", "Z")

@@ -35,17 +35,31 @@ class Importer:
         raise NotImplementedError
 
 
-def local_epoch(stamp: pd.Timestamp, tz: str | None) -> float:
-    """A time written without an offset, in zone ``tz`` (UTC when None), as epoch seconds."""
-    if stamp.tzinfo is not None:
-        return stamp.timestamp()
-    return stamp.tz_localize(tz or "UTC").timestamp()
+def local_epoch(stamp: pd.Timestamp | str, tz: str | None) -> float:
+    """A time (written without an offset: in zone ``tz``, UTC when None) as epoch seconds.
+
+    A time that cannot be one (a month 00, a year -1, a damaged string) is NaN, like any
+    value that cannot be read: pasted evidence is often damaged, and one bad stamp must not
+    lose the file.
+    """
+    try:
+        stamp = pd.Timestamp(stamp)
+        if pd.isna(stamp):
+            return float("nan")
+        if stamp.tzinfo is not None:
+            return stamp.timestamp()
+        return stamp.tz_localize(tz or "UTC", ambiguous="NaT", nonexistent="NaT").timestamp()
+    except (ValueError, OverflowError, TypeError, AttributeError):  # pandas' parse errors are ValueErrors
+        return float("nan")
 
 
 def local_epochs(stamps: pd.Series, tz: str | None) -> pd.Series:
     """Like :func:`local_epoch` for a column of naive datetimes (NaT stays missing)."""
-    localized = stamps.dt.tz_localize(tz or "UTC", ambiguous="NaT", nonexistent="NaT")
-    return (localized - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
+    try:
+        localized = stamps.dt.tz_localize(tz or "UTC", ambiguous="NaT", nonexistent="NaT")
+        return (localized - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
+    except (ValueError, OverflowError):  # a stamp outside what pandas can hold: one at a time
+        return pd.Series([local_epoch(stamp, tz) for stamp in stamps], index=stamps.index, dtype="float64")
 
 
 def zone_note(what: str, tz: str | None) -> str:

@@ -28,7 +28,7 @@ from diagnose.importers.base import (
 )
 
 _UNIT = re.compile(r"^(.*?)\s*\[([^\]]+)\]\s*$")
-_NUMBER = re.compile(r"^\s*(-?[0-9.]+(?:e[+-]?\d+)?)\s*([A-Za-z%]*)\s*$")
+_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*([A-Za-z%]*)\s*$")
 _MISSING = {
     "[n/a]",
     "n/a",

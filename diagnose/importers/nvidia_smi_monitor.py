@@ -90,7 +90,7 @@ class _MonitorImporter(Importer):
                     record[target] = number * scale
             self._extra(values, record)
             if "date" in values and "time" in values:
-                record["ts"] = local_epoch(pd.Timestamp(f"{values['date']} {values['time']}"), tz)
+                record["ts"] = local_epoch(f"{values['date']} {values['time']}", tz)
             records.append(record)
         frame = pd.DataFrame(records)
         if "ts" in frame.columns:

@@ -36,7 +36,7 @@ _PROCESS_LINE = re.compile(
 _QUERY_STAMP = re.compile(r"^Timestamp\s*:\s*(.+?)\s*$")
 _QUERY_GPU = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s*$")
 _KEY_VALUE = re.compile(r"^(?P<indent>\s*)(?P<key>[^:]+?)\s*(?::\s*(?P<value>.*?))?\s*$")
-_NUMBER = re.compile(r"^(-?[\d.]+)\s*([A-Za-z%]*)")
+_NUMBER = re.compile(r"^(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)")
 _REASONS = {
     "idle": "gpu_idle",
     "applications clocks setting": "applications_clocks",

@@ -80,8 +80,9 @@ class PromQueryImporter(Importer):
             labels = dict(series.get("metric", {}))
             name = labels.pop("__name__", None) or "value"
             points = series.get("values") or ([series["value"]] if "value" in series else [])
-            stamps = [float(t) for t, _ in points]
-            values = [float(v) for _, v in points]
+            points = [p for p in points if isinstance(p, list | tuple) and len(p) == 2]
+            stamps = [_float(t) for t, _ in points]
+            values = [_float(v) for _, v in points]
             parts.append(route(name, labels, stamps, values))
         result.tables = _merge(parts)
         return result
@@ -101,9 +102,17 @@ def _salvage(text: str, result: Imported) -> Imported:
         return result
     name = _NAME.search(text)
     result.warnings.append(f"not a complete JSON object (cut off?): read the {len(points)} complete point(s)")
-    stamps, values = [float(t) for t, _ in points], [float(v) for _, v in points]
+    stamps, values = [_float(t) for t, _ in points], [_float(v) for _, v in points]
     result.tables = _merge([route(name.group(1) if name else "value", {}, stamps, values)])
     return result
+
+
+def _float(value: object) -> float:
+    """A number as the API writes it (a string), or NaN when damage left no number."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def _json_object(text: str) -> dict | None:
@@ -170,7 +179,7 @@ def _times(values: pd.Series, tz: str | None) -> list[float]:
     values = values.astype(str).str.strip()
     if values.str.fullmatch(r"\d{12,14}").all():
         return (values.astype("int64") / 1000.0).tolist()
-    return [local_epoch(pd.Timestamp(v), tz) if v else float("nan") for v in values]
+    return [local_epoch(v, tz) if v else float("nan") for v in values]
 
 
 def _numbers(values: pd.Series, delimiter: str) -> list[float]:

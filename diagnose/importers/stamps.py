@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import re
 
-import pandas as pd
-
 from diagnose.importers.base import local_epoch
 
 _ENGINE = re.compile(r"(?:INFO|WARNING|ERROR|CRITICAL|DEBUG)\s+(\d{2})-(\d{2}) (\d{2}:\d{2}:\d{2})")
@@ -25,10 +23,12 @@ def engine_stamp(line: str, default_year: int, tz: str | None) -> float | None:
         return None
     year = _OUTER_YEAR.match(line.strip())
     month, day, clock = match.groups()
-    return local_epoch(pd.Timestamp(f"{year.group(1) if year else default_year}-{month}-{day}T{clock}"), tz)
+    epoch = local_epoch(f"{year.group(1) if year else default_year}-{month}-{day}T{clock}", tz)
+    return None if epoch != epoch else epoch
 
 
 def leading_iso_stamp(line: str, tz: str | None, within: int = 40) -> float | None:
     """An ISO-8601 time in the first ``within`` characters of the line."""
     match = _ISO.search(line[:within])
-    return local_epoch(pd.Timestamp(match.group(1).replace(",", ".")), tz) if match else None
+    epoch = local_epoch(match.group(1).replace(",", "."), tz) if match else float("nan")
+    return None if epoch != epoch else epoch

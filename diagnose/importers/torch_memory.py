@@ -92,7 +92,8 @@ class TorchMemoryImporter(Importer):
 def _summaries(text: str) -> list[dict]:
     rows = []
     for block in re.split(r"(?=PyTorch CUDA memory summary, device ID)", text)[1:]:
-        row: dict = {"device": int(_SUMMARY_DEVICE.search(block).group(1))}
+        device = _SUMMARY_DEVICE.search(block)
+        row: dict = {"device": int(device.group(1)) if device else None}
         counts = _COUNTS.search(block)
         if counts:
             row["num_ooms"], row["num_alloc_retries"] = int(counts.group(1)), int(counts.group(2))
