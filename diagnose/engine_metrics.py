@@ -29,6 +29,13 @@ class EngineMap:
     gauges: dict[str, tuple[tuple[str, ...], float]]  # column -> (sample names, first found wins; scale)
     rates: dict[str, str] = field(default_factory=dict)  # column -> counter sample name
     ratios: dict[str, _Ratio] = field(default_factory=dict)
+    # Where an engine's versions expose the same mean under another name: tried when the first is absent.
+    fallbacks: dict[str, _Ratio] = field(default_factory=dict)
+
+
+def _summary(name: str) -> _Ratio:
+    """A summary in microseconds: its mean in milliseconds."""
+    return _Ratio(f"{name}_sum", f"{name}_count", 1e-3)
 
 
 def _histogram(name: str, scale: float = 1000.0) -> _Ratio:
@@ -67,6 +74,12 @@ ENGINES: dict[str, EngineMap] = {
             "e2e_ms": _Ratio(
                 "nv_inference_request_duration_us_total", "nv_inference_request_success_total", 1e-3
             ),
+        },
+        # Triton with --metrics-config summary_latencies=true: summaries beside or instead of the counters
+        fallbacks={
+            "queue_ms": _summary("nv_inference_queue_summary_us"),
+            "compute_ms": _summary("nv_inference_compute_infer_summary_us"),
+            "e2e_ms": _summary("nv_inference_request_summary_us"),
         },
     ),
     "tgi": EngineMap(
@@ -132,18 +145,27 @@ def engine_row(
     samples: dict[str, float],
     before: dict[str, float] | None = None,
     elapsed: float = 0.0,
+    lifetime: bool = False,
 ) -> dict:
-    """A server row: gauges from this scrape; rates and means from the one ``elapsed`` seconds before."""
+    """A server row: gauges from this scrape; rates and means from the one ``elapsed`` seconds before.
+
+    ``lifetime``: with no earlier scrape, the means are taken over the counters' whole life
+    (since the server started), the only window one scrape holds; rates need two scrapes.
+    """
     row: dict = {"ts": ts}
     for column, (names, scale) in mapping.gauges.items():
         value = next((samples[n] for n in names if n in samples), None)
         row[column] = None if value is None else value * scale
-    if before is None:
+    if before is None and lifetime:
+        before = dict.fromkeys(samples, 0.0)
+    elif before is None:
         return row
     for column, name in mapping.rates.items():
-        if name in samples and name in before and elapsed > 0:
+        if name in samples and name in before and elapsed > 0 and not lifetime:
             row[column] = max(0.0, samples[name] - before[name]) / elapsed
-    for column, ratio in mapping.ratios.items():
+    for column, ratio in [*mapping.ratios.items(), *mapping.fallbacks.items()]:
+        if row.get(column) is not None:
+            continue
         if not all(n in samples and n in before for n in (ratio.numerator, ratio.denominator)):
             continue
         count = samples[ratio.denominator] - before[ratio.denominator]

@@ -81,18 +81,21 @@ class PrometheusTextImporter(Importer):
         server_rows, gpu_rows = [], []
         engine = detect_engine(timed[0][1])
         previous = None
+        lifetime = len(timed) == 1
         for stamp, samples, text in timed:
             if engine in ENGINES:
                 before, elapsed = (previous[1], stamp - previous[0]) if previous else (None, 0.0)
-                server_rows.append(engine_row(ENGINES[engine], stamp, samples, before, elapsed))
+                server_rows.append(engine_row(ENGINES[engine], stamp, samples, before, elapsed, lifetime))
             gpu_rows += _dcgm_rows(text, stamp)
             previous = (stamp, samples)
         filled = [row for row in server_rows if any(v is not None for k, v in row.items() if k != "ts")]
-        if server_rows and not filled:
+        if lifetime and filled:
             result.warnings.append(
-                f"{engine} metrics, but no gauge among them: counters and histograms give rates and means "
-                "only between two timed scrapes, so nothing was kept"
+                "one scrape: its means (queue, compute, e2e) are over the server's whole life, "
+                "and rates need a second scrape"
             )
+        if server_rows and not filled:
+            result.warnings.append(f"{engine} metrics, but none that one scrape can give a figure for")
         server_rows = filled
         if server_rows:
             result.tables["server"] = pd.DataFrame(server_rows)
