@@ -20,7 +20,7 @@ from diagnose.facts.resources import add_gpu_facts, add_host_facts, add_thread_f
 from diagnose.facts.sampling import add_sampling_facts
 from diagnose.facts.shift import add_shift_facts
 from diagnose.facts.spikes import add_spike_facts
-from diagnose.facts.stages import add_stage_facts
+from diagnose.facts.stages import add_stage_facts, declared_kinds
 from diagnose.facts.throttle import add_throttle_facts
 from diagnose.isolation import isolated
 
@@ -35,12 +35,13 @@ def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnal
     elif dump.manifest.slo_p99_ms:
         facts.summary.slo_p99_ms, facts.summary.slo_source = dump.manifest.slo_p99_ms, "manifest slo_p99_ms"
     requests = dump.table("requests")
+    declared = declared_kinds(dump.manifest.extra, facts.warnings)
     steps: list[tuple[str, Callable[[], None]]] = []
     if requests is not None and len(requests):
         source = dump.source("requests")
         steps += [
             (f"latency facts from {source}", lambda: add_latency_facts(facts, requests, source)),
-            (f"stage facts from {source}", lambda: add_stage_facts(facts, requests, source)),
+            (f"stage facts from {source}", lambda: add_stage_facts(facts, requests, source, declared)),
             (f"batching facts from {source}", lambda: add_batch_facts(facts, requests, source)),
             (f"input-length facts from {source}", lambda: add_shift_facts(facts, requests, source)),
             (f"cold-start facts from {source}", lambda: add_coldstart_facts(facts, dump, requests, source)),

@@ -13,13 +13,15 @@ import pandas as pd
 from diagnose.dump.schema import stage_columns
 from diagnose.facts.model import Facts
 
+# The conventional stages of the dump contract, with their kinds. ``decode`` is LLM token
+# generation (GPU); image decoding is ``image_decode``. The manifest's ``stages:`` map sets or
+# overrides any stage's kind (``stages: {detokenize: cpu, rerank: gpu}``).
 CPU_STAGES = frozenset(
     {
         "preprocess",
         "tokenize",
-        "detokenize",
-        "decode",
         "image_decode",
+        "detokenize",
         "postprocess",
         "resize",
         "featurize",
@@ -27,8 +29,39 @@ CPU_STAGES = frozenset(
         "deserialize",
     }
 )
-GPU_STAGES = frozenset({"forward", "compute", "inference", "infer", "model", "prefill", "generate"})
-WAIT_STAGES = frozenset({"queue", "batch_wait", "wait", "schedule"})
+GPU_STAGES = frozenset({"forward", "prefill", "decode", "compute", "inference", "infer", "model", "generate"})
+WAIT_STAGES = frozenset({"queue", "batch_wait", "network", "wait", "schedule"})
+KINDS = ("cpu", "gpu", "wait")
+
+
+def stage_kind(name: str, declared: dict[str, str] | None = None) -> str:
+    """A stage's kind: the manifest's word for it, else the contract's convention, else ``other``."""
+    if declared and declared.get(name) in KINDS:
+        return declared[name]
+    if name in CPU_STAGES:
+        return "cpu"
+    if name in GPU_STAGES:
+        return "gpu"
+    if name in WAIT_STAGES:
+        return "wait"
+    return "other"
+
+
+def declared_kinds(manifest_extra: dict, warnings: list[str]) -> dict[str, str]:
+    """The manifest's ``stages:`` map, keeping only the kinds the contract knows."""
+    declared = manifest_extra.get("stages")
+    if declared is None:
+        return {}
+    if not isinstance(declared, dict):
+        warnings.append("manifest.yaml: stages: expected a map such as {detokenize: cpu}; ignored")
+        return {}
+    kinds = {}
+    for name, kind in declared.items():
+        if str(kind).lower() in KINDS:
+            kinds[str(name)] = str(kind).lower()
+        else:
+            warnings.append(f"manifest.yaml: stages: {name}: {kind!r} is not cpu, gpu or wait; ignored")
+    return kinds
 
 
 _CPU_STAGE_FACTS = (
@@ -46,17 +79,9 @@ _ALL_STAGE_FACTS = (
 )
 
 
-def stage_kind(name: str) -> str:
-    if name in CPU_STAGES:
-        return "cpu"
-    if name in GPU_STAGES:
-        return "gpu"
-    if name in WAIT_STAGES:
-        return "wait"
-    return "network" if name == "network" else "other"
-
-
-def add_stage_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
+def add_stage_facts(
+    facts: Facts, requests: pd.DataFrame, source: str, declared: dict[str, str] | None = None
+) -> None:
     columns = stage_columns(requests)
     if not columns:
         return
@@ -75,7 +100,7 @@ def add_stage_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
         values = np.nan_to_num(requests[column].to_numpy(dtype="float64")[valid], nan=0.0)
         p50, p99_stage = np.percentile(values, [50, 99])
         rows[name] = {
-            "kind": stage_kind(name),
+            "kind": stage_kind(name, declared),
             "share": float(values.mean() / mean_all) if mean_all > 0 else 0.0,
             "tail_share": float(values[tail].mean() / mean_tail) if mean_tail > 0 else 0.0,
             "excess_share": float((values[tail].mean() - values.mean()) / excess) if excess > 0 else 0.0,

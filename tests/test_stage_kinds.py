@@ -1,0 +1,50 @@
+"""Stage kinds follow the dump contract: decode is LLM token generation, and the manifest has the last word."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from diagnose.facts.stages import stage_kind
+
+
+def _llm_log(folder, manifest: str | None = None):
+    rng = np.random.default_rng(3)
+    n = 2000
+    prefill = rng.lognormal(np.log(40), 0.3, n)
+    decode = rng.lognormal(np.log(900), 0.3, n)  # generation dominates an LLM request
+    detokenize = rng.lognormal(np.log(2), 0.2, n)
+    pd.DataFrame(
+        {
+            "ts": 1.7e9 + np.sort(rng.uniform(0, 1800, n)),
+            "latency_ms": prefill + decode + detokenize,
+            "stage_prefill_ms": prefill,
+            "stage_decode_ms": decode,
+            "stage_detokenize_ms": detokenize,
+            "output_len": rng.integers(50, 400, n),
+        }
+    ).to_csv(folder / "requests.csv", index=False)
+    if manifest:
+        (folder / "manifest.yaml").write_text(manifest)
+    return folder
+
+
+def test_the_contracts_conventional_stages_have_their_kinds():
+    assert [stage_kind(n) for n in ("decode", "prefill", "forward")] == ["gpu"] * 3
+    assert [stage_kind(n) for n in ("image_decode", "tokenize", "detokenize")] == ["cpu"] * 3
+    assert [stage_kind(n) for n in ("queue", "batch_wait", "network")] == ["wait"] * 3
+    assert stage_kind("rerank") == "other" and stage_kind("rerank", {"rerank": "gpu"}) == "gpu"
+
+
+def test_an_llm_request_log_is_never_called_cpu_bound_for_its_decode(report_of, tmp_path):
+    report = report_of(_llm_log(tmp_path))
+    stages = report["summary"]["stages"]
+    assert stages["decode"]["kind"] == "gpu" and stages["prefill"]["kind"] == "gpu"
+    assert "cpu-bound-stage" not in {h["id"] for h in report["hypotheses"]}
+    assert report["facts"]["cpu_stage.name"]["value"] == "detokenize"
+
+
+def test_the_manifest_declares_a_stages_kind_and_a_bad_kind_is_a_warning(report_of, tmp_path):
+    report = report_of(_llm_log(tmp_path, "stages: {decode: cpu, detokenize: sideways}\n"))
+    assert report["summary"]["stages"]["decode"]["kind"] == "cpu"
+    assert any("detokenize: 'sideways' is not cpu, gpu or wait" in w for w in report["evidence"]["warnings"])
