@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from diagnose.facts.stages import stage_kind
 
@@ -48,3 +49,36 @@ def test_the_manifest_declares_a_stages_kind_and_a_bad_kind_is_a_warning(report_
     report = report_of(_llm_log(tmp_path, "stages: {decode: cpu, detokenize: sideways}\n"))
     assert report["summary"]["stages"]["decode"]["kind"] == "cpu"
     assert any("detokenize: 'sideways' is not cpu, gpu or wait" in w for w in report["evidence"]["warnings"])
+
+
+def test_ttft_and_tpot_are_in_every_form_of_the_summary(run_cli, tmp_path):
+    import json
+
+    folder = _llm_log(tmp_path)
+    _, raw, _ = run_cli("file", folder, "--format", "json")
+    llm = json.loads(raw)["summary"]["llm"]
+    frame = pd.read_csv(folder / "requests.csv")
+    expected_ttft = np.percentile(frame["latency_ms"] - frame["stage_decode_ms"], 99)
+    expected_tpot = np.percentile(frame["stage_decode_ms"] / (frame["output_len"] - 1), 50)
+    assert llm["ttft"]["p99"] == pytest.approx(expected_ttft, rel=1e-3)
+    assert llm["tpot"]["p50"] == pytest.approx(expected_tpot, rel=1e-3)
+    assert llm["tpot"]["source"] == "stage_decode_ms / (output_len - 1)"
+    _, text, _ = run_cli("file", folder)
+    assert "TTFT     P50" in text and "TPOT     P50" in text
+    _, markdown, _ = run_cli("file", folder, "--format", "markdown")
+    assert "| time to first token |" in markdown and "| time per output token |" in markdown
+
+
+def test_logged_ttft_and_tpot_columns_are_used_as_they_are(report_of, tmp_path):
+    n = 100
+    pd.DataFrame(
+        {
+            "ts": 1.7e9 + np.arange(n),
+            "latency_ms": 500.0,
+            "ttft_ms": np.arange(n, dtype=float),
+            "tpot_ms": 20.0,
+        }
+    ).to_csv(tmp_path / "requests.csv", index=False)
+    llm = report_of(tmp_path)["summary"]["llm"]
+    assert llm["ttft"]["p50"] == pytest.approx(49.5) and llm["ttft"]["source"] == "ttft_ms"
+    assert llm["tpot"]["p99"] == pytest.approx(20.0)

@@ -190,6 +190,18 @@ CATALOGUE: dict[str, FactSpec] = {
         "events: profiler_start, and requests: stage_forward_ms",
         "median forward time profiling / not",
     ),
+    "ttft.p50_ms": FactSpec("ms", "requests: ttft_ms, or stage_decode_ms", "P50 of the time to first token"),
+    "ttft.p95_ms": FactSpec("ms", "requests: ttft_ms, or stage_decode_ms", "P95 of the time to first token"),
+    "ttft.p99_ms": FactSpec("ms", "requests: ttft_ms, or stage_decode_ms", "P99 of the time to first token"),
+    "tpot.p50_ms": FactSpec(
+        "ms", "requests: tpot_ms, or stage_decode_ms and output_len", "P50 of the time per output token"
+    ),
+    "tpot.p95_ms": FactSpec(
+        "ms", "requests: tpot_ms, or stage_decode_ms and output_len", "P95 of the time per output token"
+    ),
+    "tpot.p99_ms": FactSpec(
+        "ms", "requests: tpot_ms, or stage_decode_ms and output_len", "P99 of the time per output token"
+    ),
     "oom.count": FactSpec("count", _OOM, "OOM events"),
     "oom.parsed": FactSpec("count", _OOM, "OOM events whose message had figures"),
     "oom.kind": FactSpec("name", _OOM, "classification of the most telling OOM"),

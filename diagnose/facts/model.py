@@ -28,6 +28,7 @@ class Summary:
     slo_p99_ms: float | None = None  # the P99 target, and where it was given
     slo_source: str | None = None
     ooms: list[dict] = field(default_factory=list)  # each OOM class found: {class, count, example}
+    llm: dict[str, dict] = field(default_factory=dict)  # ttft / tpot: {p50, p95, p99, source}
     windows: list[dict[str, float | int]] = field(default_factory=list)
 
 

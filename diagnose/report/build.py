@@ -87,6 +87,10 @@ def _summary(facts: Facts) -> dict:
         "slo_p99_ms": summary.slo_p99_ms,
         "slo_source": summary.slo_source,
         "ooms": [dict(entry) for entry in summary.ooms],
+        "llm": {
+            name: {k: _round(v) if isinstance(v, float) else v for k, v in row.items()}
+            for name, row in summary.llm.items()
+        },
         "requests": summary.requests,
         "throughput_rps": _round(summary.throughput_rps),
         "latency_ms": {k: _round(v) for k, v in summary.latency_ms.items()},

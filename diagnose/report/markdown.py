@@ -115,6 +115,16 @@ def _summary(summary: dict) -> list[str]:
         + " |",
         "",
     ]
+    llm = summary.get("llm", {})
+    if llm:
+        out += ["| | P50 | P95 | P99 | from |", "|---|---:|---:|---:|---|"]
+        names = {"ttft": "time to first token", "tpot": "time per output token"}
+        out += [
+            f"| {names[name]} | " + " | ".join(human_ms(row.get(p)) for p in ("p50", "p95", "p99"))
+            + f" | {_cell(row['source'])} |"
+            for name, row in llm.items()
+        ]
+        out.append("")
     target, p99 = summary.get("slo_p99_ms"), latency.get("p99")
     if target and p99 is not None:
         verdict = "met" if p99 <= target else f"**missed**: P99 is {p99 / target:.1f}x the target"

@@ -94,6 +94,7 @@ def _summary(summary: dict) -> list[str]:
                 ("mean", "mean"),
             )
         ),
+        *_llm(summary),
         *_target(summary),
         *_ooms(summary),
     ]
@@ -109,6 +110,15 @@ def _summary(summary: dict) -> list[str]:
             "(mean: share of mean latency; P99 req: share within P99 requests; tail: share of their excess)"
         )
     return [*out, ""]
+
+
+def _llm(summary: dict) -> list[str]:
+    labels = {"ttft": "TTFT", "tpot": "TPOT"}
+    return [
+        f"{labels[name]:<9}" + "  ".join(f"{p.upper()} {human_ms(row.get(p))}" for p in ("p50", "p95", "p99"))
+        + f"  (from {row['source']})"
+        for name, row in summary.get("llm", {}).items()
+    ]
 
 
 def _ooms(summary: dict) -> list[str]:
