@@ -82,3 +82,15 @@ def test_logged_ttft_and_tpot_columns_are_used_as_they_are(report_of, tmp_path):
     llm = report_of(tmp_path)["summary"]["llm"]
     assert llm["ttft"]["p50"] == pytest.approx(49.5) and llm["ttft"]["source"] == "ttft_ms"
     assert llm["tpot"]["p99"] == pytest.approx(20.0)
+
+
+def test_latency_in_no_stage_is_a_figure_of_its_own(report_of, run_cli, tmp_path):
+    n = 300
+    pd.DataFrame(
+        {"ts": 1.7e9 + np.arange(n), "latency_ms": 100.0, "stage_tokenize_ms": 10.0, "stage_forward_ms": 6.0}
+    ).to_csv(tmp_path / "requests.csv", index=False)
+    report = report_of(tmp_path)
+    assert report["summary"]["unaccounted_share"] == pytest.approx(0.84)
+    assert report["facts"]["stages.unaccounted_share"]["value"] == pytest.approx(0.84)
+    _, text, _ = run_cli("file", tmp_path)
+    assert "in no stage" in text and "84%" in text

@@ -50,6 +50,9 @@ CATALOGUE: dict[str, FactSpec] = {
         "ratio", _STAGES, "share of (tail mean - overall mean) latency due to that stage"
     ),
     "stages.wait.share_mean": FactSpec("ratio", _STAGES, "queue and batch-wait share of mean latency"),
+    "stages.unaccounted_share": FactSpec(
+        "ratio", _STAGES, "share of mean latency in no logged stage (unmeasured waiting or work)"
+    ),
     "cpu_stage.name": FactSpec("name", _STAGES, "the CPU-side stage with the largest share"),
     "cpu_stage.share_mean": FactSpec("ratio", _STAGES, "its share of mean latency"),
     "cpu_stage.share_tail": FactSpec("ratio", _STAGES, "its share of the latency of P99 requests"),

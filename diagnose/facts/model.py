@@ -24,6 +24,7 @@ class Summary:
     throughput_rps: float | None = None
     latency_ms: dict[str, float] = field(default_factory=dict)
     stages: dict[str, dict[str, float | str]] = field(default_factory=dict)
+    unaccounted_share: float | None = None  # share of mean latency in no logged stage
     window_s: float | None = None
     slo_p99_ms: float | None = None  # the P99 target, and where it was given
     slo_source: str | None = None

@@ -114,6 +114,11 @@ def add_stage_facts(
     facts.add("stages.tail_driver.name", driver, cite)
     facts.add("stages.tail_driver.excess_share", rows[driver]["excess_share"], cite)
     facts.add("stages.wait.share_mean", sum(r["share"] for r in rows.values() if r["kind"] == "wait"), cite)
+    # Time in no logged stage went somewhere unmeasured: an event loop blocked by CPU work, a lock,
+    # a thread pool. Often the real answer, so it is a figure of its own.
+    unaccounted = max(0.0, 1.0 - sum(float(r["share"]) for r in rows.values()))
+    facts.summary.unaccounted_share = unaccounted
+    facts.add("stages.unaccounted_share", unaccounted, f"{cite}: latency in no stage")
     cpu = [n for n in rows if rows[n]["kind"] == "cpu"]
     kinds = ", ".join(f"{name} ({row['kind']})" for name, row in rows.items())
     have = f"{source} has {kinds}"

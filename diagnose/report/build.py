@@ -98,6 +98,7 @@ def _summary(facts: Facts) -> dict:
             name: {k: _round(v) if isinstance(v, float) else v for k, v in row.items()}
             for name, row in summary.stages.items()
         },
+        "unaccounted_share": _round(summary.unaccounted_share),
         "window_s": summary.window_s,
         "windows": [
             {**{k: _round(v) for k, v in w.items() if k != "start"}, "start": iso(w["start"])}

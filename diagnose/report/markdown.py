@@ -141,6 +141,9 @@ def _summary(summary: dict) -> list[str]:
                 f"| {name} | {row['kind']} | {percent(row['share'])} | {percent(row['tail_share'])} | "
                 f"{percent(row['excess_share'])} | {human_ms(row['p50_ms'])} | {human_ms(row['p99_ms'])} |"
             )
+        unaccounted = summary.get("unaccounted_share")
+        if unaccounted is not None and unaccounted >= 0.05:
+            out.append(f"| *in no stage* | - | {percent(unaccounted)} | | | | |")
         out.append("")
     return out
 

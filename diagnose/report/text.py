@@ -106,6 +106,9 @@ def _summary(summary: dict) -> list[str]:
                 f"{name:<16}{row['kind']:<9}{percent(row['share']):>7}{percent(row['tail_share']):>9}"
                 f"{percent(row['excess_share']):>7}{human_ms(row['p50_ms']):>11}{human_ms(row['p99_ms']):>11}"
             )
+        unaccounted = summary.get("unaccounted_share")
+        if unaccounted is not None and unaccounted >= 0.05:
+            out.append(f"{'in no stage':<16}{'-':<9}{percent(unaccounted):>7}")
         out.append(
             "(mean: share of mean latency; P99 req: share within P99 requests; tail: share of their excess)"
         )
