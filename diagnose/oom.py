@@ -124,13 +124,16 @@ def parse_oom_message(text: str) -> OomMessage | None:
     if reserved_unallocated is None and None not in (found["reserved_total"], found["allocated"]):
         reserved_unallocated = max(0.0, found["reserved_total"] - found["allocated"])
     process = _PROCESS.search(text)
+    in_use = found["process_in_use"]
+    if in_use == 0 and (found["allocated"] or 0) > 0:
+        in_use = None  # "this process has 0 bytes memory in use" beside allocations: NVML in a container
     return OomMessage(
         requested_bytes=found["requested"] or found["limit_requested"],
         total_bytes=found["total"] or found["limit_total"],
         free_bytes=_first_known(found["free"], found["limit_free"]),
         allocated_bytes=found["allocated"] or found["limit_allocated"],
         reserved_unallocated_bytes=reserved_unallocated,
-        process_in_use_bytes=found["process_in_use"],
+        process_in_use_bytes=in_use,
         gpu=_device(text),
         pid=int(process.group(1)) if process else None,
         backend=backend,

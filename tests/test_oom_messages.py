@@ -188,3 +188,16 @@ def test_free_memory_a_rounding_away_from_the_request_is_not_anomalous():
     barely = OomMessage(requested_bytes=8.13 * gib, total_bytes=10.76 * gib, free_bytes=8.20 * gib)
     plenty = OomMessage(requested_bytes=12.5 * 2**20, total_bytes=10.92 * gib, free_bytes=9.28 * gib)
     assert classify_oom(barely) == EXHAUSTION and classify_oom(plenty) == ANOMALOUS
+
+
+def test_zero_bytes_in_use_beside_allocations_is_not_believed():
+    from diagnose.oom import EXHAUSTION, classify_oom, parse_oom_message
+
+    oom = parse_oom_message(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.88 GiB. GPU 3 has a total capacity of "
+        "21.96 GiB of which 1.29 GiB is free. Including non-PyTorch memory, this process has 0 bytes memory in "
+        "use. Of the allocated memory 18.50 GiB is allocated by PyTorch, and 1.32 GiB is reserved by PyTorch "
+        "but unallocated."
+    )
+    assert oom.process_in_use_bytes is None and oom.other_processes_bytes is None
+    assert classify_oom(oom) == EXHAUSTION
