@@ -159,11 +159,11 @@ LOOK_ALIKES = {
     ("otlp_json_traces", "04.txt"),  # Go stdouttrace JSON, collector text dump
 }
 # Recognised and read, with nothing the dump has a column for: a compute-apps header with no process
-# running, dcgm encoder/decoder fields only, and a Triton scrape with only a GPU-utilisation sample.
+# running, dcgm encoder/decoder fields only, a query_range answer with no series.
 NOTHING_TO_KEEP = {
     ("nvidia_smi_compute_apps", name)
     for name in ("01.txt", "03.txt", "07.txt", "09.txt", "11.txt", "13.txt", "15.txt")
-} | {("dcgm_exporter_metrics", "04.txt"), ("triton_metrics", "06.txt"), ("prometheus_query_range", "03.txt")}
+} | {("dcgm_exporter_metrics", "04.txt"), ("prometheus_query_range", "03.txt")}
 # A default table cut right after its header, in the issue it was pasted into.
 NOTHING_TO_KEEP |= {("nvidia_smi_default", "21.txt")}
 # One untimed scrape whose counters give no figure without a second one (request counts only, or
@@ -307,3 +307,12 @@ def test_a_torn_nvidia_smi_row_is_skipped_with_its_row_number(tmp_path):
     assert any(
         "smi.csv: skipped 1 row(s) with the wrong number of fields (data row 4)" in w for w in dump.warnings
     )
+
+
+@pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared real samples are not present")
+def test_tritons_own_gpu_gauges_become_gpu_rows():
+    from diagnose.importers.prometheus_text import PrometheusTextImporter
+
+    gpu = PrometheusTextImporter().read(SAMPLES / "triton_metrics" / "06.txt").tables["gpu"]
+    assert list(gpu["util_pct"]) == [pytest.approx(12.0)] and list(gpu["gpu"]) == [0]
+    assert gpu["gpu_uuid"].iloc[0] == "GPU-d4d0dbb0-037e-652e-6df4-a742b597738c"

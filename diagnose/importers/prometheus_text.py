@@ -38,11 +38,21 @@ DCGM_FIELDS = {
 }
 # Used only where the device-level field is absent (MIG slices report profiling fields only).
 _DCGM_FALLBACK = {"dcgm_fi_prof_gr_engine_active": ("util_pct", 100.0)}
+# Triton's own per-GPU gauges, labelled by gpu_uuid (utilisation as a fraction).
+TRITON_GPU_FIELDS = {
+    "nv_gpu_utilization": ("util_pct", 100.0),
+    "nv_gpu_memory_used_bytes": ("mem_used_bytes", 1.0),
+    "nv_gpu_memory_total_bytes": ("mem_total_bytes", 1.0),
+    "nv_gpu_power_usage": ("power_w", 1.0),
+    "nv_gpu_power_limit": ("power_limit_w", 1.0),
+}
 
 
 class PrometheusTextImporter(Importer):
     name = "prometheus-text"
-    description = "Prometheus /metrics scrapes (one or many) of vLLM, Triton, TGI or dcgm-exporter"
+    description = (
+        "Prometheus /metrics scrapes (one or many) of vLLM, Triton, TGI, SGLang, MindIE or dcgm-exporter"
+    )
     example = 'vllm:num_requests_waiting{model_name="llama"} 3.0'
 
     def recognise(self, head: str) -> bool:
@@ -86,7 +96,7 @@ class PrometheusTextImporter(Importer):
             if engine in ENGINES:
                 before, elapsed = (previous[1], stamp - previous[0]) if previous else (None, 0.0)
                 server_rows.append(engine_row(ENGINES[engine], stamp, samples, before, elapsed, lifetime))
-            gpu_rows += _dcgm_rows(text, stamp)
+            gpu_rows += _dcgm_rows(text, stamp) + _triton_gpu_rows(text, stamp)
             previous = (stamp, samples)
         filled = [row for row in server_rows if any(v is not None for k, v in row.items() if k != "ts")]
         if lifetime and filled:
@@ -172,6 +182,20 @@ def _scrape_time(text: str) -> float | None:
         if sample.timestamp is not None
     ]
     return max(stamps) if stamps else None
+
+
+def _triton_gpu_rows(text: str, stamp: float) -> list[dict]:
+    """Triton's nv_gpu_* gauges, one row per GPU, numbered in the order the scrape lists them."""
+    rows: dict[str, dict] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            field = TRITON_GPU_FIELDS.get(sample.name)
+            if field is None:
+                continue
+            uuid = sample.labels.get("gpu_uuid", "")
+            row = rows.setdefault(uuid, {"ts": stamp, "gpu": len(rows), "gpu_uuid": uuid or None})
+            row[field[0]] = float(sample.value) * field[1]
+    return list(rows.values())
 
 
 def _dcgm_rows(text: str, stamp: float) -> list[dict]:
