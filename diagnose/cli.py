@@ -311,7 +311,7 @@ def _run_file(args: argparse.Namespace) -> int:
         _check_writable(args.output)
     from diagnose.pipeline import analyse
     from diagnose.report import RENDERERS
-    from diagnose.report.sources import dead_source_lines
+    from diagnose.report.evidence_lines import dead_source_lines
 
     report = analyse(
         args.dump, rules_dir=args.rules, slo_p99_ms=args.slo_p99_ms, tz=args.tz, window_s=window_s

@@ -182,13 +182,18 @@ def test_a_window_holding_everything_is_the_dump_itself():
     assert len(dump.tables["requests"]) > len(cut.tables["requests"]) > 0
 
 
+def _wait_for_samples(feed: LiveFeed, count: int = 2, timeout_s: float = 10) -> None:
+    """Until the feed holds ``count`` host samples, or ``timeout_s`` passed (the asserts then say)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and len(feed.window(60).tables.get("system", [])) < count:
+        time.sleep(0.2)
+
+
 def test_live_feed_samples_the_host_into_windows(tmp_path):
     feed = LiveFeed(RecordOptions(output=tmp_path / "rec", interval_s=0.5, gpu=False))
     feed.start()
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and len(feed.window(60).tables.get("system", [])) < 2:
-            time.sleep(0.2)
+        _wait_for_samples(feed)
         window = feed.window(60)
         state = feed.state()
     finally:
@@ -237,15 +242,13 @@ def test_a_sampler_that_stops_says_why_instead_of_dying_silently(monkeypatch):
 def test_a_live_view_warns_about_a_dead_source_and_its_report_lists_it(tmp_path):
     from diagnose.judge import default_rules_dir, load_rules
     from diagnose.pipeline import analyse_dump
-    from diagnose.report.sources import dead_source_lines
+    from diagnose.report.evidence_lines import dead_source_lines
 
     missing = tmp_path / "requests.jsonl"
     feed = LiveFeed(RecordOptions(output=None, interval_s=0.5, gpu=False, requests_log=str(missing)))
     feed.start()
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and len(feed.window(60).tables.get("system", [])) < 2:
-            time.sleep(0.2)
+        _wait_for_samples(feed)
         window = feed.window(60)
         said = feed.messages()
     finally:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnose.report.sources import oom_lines, source_lines
+from diagnose.report.evidence_lines import oom_lines, source_lines
 from diagnose.report.spikes_section import (
     ALIGNMENT_HEADER,
     EPISODE_HEADER,

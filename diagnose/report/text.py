@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from diagnose.report.sources import oom_lines, source_lines
+from diagnose.report.evidence_lines import oom_lines, source_lines
 from diagnose.report.spikes_section import (
     ALIGNMENT_HEADER,
     EPISODE_HEADER,
