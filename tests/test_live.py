@@ -258,3 +258,16 @@ def test_a_live_view_warns_about_a_dead_source_and_its_report_lists_it(tmp_path)
     assert dead_source_lines(report["evidence"]) == [
         f"request log {missing}: never reached (no such file or directory)"
     ]
+
+
+def test_a_timer_that_fires_after_the_view_closed_touches_nothing(tmp_path):
+    """On a loaded machine the 1 s tick can run after the screen's widgets are gone."""
+    app = _app(DUMPS / "healthy-steady", tmp_path)
+
+    async def drive() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _until(pilot, lambda: app.samples > 0)
+
+    asyncio.run(drive())
+    assert app._torn_down()
+    app._tick()  # raised NoMatches('#top') before the guard

@@ -199,7 +199,14 @@ class LiveApp(App[None]):
 
     # -- the refresh cycle -------------------------------------------------
 
+    def _torn_down(self) -> bool:
+        """The view's widgets are gone (the app is closing): a timer or message arriving late must not
+        touch them. On a loaded machine the 1 s timer can fire after the screen is taken down."""
+        return not self.query("#top")
+
     def _tick(self) -> None:
+        if self._torn_down():
+            return
         for line in self.feed.messages():
             self.notify(line, title="diagnose", timeout=8)
         if not self.paused:
@@ -213,7 +220,7 @@ class LiveApp(App[None]):
         self.post_message(Sampled(window, signals, self.feed.state(), top_processes(window)))
 
     def on_sampled(self, message: Sampled) -> None:
-        if self.paused:
+        if self.paused or self._torn_down():
             return
         self.samples += 1
         self._state, self._signals = message.state, message.signals
@@ -240,6 +247,8 @@ class LiveApp(App[None]):
 
     def on_analysed(self, message: Analysed) -> None:
         self._analysing = False
+        if self._torn_down():
+            return
         self.analyses += 1
         self.report, self._analysis_s = message.analysis.report, message.seconds
         self._show_hypotheses()
