@@ -10,8 +10,10 @@ docs/collectors.md shows it as a table.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 
@@ -119,8 +121,13 @@ _UNPREFIXED = {"mindie": ("request_success_total", "num_requests_running")}
 
 def parse_samples(text: str) -> dict[str, float]:
     """Every sample's value, summed over label sets, by sample name (counters end in _total)."""
+    return sum_samples(text_string_to_metric_families(text))
+
+
+def sum_samples(families: Iterable[Metric]) -> dict[str, float]:
+    """:func:`parse_samples` of families already parsed."""
     totals: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
+    for family in families:
         for sample in family.samples:
             name = sample.name
             if family.type == "counter" and not name.endswith(("_total", "_created")):

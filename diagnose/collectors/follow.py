@@ -15,6 +15,7 @@ class FileFollower:
     def __init__(self, path: str | Path, from_start: bool = False) -> None:
         self.path = Path(path)
         self._handle = None
+        self._problem: str | None = None  # why the last open failed
         self._inode: int | None = None
         self._partial = b""
         self._open(seek_end=not from_start)
@@ -22,10 +23,10 @@ class FileFollower:
     def _open(self, seek_end: bool) -> None:
         try:
             handle = open(self.path, "rb")  # noqa: SIM115 - kept open between reads, closed in close()
-        except OSError:
-            self._handle = None
+        except OSError as error:
+            self._handle, self._problem = None, (error.strerror or str(error)).lower()
             return
-        self._handle = handle
+        self._handle, self._problem = handle, None
         self._inode = os.fstat(handle.fileno()).st_ino
         self._partial = b""
         if seek_end:
@@ -57,14 +58,12 @@ class FileFollower:
         return status.st_ino != self._inode or status.st_size < self._handle.tell()
 
     def problem(self) -> str | None:
-        """Why the file is not being read (no such file, no permission), or None while it is."""
-        if self._handle is not None:
-            return None
-        try:
-            with open(self.path, "rb"):
-                return None
-        except OSError as error:
-            return (error.strerror or str(error)).lower()
+        """Why the file is not being read (no such file, no permission), or None while it is.
+
+        The answer of the last attempt to open it (at start and at each read while it is
+        missing): asking opens nothing.
+        """
+        return None if self._handle is not None else self._problem
 
     def header(self) -> str | None:
         """The file's first line (a CSV header), whatever has been read so far."""

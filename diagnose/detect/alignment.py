@@ -135,22 +135,16 @@ def _locked_rows(ref_start: np.ndarray, starts: np.ndarray, width: float) -> tup
     lag_keys = (lag_rows + np.arange(rows)[:, None] * lag_stride).ravel()
     ends = np.searchsorted(lag_keys, lag_keys + 2 * width, side="right").reshape(rows, n)
     within = ends - (np.arange(rows)[:, None] * n + np.arange(n)[None, :])
+    # A window from a lag in range never reaches ``beyond`` (lag + 2 width < beyond), so it counts
+    # only lags in range; out-of-range entries count nothing.
     within = np.where(lag_rows < beyond, within, 0)
-    counted = np.minimum(within, valid.sum(axis=1)[:, None] - np.arange(n)[None, :])
-    best = np.argmax(counted, axis=1)
-    count = counted[np.arange(rows), best]
-    low = best + np.maximum(count - 1, 0) // 2
-    high = best + np.maximum(count, 1) // 2
-    lag = np.where(
-        count > 0,
-        (
-            lag_rows[np.arange(rows), np.minimum(low, n - 1)]
-            + lag_rows[np.arange(rows), np.minimum(high, n - 1)]
-        )
-        / 2,
-        np.nan,
-    )
-    return count / n, lag
+    best = np.argmax(within, axis=1)
+    count = within[picked[:, 0], best]
+    middle = (
+        lag_rows[picked[:, 0], best + np.maximum(count - 1, 0) // 2]
+        + lag_rows[picked[:, 0], best + count // 2]
+    ) / 2
+    return count / n, np.where(count > 0, middle, np.nan)
 
 
 def _locked(ref_start: np.ndarray, starts: np.ndarray, width: float) -> tuple[float, float]:

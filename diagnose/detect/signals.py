@@ -99,13 +99,12 @@ def _base_step(dump: Dump) -> float:
 
 def grid_note(dump: Dump) -> str | None:
     """Why the signals are coarser than the samples, when the evidence spans too long a time."""
-    span, step = dump.span(), _sampling_step(dump)
-    if span is None or (span[1] - span[0]) / step <= MAX_GRID:
+    step, span = _base_step(dump), dump.span()
+    if span is None or step == _sampling_step(dump):
         return None
-    days = (span[1] - span[0]) / 86400
     return (
-        f"the evidence spans {days:,.0f} days (files from different times in one folder?): "
-        f"its signals are analysed at one sample every {(span[1] - span[0]) / MAX_GRID:,.0f} s"
+        f"the evidence spans {(span[1] - span[0]) / 86400:,.0f} days (files from different times in one "
+        f"folder?): its signals are analysed at one sample every {step:,.0f} s"
     )
 
 

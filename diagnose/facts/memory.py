@@ -80,15 +80,15 @@ def add_oom_facts(facts: Facts, dump: Dump) -> None:
     facts.add("oom.fragmentation_count", kinds_found.count(FRAGMENTATION), cite)
     facts.add("oom.exhaustion_count", sum(k.startswith(EXHAUSTION) for k in kinds_found), cite)
     ranked = sorted(
-        zip(kinds_found, parsed, strict=True),
+        zip(verdicts, parsed, strict=True),
         key=lambda pair: (
-            _PRECEDENCE.index(pair[0]) if pair[0] in _PRECEDENCE else len(_PRECEDENCE),
+            _PRECEDENCE.index(pair[0][0]) if pair[0][0] in _PRECEDENCE else len(_PRECEDENCE),
             -_stranded_ratio(pair[1]),
         ),
     )
-    kind, oom = ranked[0]
+    (kind, reason), oom = ranked[0]
     facts.add("oom.kind", kind, cite)
-    facts.add("oom.reason", dict(verdicts).get(kind) or None, cite)
+    facts.add("oom.reason", reason or None, cite)
     for field in ("requested_bytes", "total_bytes", "free_bytes", "reserved_unallocated_bytes"):
         facts.add(f"oom.{field}", getattr(oom, field), cite)
     if oom.requested_bytes and oom.reserved_unallocated_bytes is not None:

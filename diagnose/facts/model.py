@@ -42,7 +42,7 @@ class Facts:
     # Why a fact whose evidence is present could not be computed (too short, too few requests):
     # a skipped rule says this rather than the catalogue's generic "needs".
     absent: dict[str, str] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)  # facts left out after an internal error
+    warnings: list[str] = field(default_factory=list)  # facts left out, and manifest entries ignored
 
     def cannot(self, names: tuple[str, ...] | list[str], reason: str) -> None:
         """Say why these facts are missing although their table and columns are there."""

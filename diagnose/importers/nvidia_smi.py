@@ -22,6 +22,7 @@ from diagnose.importers.base import (
     Importer,
     data_lines,
     file_time,
+    local_epoch,
     local_epochs,
     read_text,
     zone_note,
@@ -121,8 +122,8 @@ def csv_blocks(text: str, tz: str | None) -> tuple[list[tuple[str, _Table]], int
         kind = header_kind(lines[index])
         if kind is None:
             found = _ISO.search(lines[index])
-            if found:
-                stamp = _iso_epoch(found.group(0), tz)
+            epoch = local_epoch(found.group(0), tz) if found else float("nan")
+            stamp = epoch if epoch == epoch else stamp
             skipped += 1
             index += 1
             continue
@@ -134,13 +135,6 @@ def csv_blocks(text: str, tz: str | None) -> tuple[list[tuple[str, _Table]], int
         blocks.append((kind, _Table(lines[index:end], stamp)))
         index = end
     return blocks, skipped
-
-
-def _iso_epoch(text: str, tz: str | None) -> float | None:
-    stamp = pd.to_datetime(text, errors="coerce")
-    if pd.isna(stamp):
-        return None
-    return local_epochs(pd.Series([stamp]), tz).iloc[0] if stamp.tzinfo is None else stamp.timestamp()
 
 
 def _value(text: str, unit: str | None, kind: str | None) -> float | str | None:

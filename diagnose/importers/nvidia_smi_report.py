@@ -34,7 +34,7 @@ _PROCESS_LINE = re.compile(
     r"(?P<name>.+?)\s+(?P<mem>\d+MiB|N/A)\s*\|"
 )
 _QUERY_STAMP = re.compile(r"^Timestamp\s*:\s*(.+?)\s*$")
-_QUERY_GPU = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s*$")
+_QUERY_GPU = re.compile(rf"^GPU ({_BUS_ID})\s*$", re.MULTILINE)
 _KEY_VALUE = re.compile(r"^(?P<indent>\s*)(?P<key>[^:]+?)\s*(?::\s*(?P<value>.*?))?\s*$")
 _NUMBER = re.compile(r"^(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)")
 _REASONS = {
@@ -109,10 +109,7 @@ class NvidiaSmiQueryImporter(Importer):
     example = "==============NVSMI LOG============== ... FB Memory Usage / Used : 71237 MiB"
 
     def recognise(self, head: str) -> bool:
-        return "NVSMI LOG" in head or (
-            bool(re.search(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", head, re.MULTILINE))
-            and "Product Name" in head
-        )
+        return "NVSMI LOG" in head or (bool(_QUERY_GPU.search(head)) and "Product Name" in head)
 
     def read(self, path: Path, tz: str | None = None) -> Imported:
         result = Imported()

@@ -15,9 +15,10 @@ import re
 from pathlib import Path
 
 import pandas as pd
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from diagnose.engine_metrics import ENGINES, detect_engine, engine_row, parse_samples
+from diagnose.engine_metrics import ENGINES, detect_engine, engine_row, sum_samples
 from diagnose.importers.base import Imported, Importer, file_time, read_text
 
 _SAMPLE_LINE = re.compile(
@@ -71,14 +72,13 @@ class PrometheusTextImporter(Importer):
             )
         scrapes = _split_scrapes(text)
         timed = []
-        for number, text in enumerate(scrapes, start=1):
+        for number, scrape in enumerate(scrapes, start=1):
             try:
-                stamp = _scrape_time(text)
-                samples = parse_samples(text)
+                families = list(text_string_to_metric_families(scrape))  # parsed once, read thrice
             except ValueError as error:
                 result.warnings.append(f"scrape {number}: not valid exposition text ({error}); skipped")
                 continue
-            timed.append((stamp, samples, text))
+            timed.append((_scrape_time(families), sum_samples(families), families))
         if not timed:
             return result
         if any(stamp is None for stamp, _, _ in timed):
@@ -92,11 +92,11 @@ class PrometheusTextImporter(Importer):
         engine = detect_engine(timed[0][1])
         previous = None
         lifetime = len(timed) == 1
-        for stamp, samples, text in timed:
+        for stamp, samples, families in timed:
             if engine in ENGINES:
                 before, elapsed = (previous[1], stamp - previous[0]) if previous else (None, 0.0)
                 server_rows.append(engine_row(ENGINES[engine], stamp, samples, before, elapsed, lifetime))
-            gpu_rows += _dcgm_rows(text, stamp) + _triton_gpu_rows(text, stamp)
+            gpu_rows += _dcgm_rows(families, stamp) + _triton_gpu_rows(families, stamp)
             previous = (stamp, samples)
         filled = [row for row in server_rows if any(v is not None for k, v in row.items() if k != "ts")]
         if lifetime and filled:
@@ -174,20 +174,20 @@ def _split_scrapes(text: str) -> list[str]:
     return scrapes
 
 
-def _scrape_time(text: str) -> float | None:
+def _scrape_time(families: list[Metric]) -> float | None:
     stamps = [
         float(sample.timestamp)
-        for family in text_string_to_metric_families(text)
+        for family in families
         for sample in family.samples
         if sample.timestamp is not None
     ]
     return max(stamps) if stamps else None
 
 
-def _triton_gpu_rows(text: str, stamp: float) -> list[dict]:
+def _triton_gpu_rows(families: list[Metric], stamp: float) -> list[dict]:
     """Triton's nv_gpu_* gauges, one row per GPU, numbered in the order the scrape lists them."""
     rows: dict[str, dict] = {}
-    for family in text_string_to_metric_families(text):
+    for family in families:
         for sample in family.samples:
             field = TRITON_GPU_FIELDS.get(sample.name)
             if field is None:
@@ -198,10 +198,10 @@ def _triton_gpu_rows(text: str, stamp: float) -> list[dict]:
     return list(rows.values())
 
 
-def _dcgm_rows(text: str, stamp: float) -> list[dict]:
+def _dcgm_rows(families: list[Metric], stamp: float) -> list[dict]:
     rows: dict[str, dict] = {}
     free: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
+    for family in families:
         for sample in family.samples:
             name = sample.name.lower()
             gpu = sample.labels.get("gpu", "0")
