@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from diagnose.detect import SpikeAnalysis, analyse_spikes
+from diagnose.detect import SpikeAnalysis, SpikeSearch
 from diagnose.dump import load_dump
 from diagnose.dump.model import Dump
-from diagnose.facts import compute_facts
+from diagnose.facts import add_spike_evidence, compute_facts
 from diagnose.judge import default_rules_dir, judge, load_rules
 from diagnose.judge.rules import Rule
 from diagnose.report import build_report
@@ -37,13 +37,18 @@ def analyse(
     span = dump.span()
     if window_s is not None and span is not None:
         dump = dump.between(span[1] - window_s, span[1])
-    return analyse_dump(dump, rules, slo_p99_ms).report
+    return analyse_dump(dump, rules, slo_p99_ms, helper=True).report
 
 
-def analyse_dump(dump: Dump, rules: list[Rule], slo_p99_ms: float | None = None) -> Analysis:
+def analyse_dump(
+    dump: Dump, rules: list[Rule], slo_p99_ms: float | None = None, helper: bool = False
+) -> Analysis:
+    """``helper``: a big dump's signals may be searched by a second process too (see detect/helper.py)."""
     # Damaged evidence overflows and divides by zero; the results are NaN or inf, which every
     # stage treats as missing. numpy's warnings about it would only be noise on the terminal.
     with np.errstate(all="ignore"):
-        spikes = analyse_spikes(dump)
-        facts = compute_facts(dump, slo_p99_ms=slo_p99_ms, spikes=spikes)
+        search = SpikeSearch(dump, helper=helper)
+        facts = compute_facts(dump, slo_p99_ms=slo_p99_ms)  # while a helper searches the first signals
+        spikes = search.finish()
+        add_spike_evidence(facts, spikes)
         return Analysis(build_report(dump, facts, judge(rules, facts), spikes), spikes)

@@ -81,39 +81,43 @@ def find_episodes(values: np.ndarray, start: float, step: float, log_scale: bool
     reference = np.exp(level) if log_scale else level
     episodes: list[Episode] = []
     for direction in (1, -1):
-        flagged = np.nan_to_num(direction * z, nan=-np.inf) > Z_SCREEN
-        oriented = direction * z
-        spans = [
-            _segment(oriented, lo, hi)
-            for lo, hi in _regions(flagged, gap)
-            if _can_hold_core(oriented, lo, hi)
-        ]
+        oriented = direction * z  # NaN compares False: a gap is never flagged
+        regions = _regions(oriented > Z_SCREEN, gap)
+        spans = [_segment(oriented, lo, hi) for lo, hi in _can_hold_core(oriented, regions)]
         for a, b in _merge([s for s in spans if s is not None], gap):
             if b - a < minimum:
                 continue
             inside = values[a:b]
             peak = np.nanmax(inside) if direction > 0 else np.nanmin(inside)
+            levels = reference[a:b]
             episodes.append(
                 Episode(
                     float(start + a * step),
                     float(start + b * step),
                     float(peak),
-                    float(np.nanmedian(reference[a:b])),
+                    float(np.median(levels[np.isfinite(levels)])),
                     direction,
                 )
             )
     return sorted(episodes, key=lambda e: e.start)
 
 
-def _can_hold_core(z: np.ndarray, lo: int, hi: int) -> bool:
-    """Cheap necessary condition for an episode core near a candidate, checked before ruptures.
+def _can_hold_core(z: np.ndarray, regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The candidates that pass a cheap necessary condition for an episode core, checked before ruptures.
 
     A core is MIN_CORE_SAMPLES samples whose level, without their largest
     value, is at least Z_SEGMENT: so at least two samples near the candidate
     reach Z_SEGMENT. A lone outlier cannot, and is dropped here.
     """
-    near = z[max(0, lo - MIN_CORE_SAMPLES) : hi + MIN_CORE_SAMPLES]
-    return int(np.sum(np.nan_to_num(near, nan=-np.inf) >= Z_SEGMENT)) >= 2
+    if not regions:
+        return []
+    high = np.concatenate(([0], np.cumsum(z >= Z_SEGMENT)))
+    bounds = np.array(regions)
+    near = (
+        high[np.minimum(bounds[:, 1] + MIN_CORE_SAMPLES, z.size)]
+        - high[np.maximum(bounds[:, 0] - MIN_CORE_SAMPLES, 0)]
+    )
+    return [region for region, count in zip(regions, near.tolist(), strict=True) if count >= 2]
 
 
 def _merge(spans: list[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
@@ -137,12 +141,13 @@ def _noise_sigma(residual: np.ndarray) -> float:
     difference estimate where the noise looks white (the two agree within a
     factor WHITE_NOISE_RATIO), else the clipped MAD.
     """
-    sigma = robust_sigma(residual)
+    finite = residual[np.isfinite(residual)]
+    sigma = robust_sigma(finite)
+    centre = np.median(finite) if finite.size else 0.0
     for _ in range(2):
         if sigma <= 0:
             break
-        keep = np.abs(residual - np.nanmedian(residual)) <= 3 * sigma
-        sigma = robust_sigma(residual[keep])
+        sigma = robust_sigma(finite[np.abs(finite - centre) <= 3 * sigma])
     stepwise = difference_sigma(residual)
     return stepwise if stepwise >= WHITE_NOISE_RATIO * sigma else sigma
 
@@ -162,8 +167,8 @@ def _segment(z: np.ndarray, lo: int, hi: int) -> tuple[int, int] | None:
     """Exact episode bounds: ruptures segments a window around the candidate."""
     margin = max(hi - lo, 10)
     a, b = max(0, lo - margin), min(z.size, hi + margin)
-    window = pd.Series(z[a:b]).interpolate(limit_direction="both").to_numpy()
-    if not np.isfinite(window).all() or window.size < 4:
+    window = _filled(z[a:b])
+    if window is None or window.size < 4:
         return None
     penalty = PENALTY * np.log(window.size)  # z is in noise units: sigma^2 = 1
     bkps = breakpoints(window, MIN_CORE_SAMPLES, penalty)
@@ -186,6 +191,17 @@ def _segment(z: np.ndarray, lo: int, hi: int) -> tuple[int, int] | None:
     while last < len(segments) - 1 and means[last + 1] >= Z_EXTEND:
         last += 1
     return a + segments[first][0], a + segments[last][1]
+
+
+def _filled(window: np.ndarray) -> np.ndarray | None:
+    """Gaps filled by linear interpolation (held flat at the ends); None when nothing is finite."""
+    finite = np.isfinite(window)
+    if finite.all():
+        return window
+    if not finite.any():
+        return None
+    index = np.arange(window.size)
+    return np.interp(index, index[finite], window[finite])
 
 
 def _level(segment: np.ndarray) -> float:

@@ -25,7 +25,7 @@ from diagnose.facts.stages import add_stage_facts, declared_kinds
 from diagnose.facts.throttle import add_throttle_facts
 from diagnose.isolation import isolated
 
-__all__ = ["Fact", "Facts", "Summary", "compute_facts"]
+__all__ = ["Fact", "Facts", "Summary", "add_spike_evidence", "compute_facts"]
 
 
 def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnalysis | None = None) -> Facts:
@@ -60,11 +60,16 @@ def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnal
         ("OOM facts", lambda: add_oom_facts(facts, dump)),
         ("profiler facts", lambda: add_profiler_facts(facts, dump)),
     ]
-    if spikes is not None:
-        steps.append(("spike facts", lambda: add_spike_facts(facts, spikes)))
     for what, step in steps:
         isolated(facts.warnings, what, step)
+    if spikes is not None:
+        add_spike_evidence(facts, spikes)
     return facts
+
+
+def add_spike_evidence(facts: Facts, spikes: SpikeAnalysis) -> None:
+    """The facts read from the spike analysis, for a pipeline that finishes it after the others."""
+    isolated(facts.warnings, "spike facts", lambda: add_spike_facts(facts, spikes))
 
 
 def _set_window(facts: Facts, dump: Dump) -> None:
