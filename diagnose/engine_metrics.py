@@ -50,17 +50,23 @@ ENGINES: dict[str, EngineMap] = {
             "queue_depth": (("vllm:num_requests_waiting",), 1.0),
             "running": (("vllm:num_requests_running",), 1.0),
             "kv_cache_usage_pct": (("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), 100.0),
+            "swapped": (("vllm:num_requests_swapped",), 1.0),
         },
         rates={
             "throughput_rps": "vllm:request_success_total",
             "tokens_per_s": "vllm:generation_tokens_total",
+            "prompt_tokens_per_s": "vllm:prompt_tokens_total",
+            "preemptions_per_s": "vllm:num_preemptions_total",
         },
         ratios={
             "queue_ms": _histogram("vllm:request_queue_time_seconds"),
             "prefill_ms": _histogram("vllm:request_prefill_time_seconds"),
             "decode_ms": _histogram("vllm:request_decode_time_seconds"),
+            "ttft_ms": _histogram("vllm:time_to_first_token_seconds"),
+            "tpot_ms": _histogram("vllm:time_per_output_token_seconds"),
             "e2e_ms": _histogram("vllm:e2e_request_latency_seconds"),
         },
+        fallbacks={"tpot_ms": _histogram("vllm:inter_token_latency_seconds")},  # its newer name
     ),
     "triton": EngineMap(
         gauges={"queue_depth": (("nv_inference_pending_request_count",), 1.0)},
@@ -90,7 +96,7 @@ ENGINES: dict[str, EngineMap] = {
         ratios={
             "queue_ms": _histogram("tgi_request_queue_duration"),
             "compute_ms": _histogram("tgi_request_inference_duration"),
-            "decode_ms": _histogram("tgi_request_mean_time_per_token_duration"),
+            "tpot_ms": _histogram("tgi_request_mean_time_per_token_duration"),
             "e2e_ms": _histogram("tgi_request_duration"),
         },
     ),
@@ -102,8 +108,16 @@ ENGINES: dict[str, EngineMap] = {
             "kv_cache_usage_pct": (("sglang:token_usage",), 100.0),
             "tokens_per_s": (("sglang:gen_throughput",), 1.0),
         },
-        rates={"throughput_rps": "sglang:num_requests_total"},
-        ratios={"e2e_ms": _histogram("sglang:e2e_request_latency_seconds")},
+        rates={
+            "throughput_rps": "sglang:num_requests_total",
+            "prompt_tokens_per_s": "sglang:prompt_tokens_total",
+        },
+        ratios={
+            "ttft_ms": _histogram("sglang:time_to_first_token_seconds"),
+            "tpot_ms": _histogram("sglang:inter_token_latency_seconds"),
+            "e2e_ms": _histogram("sglang:e2e_request_latency_seconds"),
+        },
+        fallbacks={"tpot_ms": _histogram("sglang:time_per_output_token_seconds")},  # its older name
     ),
     # Huawei MindIE's vLLM-like names, without a prefix
     "mindie": EngineMap(

@@ -10,6 +10,7 @@ from diagnose.detect import SpikeAnalysis
 from diagnose.dump.model import Dump
 from diagnose.facts.batching import add_batch_facts
 from diagnose.facts.coldstart import add_coldstart_facts
+from diagnose.facts.engine import add_engine_facts
 from diagnose.facts.host_memory import add_host_memory_facts
 from diagnose.facts.latency import add_latency_facts
 from diagnose.facts.llm import add_llm_facts
@@ -50,6 +51,7 @@ def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnal
             ("queueing facts", lambda: add_queue_facts(facts, dump)),
         ]
     steps += [
+        ("serving-engine facts", lambda: add_engine_facts(facts, dump)),
         ("GPU facts", lambda: add_gpu_facts(facts, dump)),
         ("GPU clock facts", lambda: add_throttle_facts(facts, dump)),
         ("host CPU facts", lambda: add_host_facts(facts, dump)),

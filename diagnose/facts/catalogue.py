@@ -27,6 +27,8 @@ _SPIKES = "requests (per-second latency) with enough spike episodes to measure i
 _RHO = _QUEUE + ", and gpu: util_pct or requests: batch_size"
 _BATCH_WAIT = "requests: stage_batch_wait_ms"
 _BATCH = "requests: batch_size and stage_forward_ms"
+_KV = "server: kv_cache_usage_pct (an engine's stats log or /metrics)"
+_ENGINE = "a serving engine's stats (server table) or log events"
 _COLOCATED = "processes or gpu_processes (per-process CPU or GPU memory) and requests"
 
 CATALOGUE: dict[str, FactSpec] = {
@@ -52,6 +54,11 @@ CATALOGUE: dict[str, FactSpec] = {
     "stages.wait.share_mean": FactSpec("ratio", _STAGES, "queue and batch-wait share of mean latency"),
     "stages.unaccounted_share": FactSpec(
         "ratio", _STAGES, "share of mean latency in no logged stage (unmeasured waiting or work)"
+    ),
+    "stages.generation_share": FactSpec(
+        "ratio",
+        "requests: stage_decode_ms (LLM token generation)",
+        "share of mean latency spent generating tokens",
     ),
     "cpu_stage.name": FactSpec("name", _STAGES, "the CPU-side stage with the largest share"),
     "cpu_stage.share_mean": FactSpec("ratio", _STAGES, "its share of mean latency"),
@@ -204,6 +211,40 @@ CATALOGUE: dict[str, FactSpec] = {
     ),
     "tpot.p99_ms": FactSpec(
         "ms", "requests: tpot_ms, or stage_decode_ms and output_len", "P99 of the time per output token"
+    ),
+    "engine.kv_usage.max_pct": FactSpec("pct", _KV, "the highest KV-cache usage the engine reported"),
+    "engine.kv_usage.p50_pct": FactSpec("pct", _KV, "the median KV-cache usage"),
+    "engine.kv_full_share": FactSpec(
+        "ratio", _KV, "share of the engine's samples with the KV cache >= 95 % full"
+    ),
+    "engine.queued_while_full_share": FactSpec(
+        "ratio",
+        _KV + " and queue_depth",
+        "share of samples with requests waiting while the KV cache was >= 90 %",
+    ),
+    "engine.waiting.max": FactSpec(
+        "count", "server: queue_depth", "most requests waiting in the engine's queue"
+    ),
+    "engine.running.max": FactSpec("count", "server: running", "most requests running at once"),
+    "engine.swapped.max": FactSpec(
+        "count", "server: swapped (vLLM V0)", "most requests swapped out to CPU memory"
+    ),
+    "engine.preemptions": FactSpec(
+        "count", _ENGINE, "preemptions the evidence shows (warnings, vLLM's cumulative count, or the counter)"
+    ),
+    "engine.no_progress_s": FactSpec(
+        "s", "server: running and tokens_per_s", "longest time with requests running and no token generated"
+    ),
+    "engine.stalls": FactSpec("count", _ENGINE, "engine steps that timed out ('Engine iteration timed out')"),
+    "engine.deaths": FactSpec("count", _ENGINE, "times the engine died or failed (engine_dead events)"),
+    "engine.stall_line": FactSpec("name", "events: engine_stall", "the first stalled step's log line"),
+    "engine.kv_capacity_tokens": FactSpec(
+        "count", "events: kv_cache_config (start-up log)", "tokens the KV cache holds"
+    ),
+    "engine.max_concurrency": FactSpec(
+        "factor",
+        "events: kv_cache_config (start-up log)",
+        "requests of full length the KV cache holds at once",
     ),
     "oom.count": FactSpec("count", _OOM, "OOM events"),
     "oom.parsed": FactSpec("count", _OOM, "OOM events whose message had figures"),

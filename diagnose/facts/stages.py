@@ -132,6 +132,8 @@ def add_stage_facts(
         for key in ("share_mean", "share_tail", "excess_share", "p99_ms"):
             field = {"share_mean": "share", "share_tail": "tail_share"}.get(key, key)
             facts.add(f"cpu_stage.{key}", rows[top][field], cite_top)
+    if "decode" in rows and rows["decode"]["kind"] == "gpu":  # LLM token generation
+        facts.add("stages.generation_share", rows["decode"]["share"], f"{source}: {columns['decode']}")
     gpu = [n for n in rows if rows[n]["kind"] == "gpu"]
     if not gpu:
         facts.cannot(_GPU_STAGE_FACTS, f"a GPU stage such as stage_forward_ms or stage_prefill_ms ({have})")

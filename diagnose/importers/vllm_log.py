@@ -14,9 +14,11 @@ vLLM stamps lines with ``MM-DD HH:MM:SS`` in the server's local time and no
 year: an outer ISO prefix (``docker logs --timestamps``) gives the year when
 present, else the file's modification time does; the time is read as UTC,
 with a warning. A preemption warning becomes a ``preemption`` event; the
-start-up memory lines (profiling, KV cache size, GPU blocks) a
-``kv_cache_config`` event; an engine that died or failed to start an
-``engine_dead`` event.
+start-up memory lines (profiling, KV cache size in memory, blocks and
+tokens, maximum concurrency) a ``kv_cache_config`` event; an engine step that
+timed out an ``engine_stall`` event; an engine that died in service an
+``engine_dead`` event, and one that failed to start an ``engine_start_failed``
+event.
 """
 
 from __future__ import annotations
@@ -42,11 +44,21 @@ _FIELDS = {
 }
 _STARTUP = re.compile(
     r"Memory profiling results|Available KV cache memory: (-?[\d.]+) GiB|# GPU blocks: (\d+)"
+    r"|GPU KV cache size: [\d,]+ tokens|Maximum concurrency for [\d,]+ tokens per request"
     r"|larger than the maximum number of tokens that can be stored in KV cache"
 )
-_DEAD = re.compile(
-    r"MQLLMEngine is already dead|EngineCore failed to start|Engine core initialization failed"
+# An engine step that never came back (V0's watchdog; V1's engine core stops answering).
+_STALLED = re.compile(
+    r"Engine iteration timed out|EngineCore (?:has )?not responded|engine core .*not responding"
 )
+_DEAD = re.compile(
+    r"MQLLMEngine is already dead|Engine background task failed|AsyncEngineDeadError|EngineDeadError"
+    r"|EngineCore encountered a fatal error"
+)
+# An engine that never served: a configuration or memory problem at start-up, not a stall in service.
+_FAILED_START = re.compile(r"EngineCore failed to start|Engine core initialization failed")
+# A traceback's frames and the exception repeated in them name the error again: one event, not many.
+_IN_TRACEBACK = re.compile(r'^\W*(?:\S+\s+){0,6}?\s*File "|raise \w+|^\s+\w+Error')
 _PREEMPTED = re.compile(
     r"is preempted by PreemptionMode\.(\w+).*?(?:total_num_cumulative_preemption=(\d+))?$"
 )
@@ -59,7 +71,8 @@ class VllmLogImporter(Importer):
 
     def recognise(self, head: str) -> bool:
         markers = ("Avg generation throughput:", "is preempted by PreemptionMode")
-        return any(m in head for m in markers) or bool(_STARTUP.search(head) or _DEAD.search(head))
+        patterns = (_STARTUP, _STALLED, _DEAD, _FAILED_START)
+        return any(m in head for m in markers) or any(p.search(head) for p in patterns)
 
     def read(self, path: Path, tz: str | None = None) -> Imported:
         lines = read_text(path).splitlines()
@@ -74,8 +87,13 @@ class VllmLogImporter(Importer):
             }
             preempted = _PREEMPTED.search(line)
             ts = engine_stamp(line, default_year, tz)
-            for pattern, kind in ((_STARTUP, "kv_cache_config"), (_DEAD, "engine_dead")):
-                if pattern.search(line):
+            for pattern, kind in (
+                (_STARTUP, "kv_cache_config"),
+                (_STALLED, "engine_stall"),
+                (_DEAD, "engine_dead"),
+                (_FAILED_START, "engine_start_failed"),
+            ):
+                if pattern.search(line) and not _IN_TRACEBACK.search(line):
                     events.append(
                         {
                             "ts": ts if ts is not None else fallback,

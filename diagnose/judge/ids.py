@@ -13,5 +13,8 @@ ROOT_CAUSE_IDS: dict[str, str] = {
     "gpu-throttling": "clocks held down by power, thermal or other throttle reasons",
     "profiler-overhead": "a profiler or heavy tracing left on in serving",
     "compute-bound-forward": "model forward dominates (>80%) the latency",
+    "kv-cache-pressure": "LLM serving: the KV cache is full; requests are preempted and wait",
+    "prefill-decode-interference": "LLM serving: time per output token spikes when long prompts prefill",
+    "engine-stall": "the serving engine stops making progress: steps time out, the engine dies",
     "coarse-sampling": "the evidence is too coarse to see spikes; a data-quality finding",
 }

@@ -1,0 +1,154 @@
+"""What a text-generation engine (vLLM, SGLang, TGI) says of itself: its KV cache, queue and progress.
+
+The ``server`` table holds the engine's gauges, from its stats log lines or
+its ``/metrics``; the events hold what it logged once: preemptions, stalled
+steps, its death, and the KV capacity it found at start-up. Two failures
+live here that no request log shows directly:
+
+- **KV-cache pressure.** When the cache is full, the scheduler preempts
+  running requests (recomputing or swapping their cache) and admits no new
+  ones: the waiting queue grows while the cache stays full.
+- **A stalled engine.** A step that never returns: vLLM's watchdog logs
+  "Engine iteration timed out", the engine may die, and in between its stats
+  show requests running and no token generated.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from diagnose.dump.model import Dump
+from diagnose.facts.model import Facts
+
+FULL_PCT = 95.0  # the cache is full: vLLM keeps a watermark of free blocks, so usage rarely reads 100
+QUEUED_FULL_PCT = 90.0  # requests waiting while usage is at least this: waiting for the cache
+_ENGINE_EVENTS = ("preemption", "engine_stall", "engine_dead", "engine_start_failed", "kv_cache_config")
+_CUMULATIVE = re.compile(r"total_num_cumulative_preemption=(\d+)")
+_CAPACITY_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
+_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+
+
+def add_engine_facts(facts: Facts, dump: Dump) -> None:
+    server = dump.table("server")
+    events = dump.table("events")
+    kinds = events["kind"].astype("string") if events is not None and "kind" in events.columns else None
+    engine_events = kinds is not None and kinds.isin(list(_ENGINE_EVENTS)).any()
+    if server is not None and len(server):
+        _add_gauges(facts, server, dump.source("server"))
+    if server is None and not engine_events:
+        return
+    _add_preemptions(facts, server, events, kinds, dump)
+    _add_stalls(facts, events, kinds, dump)
+    if kinds is not None:
+        _add_capacity(facts, events[(kinds == "kv_cache_config").to_numpy()], dump.source("events"))
+
+
+def _column(frame: pd.DataFrame, name: str) -> np.ndarray | None:
+    if name not in frame.columns:
+        return None
+    values = pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype="float64")
+    return values if np.isfinite(values).any() else None
+
+
+def _add_gauges(facts: Facts, server: pd.DataFrame, source: str) -> None:
+    kv = _column(server, "kv_cache_usage_pct")
+    waiting = _column(server, "queue_depth")
+    running = _column(server, "running")
+    if kv is not None:
+        known = kv[np.isfinite(kv)]
+        cite = f"{source}: kv_cache_usage_pct, {known.size:,} samples"
+        facts.add("engine.kv_usage.max_pct", float(known.max()), cite)
+        facts.add("engine.kv_usage.p50_pct", float(np.median(known)), cite)
+        facts.add("engine.kv_full_share", float(np.mean(known >= FULL_PCT)), cite)
+    for name, values in (("waiting", waiting), ("running", running)):
+        if values is not None:
+            facts.add(f"engine.{name}.max", float(np.nanmax(values)), f"{source}: {_GAUGE[name]}")
+    swapped = _column(server, "swapped")
+    if swapped is not None:
+        facts.add("engine.swapped.max", float(np.nanmax(swapped)), f"{source}: swapped")
+    if kv is not None and waiting is not None:
+        both = np.isfinite(kv) & np.isfinite(waiting)
+        if both.any():
+            queued_full = (waiting[both] > 0) & (kv[both] >= QUEUED_FULL_PCT)
+            facts.add(
+                "engine.queued_while_full_share",
+                float(queued_full.mean()),
+                f"{source}: queue_depth > 0 with kv_cache_usage_pct >= {QUEUED_FULL_PCT:g}, "
+                f"{int(queued_full.sum())} of {int(both.sum())} samples",
+            )
+    _add_no_progress(facts, server, running, source)
+
+
+_GAUGE = {"waiting": "queue_depth", "running": "running"}
+
+
+def _add_no_progress(facts: Facts, server: pd.DataFrame, running: np.ndarray | None, source: str) -> None:
+    """The longest run of samples with requests running and no token generated or prefilled."""
+    generated = _column(server, "tokens_per_s")
+    if running is None or generated is None:
+        return
+    prompt = _column(server, "prompt_tokens_per_s")
+    progress = generated + (np.nan_to_num(prompt) if prompt is not None else 0.0)
+    stuck = (running > 0) & (progress == 0)
+    ts = pd.to_numeric(server["ts"], errors="coerce").to_numpy(dtype="float64")
+    interval = float(np.median(np.diff(ts))) if ts.size > 1 else 0.0
+    longest, run = 0.0, 0
+    for flag in stuck:
+        run = run + 1 if flag else 0
+        longest = max(longest, run * interval)
+    facts.add(
+        "engine.no_progress_s",
+        longest,
+        f"{source}: running > 0 with tokens_per_s = 0, samples every {interval:g} s",
+    )
+
+
+def _add_preemptions(
+    facts: Facts,
+    server: pd.DataFrame | None,
+    events: pd.DataFrame | None,
+    kinds: pd.Series | None,
+    dump: Dump,
+) -> None:
+    """The most preemptions any piece of evidence shows (vLLM V0 warns once per 50 of them)."""
+    counts = {"events: preemption": 0.0}
+    if kinds is not None:
+        preempted = events[(kinds == "preemption").to_numpy()]
+        counts["events: preemption"] = float(len(preempted))
+        messages = preempted["message"].astype("string").fillna("") if "message" in preempted else []
+        cumulative = [int(m.group(1)) for text in messages if (m := _CUMULATIVE.search(text))]
+        if cumulative:
+            counts["total_num_cumulative_preemption in vLLM's warning (since the engine started)"] = float(
+                max(cumulative)
+            )
+    if server is not None and (rate := _column(server, "preemptions_per_s")) is not None:
+        ts = pd.to_numeric(server["ts"], errors="coerce").to_numpy(dtype="float64")
+        counts[f"{dump.source('server')}: preemptions_per_s"] = float(
+            np.nansum(rate[1:] * np.diff(ts)) if ts.size > 1 else 0.0
+        )
+    where, value = max(counts.items(), key=lambda item: item[1])
+    source = dump.source("events") if where.startswith(("events", "total_num")) else ""
+    facts.add("engine.preemptions", value, f"{source}: {where}".lstrip(": "))
+
+
+def _add_stalls(facts: Facts, events: pd.DataFrame | None, kinds: pd.Series | None, dump: Dump) -> None:
+    source = dump.source("events") if events is not None else "no events"
+    for kind, name in (("engine_stall", "engine.stalls"), ("engine_dead", "engine.deaths")):
+        count = int((kinds == kind).sum()) if kinds is not None else 0
+        facts.add(name, count, f"{source}: {kind} events")
+    if kinds is not None and (kinds == "engine_stall").any():
+        first = events[(kinds == "engine_stall").to_numpy()].iloc[0]
+        facts.add("engine.stall_line", str(first.get("message", ""))[:200], f"{source}: first engine_stall")
+
+
+def _add_capacity(facts: Facts, config: pd.DataFrame, source: str) -> None:
+    for text in config.get("message", pd.Series(dtype="string")).astype("string").fillna(""):
+        if m := _CAPACITY_TOKENS.search(text):
+            facts.add(
+                "engine.kv_capacity_tokens", int(m.group(1).replace(",", "")), f"{source}: {text[:120]}"
+            )
+        if m := _CONCURRENCY.search(text):
+            facts.add("engine.max_concurrency", float(m.group(2)), f"{source}: {text[:120]}")
