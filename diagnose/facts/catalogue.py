@@ -29,6 +29,7 @@ _BATCH_WAIT = "requests: stage_batch_wait_ms"
 _BATCH = "requests: batch_size and stage_forward_ms"
 _KV = "server: kv_cache_usage_pct (an engine's stats log or /metrics)"
 _ENGINE = "a serving engine's stats (server table) or log events"
+_LONG = "requests: ts, latency_ms, input_len, and ttft_ms and tpot_ms (or stage_decode_ms, output_len)"
 _COLOCATED = "processes or gpu_processes (per-process CPU or GPU memory) and requests"
 
 CATALOGUE: dict[str, FactSpec] = {
@@ -245,6 +246,15 @@ CATALOGUE: dict[str, FactSpec] = {
         "factor",
         "events: kv_cache_config (start-up log)",
         "requests of full length the KV cache holds at once",
+    ),
+    "llm.long_prompt_tokens": FactSpec("count", _LONG, "the prompt length counted as long (4x the median)"),
+    "tpot.during_long_prefill_p50_ms": FactSpec(
+        "ms", _LONG, "median TPOT of requests generating while a long prompt was prefilled"
+    ),
+    "tpot.clear_p50_ms": FactSpec("ms", _LONG, "median TPOT of requests generating while none was"),
+    "tpot.long_prefill_ratio": FactSpec("factor", _LONG, "the first over the second"),
+    "tpot.long_prefill_share": FactSpec(
+        "ratio", _LONG, "share of requests that generated during a long prefill"
     ),
     "oom.count": FactSpec("count", _OOM, "OOM events"),
     "oom.parsed": FactSpec("count", _OOM, "OOM events whose message had figures"),
