@@ -191,7 +191,7 @@ def test_scraper_turns_gauges_counters_and_histograms_into_a_server_row(monkeypa
     monkeypatch.setattr(scraper, "fetch", lambda: next(pages))
     first = scraper.sample(1.0, 10.0)
     assert scraper.engine == "vllm"
-    assert first == {"ts": 1.0, "queue_depth": 4.0, "running": None, "kv_cache_usage_pct": 25.0}
+    assert first == {"ts": 1.0, "queue_depth": 4.0, "running": None, "kv_cache_usage_pct": 25.0, "swapped": None}
     row = scraper.sample(3.0, 12.0)
     assert row["throughput_rps"] == pytest.approx(20.0)
     assert row["queue_ms"] == pytest.approx(50.0)

@@ -140,3 +140,20 @@ def test_the_start_up_lines_give_the_cache_capacity(tmp_path):
     facts = _facts(tmp_path, log=log)
     assert facts.get("engine.kv_capacity_tokens") == 42656
     assert facts.get("engine.max_concurrency") == 1.3
+
+
+def test_every_engine_metric_is_in_the_map_of_what_it_feeds():
+    from pathlib import Path
+
+    from diagnose.engine_metrics import ENGINES
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "llm-serving.md").read_text(encoding="utf-8")
+    names = set()
+    for mapping in ENGINES.values():
+        for sample_names, _scale in mapping.gauges.values():
+            names.update(sample_names)
+        names.update(mapping.rates.values())
+        for ratio in [*mapping.ratios.values(), *mapping.fallbacks.values()]:
+            names.update(n.removesuffix("_sum").removesuffix("_count") for n in (ratio.numerator, ratio.denominator))
+    missing = sorted(n for n in names if f"`{n}" not in doc and n.removesuffix("_total") not in doc)
+    assert missing == []

@@ -168,6 +168,7 @@ CATALOGUE: dict[str, FactSpec] = {
     "queue.knee_rps": FactSpec("rps", _QUEUE, "lowest arrival rate at which queue wait doubled"),
     "queue.recommended_rps": FactSpec("rps", _QUEUE, "70 % of the knee: an operating point with headroom"),
     "queue.rho.max": FactSpec("ratio", _RHO, "utilisation of the busiest window"),
+    "queue.rho.p10": FactSpec("ratio", _RHO, "utilisation of the quietest tenth of the windows"),
     "queue.mm1_corr": FactSpec("ratio", _RHO, "Spearman of queue wait and rho/(1-rho)"),
     "batch.wait.share_mean": FactSpec("ratio", _BATCH_WAIT, "batch waiting's share of mean latency"),
     "batch.wait.p50_ms": FactSpec("ms", _BATCH_WAIT, "median time a request waits for its batch"),
@@ -222,6 +223,11 @@ CATALOGUE: dict[str, FactSpec] = {
         "ratio",
         _KV + " and queue_depth",
         "share of samples with requests waiting while the KV cache was >= 90 %",
+    ),
+    "engine.saturated_share": FactSpec(
+        "ratio",
+        "server: queue_depth and running",
+        "share of samples with requests waiting while running was at 90 % of its highest or more",
     ),
     "engine.waiting.max": FactSpec(
         "count", "server: queue_depth", "most requests waiting in the engine's queue"

@@ -24,6 +24,7 @@ from diagnose.dump.model import Dump
 from diagnose.facts.model import Facts
 
 FULL_PCT = 95.0  # the cache is full: vLLM keeps a watermark of free blocks, so usage rarely reads 100
+AT_CAPACITY = 0.9  # running this close to its highest, with requests waiting: the engine takes no more
 QUEUED_FULL_PCT = 90.0  # requests waiting while usage is at least this: waiting for the cache
 _ENGINE_EVENTS = ("preemption", "engine_stall", "engine_dead", "engine_start_failed", "kv_cache_config")
 _CUMULATIVE = re.compile(r"total_num_cumulative_preemption=(\d+)")
@@ -78,6 +79,16 @@ def _add_gauges(facts: Facts, server: pd.DataFrame, source: str) -> None:
                 float(queued_full.mean()),
                 f"{source}: queue_depth > 0 with kv_cache_usage_pct >= {QUEUED_FULL_PCT:g}, "
                 f"{int(queued_full.sum())} of {int(both.sum())} samples",
+            )
+    if waiting is not None and running is not None:
+        both = np.isfinite(waiting) & np.isfinite(running)
+        if both.any() and np.nanmax(running) > 0:
+            full = (waiting[both] > 0) & (running[both] >= AT_CAPACITY * np.nanmax(running))
+            facts.add(
+                "engine.saturated_share",
+                float(full.mean()),
+                f"{source}: queue_depth > 0 with running >= {AT_CAPACITY:.0%} of its highest, "
+                f"{int(full.sum())} of {int(both.sum())} samples",
             )
     _add_no_progress(facts, server, running, source)
 

@@ -23,7 +23,7 @@ _MIN_REQUESTS = 30
 
 
 _WAIT_FACTS = ("queue.wait_growth", "queue.knee_rps", "queue.recommended_rps")
-_RHO_FACTS = ("queue.rho.max", "queue.mm1_corr")
+_RHO_FACTS = ("queue.rho.max", "queue.rho.p10", "queue.mm1_corr")
 
 
 def add_queue_facts(facts: Facts, dump: Dump) -> None:
@@ -85,4 +85,5 @@ def add_queue_facts(facts: Facts, dump: Dump) -> None:
 
 def _add_rho_facts(facts: Facts, rho: np.ndarray, wait: np.ndarray, cite: str) -> None:
     facts.add("queue.rho.max", float(np.max(rho)), cite)
+    facts.add("queue.rho.p10", float(np.percentile(rho, 10)), cite)
     facts.add("queue.mm1_corr", spearman(rho / (1 - rho), wait), cite)

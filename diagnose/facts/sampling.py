@@ -5,7 +5,7 @@ from __future__ import annotations
 from diagnose.dump.model import Dump
 from diagnose.facts.model import Facts
 
-_LATENCY_AVERAGES = ("e2e_ms", "queue_ms", "compute_ms", "prefill_ms", "decode_ms")
+_LATENCY_AVERAGES = ("e2e_ms", "queue_ms", "compute_ms", "prefill_ms", "decode_ms", "ttft_ms", "tpot_ms")
 _SERIES = ("system", "gpu", "processes", "server", "allocator", "gpu_processes")
 
 

@@ -120,9 +120,8 @@ def _why_not(rule: Rule, states: dict[str, bool | None], facts: Facts) -> str:
         if condition.name not in expr.names(rule.when) or states[condition.name] is not False:
             continue
         shown = ", ".join(
-            f"{n} = {format_value(n, facts.values[n].value)}"
+            f"{n} = {format_value(n, facts.values[n].value)}" if n in facts.values else f"no {n} in this dump"
             for n in sorted(expr.names(condition.test))
-            if n in facts.values
         )
         parts.append(f"{condition.test_text} is false ({shown})")
     return "; ".join(parts)

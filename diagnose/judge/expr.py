@@ -20,6 +20,7 @@ Evaluation is three-valued: a missing fact is *unknown* (None), arithmetic
 and comparisons on unknown are unknown, and ``and``/``or``/``not`` follow
 Kleene logic, so ``missing and false`` is false while ``missing and true``
 stays unknown. That is what lets a rule be ruled out by the evidence it has.
+``known(x)`` is the one exception: true or false, whether ``x`` is there.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ FUNCTIONS: dict[str, tuple[int, Callable[..., Value]]] = {
     "max": (2, max),
     "abs": (1, abs),
     "ramp": (3, _ramp),
+    "known": (1, lambda value: value is not None),  # evaluated before its argument can make it unknown
 }
 
 _TOKEN = re.compile(
@@ -109,6 +111,8 @@ def evaluate(node: Node, lookup: Mapping[str, Value]) -> Value:
     if op == "not":
         value = _truth(evaluate(node.args[0], lookup))
         return None if value is None else not value
+    if op == "call" and node.value == "known":  # never unknown itself: whether the evidence is there
+        return evaluate(node.args[0], lookup) is not None
     values = [evaluate(arg, lookup) for arg in node.args]
     if any(v is None for v in values):
         return None
