@@ -157,3 +157,17 @@ def test_every_engine_metric_is_in_the_map_of_what_it_feeds():
             names.update(n.removesuffix("_sum").removesuffix("_count") for n in (ratio.numerator, ratio.denominator))
     missing = sorted(n for n in names if f"`{n}" not in doc and n.removesuffix("_total") not in doc)
     assert missing == []
+
+
+def test_the_engine_start_and_its_warm_up_are_events(tmp_path):
+    log = (
+        "INFO 09-03 16:28:10 [api_server.py:1882] vLLM API server version 0.10.2\n"
+        "INFO 09-03 16:28:23 [core.py:75] Initializing a V1 LLM engine (v0.10.2) with config: model='m'\n"
+        "INFO 09-03 16:29:04 [gpu_model_runner.py:3480] Graph capturing finished in 7 secs, took 0.95 GiB\n"
+        "INFO 09-03 16:29:04 [core.py:210] init engine (profile, create kv cache, warmup model) took 25.99 seconds\n"
+        "INFO 09-03 16:30:00 [loggers.py:271] Engine 000: Avg prompt throughput: 10.0 tokens/s, Avg generation "
+        "throughput: 40.0 tokens/s, Running: 2 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%\n"
+    )
+    (tmp_path / "engine.log").write_text(log)
+    events = load_dump(str(tmp_path)).tables["events"]
+    assert list(events["kind"]) == ["restart", "warmup_end", "warmup_end"]  # one start: two lines, 13 s apart

@@ -18,7 +18,10 @@ start-up memory lines (profiling, KV cache size in memory, blocks and
 tokens, maximum concurrency) a ``kv_cache_config`` event; an engine step that
 timed out an ``engine_stall`` event; an engine that died in service an
 ``engine_dead`` event, and one that failed to start an ``engine_start_failed``
-event.
+event. The server's start ("vLLM API server version", "Initializing a V1 LLM
+engine") is a ``restart`` event, so that cold requests after it are told from
+warm ones, and the end of its warm-up ("init engine ... took", "Graph
+capturing finished") a ``warmup_end`` event.
 """
 
 from __future__ import annotations
@@ -57,6 +60,12 @@ _DEAD = re.compile(
 )
 # An engine that never served: a configuration or memory problem at start-up, not a stall in service.
 _FAILED_START = re.compile(r"EngineCore failed to start|Engine core initialization failed")
+# The server (re)starting, and the end of its warm-up (profiling, KV cache, torch.compile, CUDA graphs).
+_STARTED = re.compile(r"vLLM API server version|Initializing (?:a V1 |an )LLM engine")
+_WARMED_UP = re.compile(
+    r"init engine \(profile, create kv cache, warmup model\) took|Graph capturing finished in"
+)
+_SAME_START_S = 300.0  # the API server's line and the engine's, a few seconds apart, are one start
 # A traceback's frames and the exception repeated in them name the error again: one event, not many.
 _IN_TRACEBACK = re.compile(r'^\W*(?:\S+\s+){0,6}?\s*File "|raise \w+|^\s+\w+Error')
 _PREEMPTED = re.compile(
@@ -71,7 +80,7 @@ class VllmLogImporter(Importer):
 
     def recognise(self, head: str) -> bool:
         markers = ("Avg generation throughput:", "is preempted by PreemptionMode")
-        patterns = (_STARTUP, _STALLED, _DEAD, _FAILED_START)
+        patterns = (_STARTUP, _STALLED, _DEAD, _FAILED_START, _STARTED, _WARMED_UP)
         return any(m in head for m in markers) or any(p.search(head) for p in patterns)
 
     def read(self, path: Path, tz: str | None = None) -> Imported:
@@ -92,8 +101,15 @@ class VllmLogImporter(Importer):
                 (_STALLED, "engine_stall"),
                 (_DEAD, "engine_dead"),
                 (_FAILED_START, "engine_start_failed"),
+                (_STARTED, "restart"),
+                (_WARMED_UP, "warmup_end"),
             ):
                 if pattern.search(line) and not _IN_TRACEBACK.search(line):
+                    stamp = ts if ts is not None else fallback
+                    if kind == "restart" and any(
+                        e["kind"] == "restart" and abs(stamp - e["ts"]) < _SAME_START_S for e in events
+                    ):
+                        continue
                     events.append(
                         {
                             "ts": ts if ts is not None else fallback,
