@@ -13,7 +13,7 @@ from diagnose.facts.coldstart import add_coldstart_facts
 from diagnose.facts.engine import add_engine_facts
 from diagnose.facts.host_memory import add_host_memory_facts
 from diagnose.facts.latency import add_latency_facts
-from diagnose.facts.llm import add_interference_facts, add_llm_facts
+from diagnose.facts.llm import add_interference_facts, add_llm_facts, add_llm_shift_facts
 from diagnose.facts.memory import add_allocator_facts, add_oom_facts
 from diagnose.facts.model import Fact, Facts, Summary
 from diagnose.facts.profiler import add_profiler_facts
@@ -46,6 +46,7 @@ def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnal
             (f"stage facts from {source}", lambda: add_stage_facts(facts, requests, source, declared)),
             (f"TTFT and TPOT from {source}", lambda: add_llm_facts(facts, requests, source)),
             (f"prefill interference from {source}", lambda: add_interference_facts(facts, requests, source)),
+            (f"TTFT and TPOT shifts from {source}", lambda: add_llm_shift_facts(facts, requests, source)),
             (f"batching facts from {source}", lambda: add_batch_facts(facts, requests, source)),
             (f"input-length facts from {source}", lambda: add_shift_facts(facts, requests, source)),
             (f"cold-start facts from {source}", lambda: add_coldstart_facts(facts, dump, requests, source)),

@@ -29,6 +29,8 @@ _BATCH_WAIT = "requests: stage_batch_wait_ms"
 _BATCH = "requests: batch_size and stage_forward_ms"
 _KV = "server: kv_cache_usage_pct (an engine's stats log or /metrics)"
 _ENGINE = "a serving engine's stats (server table) or log events"
+_OUTPUT = "requests: output_len and latency_ms, on each side of a latency shift"
+_TTFT = "requests: ttft_ms (or stage_decode_ms), on each side of a TTFT shift"
 _LONG = "requests: ts, latency_ms, input_len, and ttft_ms and tpot_ms (or stage_decode_ms, output_len)"
 _COLOCATED = "processes or gpu_processes (per-process CPU or GPU memory) and requests"
 
@@ -253,12 +255,33 @@ CATALOGUE: dict[str, FactSpec] = {
         "events: kv_cache_config (start-up log)",
         "requests of full length the KV cache holds at once",
     ),
+    "output_len.rise_ratio": FactSpec("factor", _OUTPUT, "median generated length after the shift / before"),
+    "output_len.explained_share": FactSpec(
+        "ratio", _OUTPUT, "share of the latency rise a latency-vs-answer-length line predicts"
+    ),
+    "ttft.rise_ratio": FactSpec("factor", _TTFT, "median TTFT after its largest shift / before"),
+    "ttft.input_rise_ratio": FactSpec(
+        "factor", _TTFT + " and input_len", "median prompt length after / before"
+    ),
+    "ttft.unexplained_ratio": FactSpec(
+        "factor", _TTFT + " and input_len", "TTFT after the shift / what a TTFT-vs-prompt line predicts"
+    ),
+    "ttft.input_explained_share": FactSpec(
+        "ratio", _TTFT + " and input_len", "share of the TTFT rise the new prompt lengths predict"
+    ),
+    "tpot.rise_ratio": FactSpec(
+        "factor",
+        "requests: tpot_ms, or stage_decode_ms and output_len",
+        "median TPOT after its largest shift / before",
+    ),
     "llm.long_prompt_tokens": FactSpec("count", _LONG, "the prompt length counted as long (4x the median)"),
     "tpot.during_long_prefill_p50_ms": FactSpec(
         "ms", _LONG, "median TPOT of requests generating while a long prompt was prefilled"
     ),
     "tpot.clear_p50_ms": FactSpec("ms", _LONG, "median TPOT of requests generating while none was"),
-    "tpot.long_prefill_ratio": FactSpec("factor", _LONG, "the first over the second"),
+    "tpot.long_prefill_ratio": FactSpec(
+        "factor", _LONG, "the same comparison with each TPOT relative to the median of its minute"
+    ),
     "tpot.long_prefill_share": FactSpec(
         "ratio", _LONG, "share of requests that generated during a long prefill"
     ),

@@ -14,11 +14,13 @@ import numpy as np
 import pandas as pd
 
 from diagnose.facts.model import Facts
+from diagnose.facts.shift import add_generation_shift_facts
 
 _POINTS = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
 _MIN_REQUESTS = 10
 LONG_PROMPT_FACTOR = 4.0  # a prompt this many times the median: its prefill alone fills a step
 MIN_LONG_PROMPTS = 3
+LOCAL_WINDOW_S = 60.0
 _MIN_GROUP = 20
 _INTERFERENCE_FACTS = (
     "llm.long_prompt_tokens",
@@ -43,6 +45,13 @@ def add_llm_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
             facts.add(f"{name}.{point}_ms", float(value), cite)
 
 
+def add_llm_shift_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
+    """Longer prompts, longer answers, or a slower system? Asked of TTFT and TPOT separately."""
+    ttft, _ = _ttft(requests)
+    tpot, _ = _tpot(requests)
+    add_generation_shift_facts(facts, requests, source, ttft, tpot)
+
+
 def add_interference_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
     """Does generation slow down while long prompts are prefilled beside it?
 
@@ -52,8 +61,10 @@ def add_interference_facts(facts: Facts, requests: pd.DataFrame, source: str) ->
     requests are split by whether a long prompt (at least LONG_PROMPT_FACTOR x
     the median prompt) was prefilled while they were generating, i.e. whether
     that prompt's first token came between their own first and last token,
-    and their median TPOTs compared. Busy periods raise TPOT for everyone;
-    comparing by the prompts' length, not their number, keeps load out of it.
+    and their median TPOTs compared, each TPOT taken relative to the median of
+    its minute. Busy periods, and a system that slowed down, raise TPOT for
+    everyone in them; comparing within the minute, and by the prompts' length
+    rather than their number, keeps both out of it.
     """
     ttft, _ = _ttft(requests)
     tpot, _ = _tpot(requests)
@@ -83,7 +94,10 @@ def add_interference_facts(facts: Facts, requests: pd.DataFrame, source: str) ->
     overlapped = (
         np.searchsorted(long_prefills, last, "right") - np.searchsorted(long_prefills, first, "right") > 0
     )
-    during, clear = tpot[usable & overlapped], tpot[usable & ~overlapped]
+    # Each TPOT against the median of its own minute: a system that slowed down (or sped up) for other
+    # reasons moves both groups alike, and must not read as interference.
+    relative = tpot / _local_median(first, tpot, usable)
+    during, clear = relative[usable & overlapped], relative[usable & ~overlapped]
     if during.size < _MIN_GROUP or clear.size < _MIN_GROUP:
         facts.cannot(
             _INTERFERENCE_FACTS,
@@ -92,10 +106,18 @@ def add_interference_facts(facts: Facts, requests: pd.DataFrame, source: str) ->
         )
         return
     facts.add("llm.long_prompt_tokens", threshold, cite)
-    facts.add("tpot.during_long_prefill_p50_ms", float(np.median(during)), cite)
-    facts.add("tpot.clear_p50_ms", float(np.median(clear)), cite)
-    facts.add("tpot.long_prefill_ratio", float(np.median(during) / np.median(clear)), cite)
+    facts.add("tpot.during_long_prefill_p50_ms", float(np.median(tpot[usable & overlapped])), cite)
+    facts.add("tpot.clear_p50_ms", float(np.median(tpot[usable & ~overlapped])), cite)
+    ratio = float(np.median(during) / np.median(clear))
+    facts.add("tpot.long_prefill_ratio", ratio, f"{cite}; each TPOT against the median of its minute")
     facts.add("tpot.long_prefill_share", float(during.size / (during.size + clear.size)), cite)
+
+
+def _local_median(when: np.ndarray, values: np.ndarray, usable: np.ndarray) -> np.ndarray:
+    """For each request, the median of ``values`` over the usable requests of its LOCAL_WINDOW_S window."""
+    bins = np.floor(np.where(np.isfinite(when), when, 0) / LOCAL_WINDOW_S)
+    medians = pd.Series(values[usable]).groupby(bins[usable]).median()
+    return pd.Series(bins).map(medians).to_numpy(dtype="float64")
 
 
 def _ttft(requests: pd.DataFrame) -> tuple[np.ndarray | None, str]:

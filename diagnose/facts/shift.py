@@ -9,6 +9,8 @@ changed; if latency rose beyond it, the system got slower.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -31,8 +33,8 @@ _LENGTH_FACTS = (
 def add_shift_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
     latency = requests["latency_ms"].to_numpy(dtype="float64")
     ts = requests["ts"].to_numpy()
-    split = _best_split(ts, latency)
-    if split is None:
+    shift = _shift(ts, latency)
+    if shift is None:
         span = float(ts[-1] - ts[0]) if len(ts) else 0.0
         reason = (
             f"a longer dump: a shift needs {2 * _MIN_SIDE_WINDOWS} windows of {_WINDOW_S:.0f} s and "
@@ -40,41 +42,104 @@ def add_shift_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
         )
         facts.cannot([*_SHIFT_FACTS, *_LENGTH_FACTS], reason)
         return
-    late = ts >= split
-    early = ~late & np.isfinite(latency)
-    late &= np.isfinite(latency)
-    early_median, late_median = np.median(latency[early]), np.median(latency[late])
-    if early_median <= 0:
-        return
+    split, early, late, ratio = shift
     cite = f"{source}: latency_ms before and after {split:.0f} (epoch s)"
-    facts.add("latency.shift_at", float(split), cite)
-    facts.add("latency.rise_ratio", float(late_median / early_median), cite)
+    facts.add("latency.shift_at", split, cite)
+    facts.add("latency.rise_ratio", ratio, cite)
     if "input_len" not in requests.columns:
         return
-    length = requests["input_len"].to_numpy(dtype="float64")
-    known = np.isfinite(length)
-    early &= known
-    late &= known
-    if early.sum() < 20 or late.sum() < 20:
+    explained = _explained(latency, _column(requests, "input_len"), early, late)
+    if isinstance(explained, str):
         facts.cannot(
-            _LENGTH_FACTS,
-            f"20 requests with input_len on each side of the shift ({source}: "
-            f"{int(early.sum())} before, {int(late.sum())} after)",
+            _LENGTH_FACTS, f"20 requests with input_len on each side of the shift ({source}: {explained})"
         )
         return
     cite_len = f"{source}: input_len and latency_ms before and after the shift"
+    facts.add("input_len.rise_ratio", explained.length_rise, cite_len)
+    facts.add("input_len.latency_corr", explained.corr, cite_len)
+    facts.add("latency.unexplained_ratio", explained.unexplained, cite_len)
+    facts.add("input_len.explained_share", explained.share, cite_len)
+    if "output_len" in requests.columns:  # text generation: did the answers get longer?
+        by_output = _explained(latency, _column(requests, "output_len"), early, late)
+        if not isinstance(by_output, str):
+            cite_out = f"{source}: output_len and latency_ms before and after the shift"
+            facts.add("output_len.rise_ratio", by_output.length_rise, cite_out)
+            facts.add("output_len.explained_share", by_output.share, cite_out)
+
+
+def add_generation_shift_facts(
+    facts: Facts, requests: pd.DataFrame, source: str, ttft: np.ndarray | None, tpot: np.ndarray | None
+) -> None:
+    """The same question of an LLM's two latencies: did TTFT rise with the prompts, and did TPOT rise?
+
+    TTFT is set by queueing and prefill, so longer prompts raise it without
+    the system changing; TPOT is per token, so a lasting rise in it means the
+    engine got slower per step (or its batches bigger), whatever the lengths.
+    """
+    ts = requests["ts"].to_numpy()
+    if ttft is not None and (shift := _shift(ts, ttft)) is not None:
+        split, early, late, ratio = shift
+        cite = f"{source}: time to first token before and after {split:.0f} (epoch s)"
+        facts.add("ttft.rise_ratio", ratio, cite)
+        if "input_len" in requests.columns:
+            explained = _explained(ttft, _column(requests, "input_len"), early, late)
+            if not isinstance(explained, str):
+                cite_len = f"{source}: input_len and time to first token before and after the shift"
+                facts.add("ttft.input_rise_ratio", explained.length_rise, cite_len)
+                facts.add("ttft.unexplained_ratio", explained.unexplained, cite_len)
+                facts.add("ttft.input_explained_share", explained.share, cite_len)
+    if tpot is not None and (shift := _shift(ts, tpot)) is not None:
+        facts.add(
+            "tpot.rise_ratio", shift[3], f"{source}: time per output token before and after {shift[0]:.0f}"
+        )
+
+
+@dataclass(frozen=True)
+class _Explained:
+    length_rise: float | None  # median length after / before
+    corr: float  # Spearman of length and the metric
+    unexplained: float | None  # metric after / what a line fitted before predicts for the new lengths
+    share: float | None  # share of the metric's rise the new lengths predict (0-1)
+
+
+def _shift(ts: np.ndarray, values: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, float] | None:
+    """(split, before, after, median after / median before) at the metric's largest shift."""
+    split = _best_split(ts, values)
+    if split is None:
+        return None
+    late = ts >= split
+    early = ~late & np.isfinite(values)
+    late &= np.isfinite(values)
+    before = np.median(values[early])
+    if before <= 0:
+        return None
+    return float(split), early, late, float(np.median(values[late]) / before)
+
+
+def _explained(
+    metric: np.ndarray, length: np.ndarray, early: np.ndarray, late: np.ndarray
+) -> _Explained | str:
+    """How much of the metric's shift a metric-vs-length line fitted before it predicts (or why not)."""
+    known = np.isfinite(length)
+    early, late = early & known, late & known
+    if early.sum() < 20 or late.sum() < 20:
+        return f"{int(early.sum())} before, {int(late.sum())} after"
     early_len, late_len = np.median(length[early]), np.median(length[late])
-    if early_len > 0:
-        facts.add("input_len.rise_ratio", float(late_len / early_len), cite_len)
-    facts.add("input_len.latency_corr", spearman(length[known], latency[known]), cite_len)
-    slope, intercept = _fit(length[early], latency[early])
+    slope, intercept = _fit(length[early], metric[early])
     predicted = float(np.median(intercept + slope * length[late]))
-    before, after = np.median(latency[early]), np.median(latency[late])
-    if predicted > 0:
-        facts.add("latency.unexplained_ratio", float(after / predicted), cite_len)
-    if after > before:
-        explained = (predicted - before) / (after - before)
-        facts.add("input_len.explained_share", float(np.clip(explained, 0.0, 1.0)), cite_len)
+    before, after = np.median(metric[early]), np.median(metric[late])
+    share = float(np.clip((predicted - before) / (after - before), 0.0, 1.0)) if after > before else None
+    both = known & np.isfinite(metric)
+    return _Explained(
+        float(late_len / early_len) if early_len > 0 else None,
+        spearman(length[both], metric[both]),
+        float(after / predicted) if predicted > 0 else None,
+        share,
+    )
+
+
+def _column(requests: pd.DataFrame, name: str) -> np.ndarray:
+    return pd.to_numeric(requests[name], errors="coerce").to_numpy(dtype="float64")
 
 
 def _best_split(ts: np.ndarray, latency: np.ndarray) -> float | None:
