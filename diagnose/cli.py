@@ -209,6 +209,23 @@ def _add_collection_args(command: argparse.ArgumentParser) -> None:
         help="which engine serves --metrics-url (default: recognised from the metric names)",
     )
     command.add_argument(
+        "--metrics-map",
+        metavar="METRIC=COL,...",
+        help=(
+            "record a service's own metrics as server columns, e.g. "
+            "app_queue_size=queue_depth,app_batch_size=batch_size (counters become rates, "
+            "histograms their mean over each interval)"
+        ),
+    )
+    command.add_argument(
+        "--stages",
+        metavar="NAME=KIND,...",
+        help=(
+            "the kinds (cpu, gpu, wait) of request-log stages whose names do not say it, written to the "
+            "manifest, e.g. forward=cpu for a model run on the CPU"
+        ),
+    )
+    command.add_argument(
         "--allocator-log",
         metavar="PATH",
         help="the JSONL file written by diagnose.collectors.allocator.record_allocator in the service",
@@ -460,6 +477,8 @@ def _record_options(args: argparse.Namespace, output: Path | None):
         column_map=parse_map(args.map),
         metrics_url=args.metrics_url,
         engine=args.engine,
+        metrics_map=_metrics_map(args.metrics_map),
+        stage_kinds=_stage_kinds(args.stages),
         allocator_log=args.allocator_log,
         logs=tuple(args.log),
         top=args.top,
@@ -467,6 +486,34 @@ def _record_options(args: argparse.Namespace, output: Path | None):
         force=args.force,
         strict=args.strict,
     )
+
+
+def _metrics_map(text: str | None) -> dict[str, str]:
+    from diagnose.dump.schema import COLUMNS
+
+    mapping: dict[str, str] = {}
+    for item in (text or "").split(",") if text else []:
+        metric, sep, column = (part.strip() for part in item.partition("="))
+        if not sep or not metric or not column:
+            raise InputError(f"--metrics-map: expected METRIC=COLUMN pairs separated by commas, got {item!r}")
+        if column not in COLUMNS["server"] or column == "ts":
+            known = ", ".join(c for c in COLUMNS["server"] if c != "ts")
+            raise InputError(f"--metrics-map: {column!r} is not a server column; one of: {known}")
+        mapping[metric] = column
+    return mapping
+
+
+def _stage_kinds(text: str | None) -> dict[str, str]:
+    from diagnose.facts.stages import KINDS
+
+    kinds: dict[str, str] = {}
+    for item in text.split(",") if text else []:
+        name, sep, kind = (part.strip() for part in item.partition("="))
+        if not sep or not name or kind.lower() not in KINDS:
+            expected = f"NAME=KIND pairs, KIND one of {', '.join(KINDS)}"
+            raise InputError(f"--stages: expected {expected}; got {item!r}")
+        kinds[name.removeprefix("stage_").removesuffix("_ms")] = kind.lower()
+    return kinds
 
 
 def _run_formats(args: argparse.Namespace) -> int:

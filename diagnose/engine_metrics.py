@@ -128,6 +128,27 @@ ENGINES: dict[str, EngineMap] = {
         rates={"throughput_rps": "request_success_total", "tokens_per_s": "generation_tokens_total"},
     ),
 }
+
+
+def custom_map(metric_to_column: dict[str, str]) -> EngineMap:
+    """The map of a service no engine map knows, from ``--metrics-map`` (metric name -> server column).
+
+    A metric's type is read from the page, not asked for: a gauge is copied, a
+    counter (``NAME_total``) becomes a rate, a histogram or summary (``NAME_sum``
+    and ``NAME_count``) its per-interval mean; seconds become milliseconds for a
+    ``_ms`` column.
+    """
+    gauges, rates, ratios = {}, {}, {}
+    for metric, column in metric_to_column.items():
+        base = metric.removesuffix("_total")
+        scale = 1000.0 if column.endswith("_ms") and base.endswith("_seconds") else 1.0
+        if metric == base:
+            gauges[column] = ((metric,), scale)
+            ratios[column] = _Ratio(f"{metric}_sum", f"{metric}_count", scale)
+        rates[column] = f"{base}_total"
+    return EngineMap(gauges, rates, ratios)
+
+
 _PREFIXES = {"vllm:": "vllm", "nv_inference_": "triton", "tgi_": "tgi", "sglang:": "sglang"}
 # Engines whose metrics carry no prefix are known by names only they use together.
 _UNPREFIXED = {"mindie": ("request_success_total", "num_requests_running")}
@@ -182,6 +203,8 @@ def engine_row(
     elif before is None:
         return row
     for column, name in mapping.rates.items():
+        if row.get(column) is not None:
+            continue
         if name in samples and name in before and elapsed > 0 and not lifetime:
             row[column] = max(0.0, samples[name] - before[name]) / elapsed
     for column, ratio in [*mapping.ratios.items(), *mapping.fallbacks.items()]:

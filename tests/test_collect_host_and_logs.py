@@ -302,3 +302,21 @@ def test_the_allocator_helper_never_imports_torch_itself(tmp_path, monkeypatch):
     time.sleep(0.2)
     assert attempts == []
     assert out.read_text() == ""  # no torch in the process: nothing to record
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        ("INFO 12-01 10:00:01 api_server.py:312] Profiler started.", "profiler_start"),
+        ("INFO 12-01 10:02:01 api_server.py:320] Profiler stopped.", "profiler_stop"),
+        ("[2025-12-01 10:00:01] Profiling starts. Traces will be saved to: /tmp/trace", "profiler_start"),
+        ("[2025-12-01 10:01:01] Profiling done. Traces are saved to: /tmp/trace", "profiler_stop"),
+        ("2026-12-02 01:00:00 cProfile profiler started on every thread", "profiler_start"),
+        ("WARNING torch profiler is not enabled; set VLLM_TORCH_PROFILER_DIR", None),
+        ("INFO Starting profiler...", None),  # vLLM's line before the start; the start is the next one
+        ("INFO loaded profiling config for CUDA graphs", None),
+    ],
+)
+def test_profiler_lines_become_profiler_events(line, kind):
+    events = events_from_lines([line], 5.0, "service.log")
+    assert [e["kind"] for e in events] == ([kind] if kind else [])

@@ -11,6 +11,7 @@ import threading
 import time
 import urllib.request
 
+import psutil
 import pytest
 
 from diagnose.dump import load_dump
@@ -195,3 +196,109 @@ def test_a_watched_server_that_comes_back_under_a_new_pid_is_a_restart():
                 process.wait()
     kinds = {e["kind"]: e for e in events}
     assert kinds["restart"]["pid"] == second.pid and kinds["restart"]["previous_pid"] == first.pid
+
+
+def test_a_restart_between_scans_is_seen_at_once_and_stamped_at_the_new_process_birth():
+    from diagnose.collectors.host import HostCollector
+
+    command = [sys.executable, "-c", "import time; time.sleep(30)", "diagnose-restart-between-scans"]
+    first = subprocess.Popen(command)
+    second = None
+    try:
+        time.sleep(0.3)
+        host = HostCollector(watch_pids=(first.pid,), rescan_every=100)
+        host.sample(time.time(), time.monotonic())  # the one full scan of this test
+        first.kill()
+        first.wait()
+        events = host.sample(time.time(), time.monotonic()).events
+        second = subprocess.Popen(command)
+        time.sleep(0.3)
+        events += host.sample(time.time(), time.monotonic()).events
+        born = psutil.Process(second.pid).create_time()
+    finally:
+        for process in (first, second):
+            if process is not None:
+                process.kill()
+                process.wait()
+    (restart,) = [e for e in events if e["kind"] == "restart"]
+    assert restart["pid"] == second.pid and restart["previous_pid"] == first.pid
+    assert restart["ts"] == pytest.approx(born, abs=0.05)
+
+
+def test_a_busy_process_born_between_scans_is_recorded_from_the_next_sample():
+    from diagnose.collectors.host import HostCollector
+
+    host = HostCollector(top=3, rescan_every=100)
+    host.sample(time.time(), time.monotonic())
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass", "diagnose-newborn-test"])
+    quiet = subprocess.Popen(["sleep", "30"])
+    try:
+        time.sleep(0.8)
+        rows = host.sample(time.time(), time.monotonic()).processes
+    finally:
+        for process in (busy, quiet):
+            process.kill()
+            process.wait()
+    recorded = {row["pid"]: row for row in rows}
+    assert busy.pid in recorded and recorded[busy.pid]["cpu_pct"] > 0
+    assert quiet.pid not in recorded
+
+
+_OWN_METRICS = """\
+# TYPE app_queue_depth gauge
+app_queue_depth 7
+# TYPE app_requests counter
+app_requests_total{status="ok"} %(ok)s
+app_requests_total{status="error"} 1
+# TYPE app_batch_size histogram
+app_batch_size_bucket{le="+Inf"} %(batches)s
+app_batch_size_sum %(batched)s
+app_batch_size_count %(batches)s
+# TYPE app_latency_seconds histogram
+app_latency_seconds_sum %(latency)s
+app_latency_seconds_count %(ok)s
+"""
+
+
+def test_a_services_own_metrics_are_recorded_by_type_through_metrics_map():
+    from diagnose.engine_metrics import custom_map, engine_row, parse_samples
+
+    mapping = custom_map(
+        {
+            "app_queue_depth": "queue_depth",
+            "app_requests": "throughput_rps",
+            "app_batch_size": "batch_size",
+            "app_latency_seconds": "e2e_ms",
+        }
+    )
+    before = parse_samples(_OWN_METRICS % {"ok": 100, "batches": 10, "batched": 40, "latency": 5.0})
+    after = parse_samples(_OWN_METRICS % {"ok": 120, "batches": 14, "batched": 72, "latency": 6.0})
+    row = engine_row(mapping, 2.0, after, before, elapsed=2.0)
+    assert row["queue_depth"] == 7
+    assert row["throughput_rps"] == pytest.approx(10.0)  # 20 more answered in 2 s
+    assert row["batch_size"] == pytest.approx(8.0)  # 32 requests in 4 batches
+    assert row["e2e_ms"] == pytest.approx(50.0)  # 1 s over 20 requests
+
+
+def test_a_metrics_map_column_that_is_not_a_server_column_is_a_user_error(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "diagnose", "record", "-o", str(tmp_path / "d"), "--metrics-map", "x=latency"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2
+    assert "'latency' is not a server column" in result.stderr and "queue_depth" in result.stderr
+    assert not (tmp_path / "d").exists()
+
+
+def test_stage_kinds_given_to_the_recorder_reach_the_manifest(tmp_path):
+    import yaml
+
+    result = _record(
+        "-o", str(tmp_path / "d"), "--duration", "1s", "--no-gpu", "--stages", "detok=cpu,rpc=wait"
+    )
+    assert result.returncode == 0, result.stderr
+    manifest = yaml.safe_load((tmp_path / "d" / "manifest.yaml").read_text())
+    assert manifest["stages"] == {"detok": "cpu", "rpc": "wait"}
+    bad = _record("-o", str(tmp_path / "e"), "--duration", "1s", "--no-gpu", "--stages", "detok=fast")
+    assert bad.returncode == 2 and "NAME=KIND" in bad.stderr and not (tmp_path / "e").exists()

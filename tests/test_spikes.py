@@ -123,3 +123,48 @@ def test_the_vectorised_null_locks_exactly_as_the_one_shift_version():
             expected_share, expected_lag = _locked(ref, row, width)
             assert share == pytest.approx(expected_share)
             assert (np.isnan(lag) and np.isnan(expected_lag)) or lag == pytest.approx(expected_lag)
+
+
+def _process_rows(pid, cmdline, start, end, cpu=150.0):
+    return [{"ts": float(t), "pid": pid, "name": "python", "cmdline": cmdline, "cpu_pct": cpu}
+            for t in range(start, end)]
+
+
+def _cpu_signals(rows):
+    import pandas as pd
+
+    from diagnose.detect.signals import build_signals
+    from diagnose.dump.model import Dump, Manifest
+
+    system = pd.DataFrame({"ts": np.arange(0.0, 400.0), "cpu_pct": 10.0})
+    processes = pd.DataFrame(rows).sort_values("ts", kind="stable")
+    dump = Dump("mem", {"system": system, "processes": processes}, {}, Manifest(interval_s=1.0))
+    return [s for s in build_signals(dump) if s.name.startswith("processes.cpu_pct")]
+
+
+def test_runs_of_one_job_with_different_arguments_are_one_signal():
+    rows = (
+        _process_rows(101, "python -m job --seconds 16.6", 50, 67)
+        + _process_rows(102, "python -m job --seconds 17.7", 200, 218)
+        + _process_rows(103, "python -m job --seconds 12", 330, 342)
+    )
+    (job,) = _cpu_signals(rows)
+    assert job.meta["pids"] == [101, 102, 103]
+    assert np.nansum(job.values > 0) == 17 + 18 + 12
+
+
+def test_two_servers_that_differ_only_in_a_port_stay_two_signals():
+    rows = _process_rows(201, "python serve.py --port 8000", 0, 400, 80.0) + _process_rows(
+        202, "python serve.py --port 8001", 0, 400, 60.0
+    )
+    signals = _cpu_signals(rows)
+    assert sorted(s.meta["pids"][0] for s in signals) == [201, 202]
+
+
+def test_kernel_threads_without_a_command_line_that_differ_in_numbers_stay_apart():
+    rows = [
+        {**row, "name": f"kworker/{cpu}:1-mm_percpu_wq", "cmdline": ""}
+        for cpu, pid in ((0, 301), (1, 302))
+        for row in _process_rows(pid, "", 0, 400, 30.0 + cpu)
+    ]
+    assert sorted(s.meta["pids"][0] for s in _cpu_signals(rows)) == [301, 302]

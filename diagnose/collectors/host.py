@@ -2,10 +2,12 @@
 
 Cost matters more than completeness here: the full process table is scanned
 only every ``rescan_every`` samples to choose the top processes by CPU; in
-between only the tracked processes are read. The busiest-thread figure (one
-thread at a full core is the tell-tale of a single-threaded tokenizer or
-decoder) needs every thread's times, so it is read for the watched server
-pids and the ``thread_top`` busiest processes only.
+between only the tracked processes are read, plus the processes born since the
+last sample (a listing of pids is cheap): a 15-second cron job or a restarted
+server is seen within a sample of its birth, not at the next scan. The
+busiest-thread figure (one thread at a full core is the tell-tale of a
+single-threaded tokenizer or decoder) needs every thread's times, so it is
+read for the watched server pids and the ``thread_top`` busiest processes only.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from dataclasses import dataclass, field
 import psutil
 
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
+# A newborn process is recorded from its birth when it has used this share of a core since.
+_NEWBORN_CPU_PCT = 10.0
+_MAX_NEWBORNS = 64  # a host forking hundreds of short processes a second costs no more than this
 
 
 @dataclass
@@ -51,6 +56,9 @@ class HostCollector:
         self._last_time: float | None = None
         self._last_io = self._io_counters()
         self._watched_identity: dict[int, tuple[str, str]] = {}
+        self._lost: dict[int, tuple[str, str]] = {}  # watched servers that exited, awaiting a restart
+        self._known_pids = set(psutil.pids())
+        self._newborns: dict[int, int] = {}  # pid -> samples left to watch it before giving up on it
         psutil.cpu_percent(interval=None)  # primes the counter: the first real reading is a delta
         for pid in self._watch:
             self._track(pid)
@@ -61,6 +69,8 @@ class HostCollector:
         events: list[dict] = []
         if self._samples % self._rescan_every == 0:
             events += self._rescan(ts)
+        else:
+            events += self._newcomers(ts)
         self._samples += 1
         system = self._system_row(ts, elapsed)
         rows = []
@@ -69,6 +79,8 @@ class HostCollector:
             row = self._process_row(ts, pid, tracked)
             if row is None:
                 events += self._gone(ts, pid, tracked)
+                if self._lost:  # its successor may already be running
+                    events += self._find_restarts(sorted(self._known_pids - set(self._tracked)))
                 continue
             rows.append(row)
             by_cpu.append((row["cpu_pct"] or 0.0, pid))
@@ -127,10 +139,11 @@ class HostCollector:
             times = process.info["cpu_times"]
             if times is not None:
                 totals[process.pid] = times.user + times.system
-        busiest = sorted(
-            totals, key=lambda pid: totals[pid] - self._scan_cpu.get(pid, totals[pid]), reverse=True
-        )
+        # A process born since the last scan used all its CPU since then, not none of it.
+        busiest = sorted(totals, key=lambda pid: totals[pid] - self._scan_cpu.get(pid, 0.0), reverse=True)
         self._scan_cpu = totals
+        self._known_pids = set(totals)
+        self._newborns.clear()
         keep = set(self._watch) | set(busiest[: self._top])
         for pid in list(self._tracked):
             if pid not in keep:
@@ -138,47 +151,85 @@ class HostCollector:
         for pid in keep:
             if pid not in self._tracked:
                 self._track(pid)
-        events += self._find_restarts(ts, totals)
+        for pid, ident in self._watched_identity.items():
+            if pid not in totals:
+                self._lost.setdefault(pid, ident)
+        if self._lost:
+            events += self._find_restarts(list(totals))
         return events
 
-    def _find_restarts(self, ts: float, alive: dict[int, float]) -> list[dict]:
-        """A watched server that exited and came back under a new pid is a restart."""
+    def _newcomers(self, ts: float) -> list[dict]:
+        """Processes born since the last sample: a restarted server, or a busy newcomer to record now."""
+        pids = set(psutil.pids())
+        born = pids - self._known_pids
+        self._known_pids = pids
+        events = self._find_restarts(sorted(born)) if self._lost else []
+        for pid in sorted(born)[: max(0, _MAX_NEWBORNS - len(self._newborns))]:
+            self._newborns.setdefault(pid, self._rescan_every)
+        for pid in list(self._newborns):
+            self._newborns[pid] -= 1
+            if pid in self._tracked or pid not in pids or self._newborns[pid] < 0:
+                del self._newborns[pid]
+            elif self._busy_since_birth(pid):
+                del self._newborns[pid]
+                self._track(pid, since_birth=True)
+        return events
+
+    @staticmethod
+    def _busy_since_birth(pid: int) -> bool:
+        try:
+            process = psutil.Process(pid)
+            with process.oneshot():
+                times, born = process.cpu_times(), process.create_time()
+        except _GONE:
+            return False
+        age = max(time.time() - born, 0.5)
+        return (times.user + times.system) / age * 100 >= _NEWBORN_CPU_PCT
+
+    def _find_restarts(self, candidates: list[int]) -> list[dict]:
+        """A watched server that exited and came back under a new pid is a restart, stamped at its birth."""
         events = []
-        lost = {pid: ident for pid, ident in self._watched_identity.items() if pid not in alive}
-        if not lost:
-            return events
-        for process in psutil.process_iter(["pid", "name", "cmdline"]):
-            ident = (process.info["name"] or "", " ".join(process.info["cmdline"] or []))
-            for old_pid, old_ident in list(lost.items()):
-                if ident == old_ident and process.pid not in self._watch:
-                    events.append(
-                        {
-                            "ts": ts,
-                            "kind": "restart",
-                            "pid": process.pid,
-                            "previous_pid": old_pid,
-                            "message": f"{ident[0]} restarted: pid {old_pid} -> {process.pid}",
-                        }
-                    )
-                    self._watch.discard(old_pid)
-                    self._watched_identity.pop(old_pid, None)
-                    self._watch.add(process.pid)
-                    self._track(process.pid)
-                    del lost[old_pid]
+        for pid in candidates:
+            if pid in self._watch or not self._lost:
+                continue
+            try:
+                process = psutil.Process(pid)
+                with process.oneshot():
+                    ident = (process.name(), " ".join(process.cmdline()))
+                    born = process.create_time()
+            except _GONE:
+                continue
+            old_pid = next((old for old, old_ident in self._lost.items() if old_ident == ident), None)
+            if old_pid is None:
+                continue
+            events.append(
+                {
+                    "ts": born,
+                    "kind": "restart",
+                    "pid": pid,
+                    "previous_pid": old_pid,
+                    "message": f"{ident[0]} restarted: pid {old_pid} -> {pid}",
+                }
+            )
+            del self._lost[old_pid]
+            self._watch.discard(old_pid)
+            self._watched_identity.pop(old_pid, None)
+            self._watch.add(pid)
+            self._track(pid)
         return events
 
-    def _track(self, pid: int) -> None:
+    def _track(self, pid: int, since_birth: bool = False) -> None:
+        """Read a process from now on; ``since_birth``: its first rate counts from its birth."""
         try:
             process = psutil.Process(pid)
             with process.oneshot():
                 times = process.cpu_times()
-                tracked = _Tracked(
-                    process,
-                    process.name(),
-                    " ".join(process.cmdline()),
-                    times.user + times.system,
-                    time.monotonic(),
-                )
+                read_at = time.monotonic()
+                used = times.user + times.system
+                if since_birth:
+                    read_at -= max(time.time() - process.create_time(), 0.0)
+                    used = 0.0
+                tracked = _Tracked(process, process.name(), " ".join(process.cmdline()), used, read_at)
         except _GONE:
             return
         self._tracked[pid] = tracked
@@ -228,6 +279,8 @@ class HostCollector:
         del self._tracked[pid]
         if pid not in self._watch:
             return []
+        if pid in self._watched_identity:
+            self._lost[pid] = self._watched_identity[pid]
         return [
             {"ts": ts, "kind": "process_exit", "pid": pid, "message": f"{tracked.name} (pid {pid}) exited"}
         ]

@@ -1,4 +1,10 @@
-"""Events from log lines: PyTorch CUDA OOM messages and NVIDIA Xid errors."""
+"""Events from log lines: PyTorch CUDA OOM messages, NVIDIA Xid errors, and profilers started or stopped.
+
+A profiler line is one that names a profiler (or profiling) and says it
+started or stopped: vLLM's ``Profiler started.`` after ``POST /start_profile``,
+SGLang's ``Profiling starts``, a service's own ``profiler enabled``. A line
+that says a profiler is *not* on is neither.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,10 @@ import re
 from diagnose.oom import is_oom_message
 
 _XID = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
+_PROFILER = re.compile(r"\bprofil(?:er|ing)\b", re.IGNORECASE)
+_STARTED = re.compile(r"\b(?:started|starts|enabled|is on|turned on)\b", re.IGNORECASE)
+_STOPPED = re.compile(r"\b(?:stopped|stops|disabled|done|finished|is off|turned off)\b", re.IGNORECASE)
+_NEGATED = re.compile(r"\b(?:not|no|never|cannot|failed)\b|n't\b", re.IGNORECASE)
 
 
 def events_from_lines(lines: list[str], ts: float, source: str) -> list[dict]:
@@ -14,6 +24,9 @@ def events_from_lines(lines: list[str], ts: float, source: str) -> list[dict]:
     for line in lines:
         if is_oom_message(line):
             events.append({"ts": ts, "kind": "oom", "message": line.strip(), "source": source})
+            continue
+        if (kind := _profiler_kind(line)) is not None:
+            events.append({"ts": ts, "kind": kind, "message": line.strip(), "source": source})
             continue
         match = _XID.search(line)
         if match:
@@ -28,3 +41,13 @@ def events_from_lines(lines: list[str], ts: float, source: str) -> list[dict]:
                 }
             )
     return events
+
+
+def _profiler_kind(line: str) -> str | None:
+    if not _PROFILER.search(line) or _NEGATED.search(line):
+        return None
+    if _STOPPED.search(line):
+        return "profiler_stop"
+    if _STARTED.search(line):
+        return "profiler_start"
+    return None

@@ -1,7 +1,8 @@
 """Scrape a serving engine's Prometheus ``/metrics`` into the server table, once an interval.
 
 Which metric becomes which column, for each engine, is
-:data:`diagnose.engine_metrics.ENGINES`, shared with the importer of scrape files.
+:data:`diagnose.engine_metrics.ENGINES`, shared with the importer of scrape files;
+a service of one's own is mapped with ``--metrics-map`` (:func:`custom_map`).
 """
 
 from __future__ import annotations
@@ -9,12 +10,20 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 
-from diagnose.engine_metrics import ENGINES, detect_engine, engine_row, parse_samples
+from diagnose.engine_metrics import ENGINES, EngineMap, detect_engine, engine_row, parse_samples
 
 
 class MetricsScraper:
-    def __init__(self, url: str, engine: str = "auto", timeout_s: float = 0.5) -> None:
-        self.url, self.engine, self.timeout_s = url, engine, timeout_s
+    def __init__(
+        self,
+        url: str,
+        engine: str = "auto",
+        timeout_s: float = 0.5,
+        custom: EngineMap | None = None,
+        custom_metrics: tuple[str, ...] = (),
+    ) -> None:
+        self.url, self.engine, self.timeout_s = url, "custom" if custom else engine, timeout_s
+        self._custom, self.custom_metrics = custom, custom_metrics
         self._previous: tuple[float, dict[str, float]] | None = None
         self.last_samples: dict[str, float] = {}  # the last scrape, to tell an unknown engine from a dead one
 
@@ -30,7 +39,7 @@ class MetricsScraper:
         samples = self.last_samples = parse_samples(self.fetch())
         if self.engine == "auto":
             self.engine = detect_engine(samples) or "auto"
-        mapping = ENGINES.get(self.engine)
+        mapping = self._custom or ENGINES.get(self.engine)
         previous, self._previous = self._previous, (monotonic, samples)
         if mapping is None:
             return None

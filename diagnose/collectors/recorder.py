@@ -27,7 +27,7 @@ from diagnose.collectors.prometheus import MetricsScraper, ScrapeError
 from diagnose.collectors.requests_log import RequestLog
 from diagnose.collectors.sources import SourceHealth
 from diagnose.collectors.writer import DumpWriter
-from diagnose.engine_metrics import detect_engine, parse_samples
+from diagnose.engine_metrics import custom_map, detect_engine, parse_samples
 from diagnose.errors import InputError
 
 KERNEL_LOGS = ("/var/log/kern.log", "/var/log/messages")
@@ -44,6 +44,8 @@ class RecordOptions:
     column_map: dict[str, str] = field(default_factory=dict)
     metrics_url: str | None = None
     engine: str = "auto"
+    metrics_map: dict[str, str] = field(default_factory=dict)  # a service's own metric -> server column
+    stage_kinds: dict[str, str] = field(default_factory=dict)  # the manifest's stages: map
     allocator_log: str | None = None
     logs: tuple[str, ...] = ()
     top: int = 10
@@ -87,7 +89,16 @@ def record(
     )
     allocator = FileFollower(options.allocator_log) if options.allocator_log else None
     user_logs = [FileFollower(path) for path in options.logs]
-    scraper = MetricsScraper(options.metrics_url, options.engine) if options.metrics_url else None
+    scraper = (
+        MetricsScraper(
+            options.metrics_url,
+            options.engine,
+            custom=custom_map(options.metrics_map) if options.metrics_map else None,
+            custom_metrics=tuple(options.metrics_map),
+        )
+        if options.metrics_url
+        else None
+    )
     health = SourceHealth((lambda _: None) if options.strict else say)  # --strict says it once, below
     _check_sources(health, options, watched, requests, allocator, user_logs, scraper)
     health.say = say
@@ -107,6 +118,7 @@ def record(
         gpus=summary.gpus,
         gpu_note=summary.gpu_note,
         sources=health.manifest(),
+        **({"stages": options.stage_kinds} if options.stage_kinds else {}),
     )
     start, cpu_start = time.monotonic(), time.process_time()
     tick = 0
@@ -170,6 +182,7 @@ def record(
             skipped_ticks=summary.skipped_ticks,
             stopped_by=summary.stopped_by,
             recorder_cpu_s=round(summary.loop_cpu_s, 3),
+            recorder_total_cpu_s=round(time.process_time(), 3),  # start-up and imports included
         )
     return summary
 
@@ -231,12 +244,19 @@ def _scrape(scraper: MetricsScraper, wall: float, now: float) -> tuple[dict | No
 
 def _unmapped(scraper: MetricsScraper, samples: dict[str, float]) -> str | None:
     """A /metrics page of no engine diagnose knows answers, yet records nothing: say so."""
+    if scraper.engine == "custom":
+        missing = [
+            metric
+            for metric in scraper.custom_metrics
+            if not {metric, f"{metric}_total", f"{metric}_count"} & samples.keys()
+        ]
+        return f"--metrics-map: not on the page: {', '.join(missing)}" if missing else None
     if scraper.engine != "auto" or detect_engine(samples):
         return None
     return (
         f"answers with {len(samples)} series, none of them vLLM, Triton, TGI, SGLang or MindIE metrics; "
-        "nothing from it "
-        "is recorded (give --engine if the names are renamed)"
+        "nothing from it is recorded (name the service's own metrics with --metrics-map, "
+        "e.g. my_queue_size=queue_depth, or give --engine if an engine's names are renamed)"
     )
 
 

@@ -6,7 +6,9 @@ second where the table *was* sampled but a process has no row, that process
 was not running, so its CPU or GPU memory is 0 there.
 
 Processes that come back under new pids (a cron job started every few
-minutes) are one signal per name and command line, summed over their pids.
+minutes) are one signal per name and command line, summed over their pids;
+command lines that differ only in numbers (``--seconds 16.6``, ``--seconds
+17.7``) are one job too, as long as its runs never overlap.
 Request signals use a window long enough to hold about ten requests, so a
 per-window P99 means something at low traffic.
 """
@@ -214,15 +216,15 @@ def _process_signals(
     )
     cmdline = frame["cmdline"].astype("string").fillna("") if "cmdline" in frame.columns else name
     pids = frame["pid"].to_numpy()
-    identity = name + "\x00" + cmdline
+    identity = (name + _SEPARATOR + cmdline).to_numpy()
     groups: dict[str, np.ndarray] = {}
-    for ident, positions in pd.Series(np.arange(len(frame))).groupby(identity.to_numpy()).groups.items():
-        rows = np.asarray(positions)
+    for rows in _instances(identity, slots, pids):
         unique_pids = np.unique(pids[rows])
         if unique_pids.size == 1:
             groups[f"pid={int(unique_pids[0])}"] = rows
         else:
-            groups[f"name={ident.split(chr(0))[0]}"] = rows
+            key = f"name={str(identity[rows[-1]]).split(_SEPARATOR)[0]}"
+            groups[key if key not in groups else f"{key}#{len(groups)}"] = rows
     signals = []
     for column in columns:
         values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype="float64")
@@ -241,6 +243,36 @@ def _process_signals(
         candidates.sort(key=lambda s: -np.nanmax(s.values))
         signals += candidates[:_MAX_PROCESS_SIGNALS]
     return signals
+
+
+def _instances(identity: np.ndarray, slots: np.ndarray, pids: np.ndarray) -> list[np.ndarray]:
+    """Row positions of each program: same name and command line up to its numbers, never two at once.
+
+    Runs of a job whose arguments vary (a duration, a date) are one program; two
+    servers that differ only in a port, running side by side, stay two.
+    """
+    positions = pd.Series(np.arange(identity.size))
+    loose = pd.Series(identity).str.replace(_NUMBER, "#", regex=True).to_numpy()
+    programs = []
+    for group in positions.groupby(loose).groups.values():
+        rows = np.asarray(group)
+        exact = np.unique(identity[rows])
+        if exact.size > 1 and _overlap(slots[rows], pids[rows]):
+            programs += [rows[[value == one for value in identity[rows]]] for one in exact]
+        else:
+            programs.append(rows)
+    return programs
+
+
+_NUMBER = r"\d+(?:\.\d+)?"
+# Between name and command line: not NUL, which numpy's strings drop from the end of a value.
+_SEPARATOR = "\x1f"
+
+
+def _overlap(slots: np.ndarray, pids: np.ndarray) -> bool:
+    """Whether two of these pids were sampled at the same slot."""
+    pairs = np.unique(np.stack([slots, pids.astype("int64")]), axis=1)
+    return bool(np.unique(pairs[0]).size < pairs.shape[1])
 
 
 def server_pids(dump: Dump) -> set[int]:

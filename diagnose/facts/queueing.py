@@ -3,7 +3,12 @@
 Per window: arrival rate, mean queue wait, and utilisation rho. Where the
 server batches, rho is the arrival rate over the best throughput any batch size
 reached (a batching GPU reads busy at any load: each batch fills the time it
-has); otherwise it is the GPU's busy fraction (mean util_pct / 100). Across
+has); otherwise it is the GPU's busy fraction (mean util_pct / 100); without a
+GPU table (a model served on the CPU, or a GPU nobody recorded), it is the
+model's busy fraction from the request log: the model stages' time in the
+window over the window's length and the number of model workers (the server's
+highest `running`, or one where the log's model time never exceeds the wall
+time, which more workers would). Across
 windows: how closely the wait follows rho / (1 - rho) (Spearman), how much it
 grew from the quietest to the busiest quarter, and the knee: the lowest
 arrival rate at which the wait is twice its quiet level. Operating at about 70 % of the knee leaves headroom.
@@ -15,8 +20,10 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.model import Dump
+from diagnose.dump.schema import stage_columns
 from diagnose.facts.model import Facts
 from diagnose.facts.shift import spearman
+from diagnose.facts.stages import stage_kind
 
 _WINDOWS = 20
 _MIN_REQUESTS = 30
@@ -67,11 +74,16 @@ def add_queue_facts(facts: Facts, dump: Dump) -> None:
         _add_rho_facts(facts, rho, wait, f"{source} and batch capacity {capacity:,.1f}/s")
         return
     if gpu is None or "util_pct" not in gpu.columns:
-        facts.cannot(
-            _RHO_FACTS,
-            "a utilisation to set against the queue wait: gpu: util_pct, or requests: batch_size with "
-            "stage_forward_ms (the queue wait itself is there)",
-        )
+        model = _model_busy(dump, requests, window, per.index.to_numpy(), np.diff(edges))
+        if isinstance(model, str):
+            facts.cannot(
+                _RHO_FACTS,
+                "a utilisation to set against the queue wait: gpu: util_pct, or requests: batch_size with "
+                f"stage_forward_ms (the queue wait itself is there; {model})",
+            )
+            return
+        rho, how = model
+        _add_rho_facts(facts, rho, wait, f"{source} and {how}")
         return
     gpu_window = np.clip(np.searchsorted(edges, gpu["ts"].to_numpy(), side="right") - 1, 0, _WINDOWS - 1)
     util = pd.Series(gpu["util_pct"].to_numpy(dtype="float64")).groupby(gpu_window).mean()
@@ -81,6 +93,43 @@ def add_queue_facts(facts: Facts, dump: Dump) -> None:
         facts.cannot(_RHO_FACTS, f"gpu: util_pct in 5 of the request windows ({int(known.sum())} have it)")
         return
     _add_rho_facts(facts, rho[known], wait[known], f"{source} and {dump.source('gpu')}: util_pct")
+
+
+def _model_busy(
+    dump: Dump, requests: pd.DataFrame, window: np.ndarray, windows: np.ndarray, lengths_s: np.ndarray
+) -> tuple[np.ndarray, str] | str:
+    """Per window, the share of time the model's worker(s) were busy, from the request log; or why not."""
+    declared = dump.manifest.extra.get("stages")
+    declared = declared if isinstance(declared, dict) else None
+    stages = stage_columns(requests)
+    model = [column for name, column in stages.items() if stage_kind(name, declared) == "gpu"]
+    if not model:
+        return "the request log has no model stage such as stage_forward_ms either"
+    if {"ttft_ms", "tpot_ms"} & set(requests.columns) or "decode" in stages:
+        return "a text-generation engine's requests share its steps, so their model times overlap"
+    busy_ms = requests[model].apply(pd.to_numeric, errors="coerce").fillna(0.0).sum(axis=1).to_numpy()
+    per_window = pd.Series(busy_ms).groupby(window).sum().reindex(windows).to_numpy()
+    load = per_window / (lengths_s[windows] * 1000)
+    stage_names = ", ".join(model)
+    workers = _workers(dump.table("server"))
+    if workers is not None:
+        how = f"{stage_names} over {workers:.0f} worker(s) ({dump.source('server')}: highest running)"
+        return (load / workers).clip(0, 0.99), how
+    if np.nanmax(load) > 1.05:
+        return (
+            f"the model's time exceeds the wall time ({np.nanmax(load):.1f}x in one window), so it runs "
+            "on several workers or in batches, and how many is not recorded (server: running)"
+        )
+    how = f"{stage_names}: one model worker (the model's time never exceeds the wall time)"
+    return load.clip(0, 0.99), how
+
+
+def _workers(server: pd.DataFrame | None) -> float | None:
+    if server is None or "running" not in server.columns:
+        return None
+    running = pd.to_numeric(server["running"], errors="coerce").to_numpy(dtype="float64")
+    highest = np.nanmax(running) if np.isfinite(running).any() else np.nan
+    return float(highest) if highest >= 1 else None
 
 
 def _add_rho_facts(facts: Facts, rho: np.ndarray, wait: np.ndarray, cite: str) -> None:

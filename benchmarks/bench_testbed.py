@@ -1,0 +1,65 @@
+"""The diagnosis judged on a real service with real faults: every testbed scenario, recorded and scored.
+
+    pip install '.[testbed]'
+    python benchmarks/bench_testbed.py                       # every scenario, each its default length
+    python benchmarks/bench_testbed.py --duration 3m --seeds 2 --out runs/
+    python benchmarks/bench_testbed.py --only cpu-bound-stage healthy-low
+
+Runs each scenario with ``python -m testbed run`` (one at a time: they share
+the machine's cores, which is the point), then prints the score table of
+``python -m testbed score``: per run the injected cause's rank and score, AC@1
+(first with a score of at least 0.5), AC@3, and the likely hypotheses on the
+healthy runs. Scenarios this machine cannot run (memory-swapping without swap)
+are listed as skipped with the reason. Takes a few minutes a scenario: not for CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from testbed.scenarios import SCENARIOS  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--duration", help="length of every run (default: each scenario's own)")
+    parser.add_argument("--seeds", type=int, default=1, help="runs of each scenario, with different seeds")
+    parser.add_argument("--only", nargs="+", metavar="SCENARIO", help="run only these")
+    parser.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
+    args = parser.parse_args()
+    names = args.only or list(SCENARIOS)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenarios: {', '.join(unknown)}")
+    out = args.out or Path(tempfile.mkdtemp(prefix="bench-testbed-"))
+    out.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        if (reason := SCENARIOS[name].unavailable()) is not None:
+            print(f"skipped {name}: {reason}")
+            continue
+        for seed in range(args.seeds):
+            folder = out / f"{name}-s{seed}"
+            command = [sys.executable, "-m", "testbed", "run", name, "--out", str(folder)]
+            command += ["--seed", str(seed)]
+            if args.duration:
+                command += ["--duration", args.duration]
+            began = time.monotonic()
+            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+            took = time.monotonic() - began
+            status = "ok" if done.returncode == 0 else f"failed ({done.stderr.strip()[-200:]})"
+            print(f"{folder.name}: {status} in {took:.0f} s", flush=True)
+    subprocess.run([sys.executable, "-m", "testbed", "score", str(out)], cwd=ROOT, check=False)
+    print(f"runs kept in {out}")
+
+
+if __name__ == "__main__":
+    main()

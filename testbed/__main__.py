@@ -1,0 +1,97 @@
+"""``python -m testbed``: run a scenario on the real testbed service, list them, or score recorded runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from testbed.pack import pack
+from testbed.runner import RunError, run, runs_under
+from testbed.scenarios import SCENARIOS
+from testbed.score import score_run, table
+
+DEFAULT_RUNS = Path("testbed-runs")
+
+
+def _duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        if text[-1:].lower() in units:
+            return float(text[:-1]) * units[text[-1].lower()]
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a duration such as 90s, 5m or 1h, got {text!r}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m testbed", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_cmd = commands.add_parser("run", help="run one scenario and record it")
+    run_cmd.add_argument("scenario", help="a scenario name (python -m testbed list)")
+    run_cmd.add_argument(
+        "--duration", type=_duration, help="how long to drive the load (default: the scenario's)"
+    )
+    run_cmd.add_argument("--out", type=Path, help=f"the run folder (default: {DEFAULT_RUNS}/SCENARIO-TIME)")
+    run_cmd.add_argument("--seed", type=int, default=0, help="seed of the load and the fault timing")
+    commands.add_parser("list", help="the scenarios and what each injects")
+    score_cmd = commands.add_parser("score", help="diagnose recorded runs and score the ranking")
+    score_cmd.add_argument(
+        "runs", nargs="*", type=Path, help=f"run folders or folders of runs (default: {DEFAULT_RUNS})"
+    )
+    pack_cmd = commands.add_parser("pack", help="pack recorded runs as regression fixtures (tables gzipped)")
+    pack_cmd.add_argument("runs", nargs="+", type=Path, help="run folders or folders of runs")
+    pack_cmd.add_argument("--into", type=Path, default=Path("fixtures/recorded"), help="default: %(default)s")
+    args = parser.parse_args(argv)
+
+    if args.command == "list":
+        for scenario in SCENARIOS.values():
+            note = f"  [not here: {reason}]" if (reason := scenario.unavailable()) else ""
+            print(f"{scenario.name:26} {scenario.cause or 'healthy':26} {scenario.summary}{note}")
+        return 0
+    if args.command == "run":
+        scenario = SCENARIOS.get(args.scenario)
+        if scenario is None:
+            known = ", ".join(SCENARIOS)
+            print(f"testbed: unknown scenario {args.scenario!r}; one of: {known}", file=sys.stderr)
+            return 2
+        duration = args.duration or scenario.default_duration_s
+        out = args.out or DEFAULT_RUNS / f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        try:
+            dump = run(scenario, duration, out, seed=args.seed)
+        except RunError as error:
+            print(f"testbed: {error}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("testbed: interrupted; everything it started has been stopped", file=sys.stderr)
+            return 130
+        print(f"testbed: recorded {dump}; score it with: python -m testbed score {out}")
+        return 0
+    if args.command == "pack":
+        runs = list(runs_under(args.runs))
+        if not runs:
+            print("testbed: no runs (folders with truth.yaml) found", file=sys.stderr)
+            return 2
+        for folder in runs:
+            print(f"testbed: packed {folder} into {pack(folder, args.into)}")
+        return 0
+    folders = args.runs or [DEFAULT_RUNS]
+    missing = [str(f) for f in folders if not f.exists()]
+    if missing:
+        print(f"testbed: no such folder: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    runs = list(runs_under(folders))
+    if not runs:
+        print("testbed: no runs (folders with truth.yaml) found", file=sys.stderr)
+        return 2
+    try:
+        print(table([score_run(folder) for folder in runs]))
+    except RuntimeError as error:
+        print(f"testbed: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

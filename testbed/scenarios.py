@@ -1,0 +1,115 @@
+"""The testbed's scenarios: a healthy service at two loads, and one real fault per root cause it can make.
+
+Each says which root-cause id it injects (None: healthy), how the service is
+started, the load, and what happens during the run. Times are fractions of the
+run, so a short smoke run and a long benchmark run inject the same story.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import psutil
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    cause: str | None
+    summary: str
+    rate_rps: float = 10.0
+    ramp_to_rps: float | None = None
+    service_args: tuple[str, ...] = ()
+    shift_at: float | None = None  # fraction of the run where prompts get longer
+    length_factor: float = 1.0
+    restart_at: float | None = None  # fraction of the run where the service is restarted
+    profile_at: float | None = None  # fraction of the run where the service's profiler is switched on
+    job_period_s: tuple[float, float] | None = None  # the co-located job's period, jittered in this range
+    job_seconds: tuple[float, float] = (10.0, 20.0)
+    fault_from: float = 0.0  # fraction of the run from which the fault is on (truth.yaml)
+    default_duration_s: float = 300.0
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+    def unavailable(self) -> str | None:
+        """Why this machine cannot run the scenario, or None."""
+        if "swap" in self.tags and psutil.swap_memory().total == 0:
+            return "the host has no swap: memory-swapping cannot happen here"
+        return None
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario("healthy-low", None, "healthy service at a light load", rate_rps=4),
+        Scenario("healthy-high", None, "healthy service at a busy but sustainable load", rate_rps=14),
+        Scenario(
+            "cpu-bound-stage",
+            "cpu-bound-stage",
+            "the pure-Python tokenizer path: the tokenizer thread is pegged and requests wait for it",
+            rate_rps=10,
+            service_args=("--slow-tokenizer",),
+        ),
+        Scenario(
+            "co-located-contention",
+            "co-located-contention",
+            "a cron-style job named like the server takes two cores and 512 MiB for 10-20 s every 90-300 s",
+            rate_rps=8,
+            job_period_s=(90.0, 300.0),
+            default_duration_s=600.0,
+        ),
+        Scenario(
+            "cold-start-contamination",
+            "cold-start-contamination",
+            "the service restarts half-way; its first requests wait for the tokenizer and model to be made",
+            rate_rps=8,
+            restart_at=0.5,
+            fault_from=0.5,
+        ),
+        Scenario(
+            "input-length-shift",
+            "input-length-shift",
+            "prompts get 2.5x longer half-way (the same trace, scaled): a tail-heavy shift",
+            rate_rps=6,
+            shift_at=0.5,
+            length_factor=2.5,
+            fault_from=0.5,
+        ),
+        Scenario(
+            "queue-saturation",
+            "queue-saturation",
+            "the arrival rate ramps from light to past what the service can serve",
+            rate_rps=4,
+            ramp_to_rps=60,
+        ),
+        Scenario(
+            "batch-window-too-long",
+            "batch-window-too-long",
+            "a dynamic batcher that waits up to 80 ms for a batch of 32 at a light load",
+            rate_rps=8,
+            service_args=("--max-batch", "32", "--batch-window-ms", "80"),
+        ),
+        Scenario(
+            "oversized-batch",
+            "oversized-batch",
+            "batches of up to 64 padded prompts at a busy load: on a CPU bigger batches add no throughput, "
+            "only padding and latency",
+            rate_rps=30,
+            service_args=("--max-batch", "64", "--batch-window-ms", "5"),
+        ),
+        Scenario(
+            "profiler-overhead",
+            "profiler-overhead",
+            "cProfile switched on half-way (POST /start_profile) on every thread of the service",
+            rate_rps=8,
+            profile_at=0.5,
+            fault_from=0.5,
+        ),
+        Scenario(
+            "memory-swapping",
+            "memory-swapping",
+            "a job holds more memory than the host has free, so the server's pages go to swap",
+            rate_rps=8,
+            tags=("swap",),
+        ),
+    )
+}

@@ -1,0 +1,295 @@
+"""The testbed's inference service: a real ASGI app, tokenizer, model, batcher, metrics and request log.
+
+    python -m testbed.service --port 8700 --log requests.jsonl [--max-batch 8 --batch-window-ms 5]
+
+``POST /generate`` with ``{"prompt": "...", "max_tokens": 16}`` tokenises the
+prompt on the tokenizer thread, runs the model on the model thread (through a
+dynamic batcher when ``--max-batch`` is above 1), and answers with the tokens
+ranked highest at the last position. ``GET /metrics`` is Prometheus text
+(``prometheus_client``), ``GET /health`` says whether it is up, and ``POST
+/start_profile`` turns a deterministic profiler (``cProfile``) on in every
+thread, as serving engines' endpoints of that name do, and says so in the
+service's log.
+
+Each request is one JSON line in the dump format's ``requests`` columns. The
+client's send time (header ``x-sent-at``, epoch seconds; client and service
+share the host's clock) is the arrival, so ``stage_network_ms`` holds the time
+before the handler ran, waiting for the event loop included.
+
+The tokenizer and the model are made on the first request, not at start-up,
+as many services do lazily: the requests that arrive meanwhile pay for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import uvicorn
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from testbed.model import MAX_LEN, Model
+from testbed.tokenizer import TextCodec, train
+
+MAX_ANSWER_TOKENS = 64
+
+LATENCY = Histogram(
+    "testbed_request_latency_seconds",
+    "End-to-end latency of /generate, from the client's send",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+REQUESTS = Counter("testbed_requests", "Requests answered", ["status"])
+WAITING = Gauge("testbed_queue_depth", "Requests waiting for the model")
+RUNNING = Gauge("testbed_running", "Requests in the model now")
+BATCH = Histogram("testbed_batch_size", "Requests per model call", buckets=(1, 2, 4, 8, 16, 32, 64))
+
+
+@dataclass
+class Settings:
+    log: Path
+    max_batch: int = 1
+    batch_window_ms: float = 0.0
+    slow_tokenizer: bool = False
+    profile: bool = False
+    device: str = "cpu"
+
+
+@dataclass
+class _Pending:
+    ids: list[int]
+    queued: float  # perf_counter when it joined the batcher's queue
+    done: asyncio.Future
+
+
+@dataclass
+class Service:
+    settings: Settings
+    codec: TextCodec | None = None
+    model: Model | None = None
+    _init_lock: threading.Lock = field(default_factory=threading.Lock)
+    _queue: asyncio.Queue | None = None
+    _log_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        start = self._start_profiler if self.settings.profile else None
+        self.tokenizer_pool = ThreadPoolExecutor(1, "tokenizer", initializer=start)
+        self.model_pool = ThreadPoolExecutor(1, "model", initializer=start)
+        self._log = self.settings.log.open("a", encoding="utf-8", buffering=1)
+        if self.settings.profile:
+            self._start_profiler()  # the event loop's thread too
+
+    @staticmethod
+    def _start_profiler() -> None:
+        """A deterministic profiler left on, as after a debugging session: every call pays for it."""
+        profiler = cProfile.Profile()
+        profiler.enable()
+        threading.current_thread().profiler = profiler  # kept alive for the thread's life
+
+    async def start_profiling(self) -> None:
+        """The profiler on in the event loop's thread and in each worker thread, from now on."""
+        if self.settings.profile:
+            return
+        self.settings.profile = True
+        self._start_profiler()
+        loop = asyncio.get_running_loop()
+        for pool in (self.tokenizer_pool, self.model_pool):
+            await loop.run_in_executor(pool, self._start_profiler)
+        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} cProfile profiler started on every thread", flush=True)
+
+    def ready(self) -> tuple[TextCodec, Model]:
+        """The tokenizer and model, made by the first caller (lazily, like many services)."""
+        with self._init_lock:
+            if self.codec is None or self.model is None:
+                self.codec = TextCodec(train())
+                self.model = Model(device=self.settings.device)
+            return self.codec, self.model
+
+    def tokenize(self, prompt: str) -> tuple[list[int], float, float]:
+        started = time.perf_counter()
+        codec, _ = self.ready()
+        ids = codec.encode(prompt, slow=self.settings.slow_tokenizer)
+        return ids, started, time.perf_counter()
+
+    def forward(self, batch: list[list[int]]) -> tuple[np.ndarray, float, float]:
+        started = time.perf_counter()
+        _, model = self.ready()
+        logits = model.forward([ids[-MAX_LEN:] for ids in batch])
+        return logits, started, time.perf_counter()
+
+    async def run_model(self, ids: list[int]) -> tuple[np.ndarray, dict[str, float], int]:
+        """This request's logits, its waiting and forward times (ms), and the size of its batch."""
+        loop = asyncio.get_running_loop()
+        if self.settings.max_batch <= 1:
+            WAITING.inc()
+            submitted = time.perf_counter()
+            logits, started, ended = await loop.run_in_executor(self.model_pool, self._counted_forward, [ids])
+            return logits[0], {"queue": started - submitted, "forward": ended - started}, 1
+        pending = _Pending(ids, time.perf_counter(), loop.create_future())
+        WAITING.inc()
+        await self._batch_queue().put(pending)
+        logits, times, size = await pending.done
+        return logits, times, size
+
+    def _counted_forward(self, batch: list[list[int]]) -> tuple[np.ndarray, float, float]:
+        """The forward, with the waiting and running gauges moved as the batch leaves one for the other."""
+        WAITING.dec(len(batch))
+        RUNNING.inc(len(batch))
+        try:
+            return self.forward(batch)
+        finally:
+            RUNNING.dec(len(batch))
+
+    def _batch_queue(self) -> asyncio.Queue:
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            asyncio.get_running_loop().create_task(self._batcher())
+        return self._queue
+
+    async def _batcher(self) -> None:
+        """Take the first waiting request, wait up to the window for more (up to the batch size), run."""
+        loop = asyncio.get_running_loop()
+        window = self.settings.batch_window_ms / 1000
+        while True:
+            batch = [await self._queue.get()]
+            formed = time.perf_counter()  # the batch starts forming: the model is free
+            deadline = formed + window
+            while len(batch) < self.settings.max_batch:
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0:
+                    break
+                try:
+                    batch.append(await asyncio.wait_for(self._queue.get(), remaining))
+                except TimeoutError:
+                    break
+            dispatched = time.perf_counter()
+            BATCH.observe(len(batch))
+            try:
+                logits, started, ended = await loop.run_in_executor(
+                    self.model_pool, self._counted_forward, [p.ids for p in batch]
+                )
+            except Exception as error:  # noqa: BLE001 - every waiting request learns of it
+                for p in batch:
+                    p.done.set_exception(error)
+                continue
+            for row, p in enumerate(batch):
+                # Waiting while the previous batch ran is queueing; waiting for this one to fill is batching.
+                joined = max(formed, p.queued)
+                times = {
+                    "batch_wait": dispatched - joined,
+                    "queue": joined - p.queued + started - dispatched,
+                    "forward": ended - started,
+                }
+                p.done.set_result((logits[row], times, len(batch)))
+
+    def write(self, record: dict) -> None:
+        with self._log_lock:
+            self._log.write(json.dumps(record) + "\n")
+
+
+def make_app(service: Service) -> Starlette:
+    async def generate(request: Request) -> Response:
+        handler_start = time.time()
+        begun = time.perf_counter()
+        sent = _float(request.headers.get("x-sent-at"), handler_start)
+        record: dict = {"ts": round(sent, 6), "id": request.headers.get("x-request-id")}
+        status, code = "ok", 200
+        try:
+            body = await request.json()
+            prompt = str(body.get("prompt", ""))
+            max_tokens = max(1, min(int(body.get("max_tokens", 16)), MAX_ANSWER_TOKENS))
+            loop = asyncio.get_running_loop()
+            submitted = time.perf_counter()
+            tokenized = loop.run_in_executor(service.tokenizer_pool, service.tokenize, prompt)
+            ids, tok_start, tok_end = await tokenized
+            logits, times, size = await service.run_model(ids)
+            post_start = time.perf_counter()
+            answer = np.argsort(logits)[::-1][:max_tokens].tolist()
+            text = service.codec.decode(answer)
+            post_end = time.perf_counter()
+            record.update(
+                stage_network_ms=_ms(handler_start - sent),
+                stage_queue_ms=_ms(tok_start - submitted + times["queue"]),
+                stage_tokenize_ms=_ms(tok_end - tok_start),
+                stage_forward_ms=_ms(times["forward"]),
+                stage_postprocess_ms=_ms(post_end - post_start),
+                input_len=len(ids),
+                output_len=len(answer),
+                batch_size=size,
+            )
+            if "batch_wait" in times:
+                record["stage_batch_wait_ms"] = _ms(times["batch_wait"])
+            response: Response = JSONResponse({"text": text, "tokens": len(answer)})
+        except (ValueError, TypeError, AttributeError) as error:
+            status, code = "error", 400
+            response = JSONResponse({"error": str(error)}, status_code=code)
+        latency = handler_start - sent + time.perf_counter() - begun
+        record.update(latency_ms=_ms(latency), status=status)
+        service.write(record)
+        LATENCY.observe(latency)
+        REQUESTS.labels(status).inc()
+        return response
+
+    async def start_profile(_: Request) -> Response:
+        await service.start_profiling()
+        return JSONResponse({"profiling": True})
+
+    async def metrics(_: Request) -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    async def health(_: Request) -> Response:
+        return JSONResponse({"ok": True, "pid": os.getpid()})
+
+    return Starlette(
+        routes=[
+            Route("/generate", generate, methods=["POST"]),
+            Route("/start_profile", start_profile, methods=["POST"]),
+            Route("/metrics", metrics),
+            Route("/health", health),
+        ]
+    )
+
+
+def _ms(seconds: float) -> float:
+    return round(max(seconds, 0.0) * 1000, 3)
+
+
+def _float(text: str | None, default: float) -> float:
+    try:
+        return float(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m testbed.service", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=8700)
+    parser.add_argument("--log", type=Path, required=True, help="the request log (JSON lines) to append to")
+    parser.add_argument("--max-batch", type=int, default=1, help="requests per model call (1: no batcher)")
+    parser.add_argument("--batch-window-ms", type=float, default=0.0, help="how long a batch waits to fill")
+    parser.add_argument("--slow-tokenizer", action="store_true", help="fault: the pure-Python tokenizer path")
+    parser.add_argument("--profile", action="store_true", help="fault: a deterministic profiler left on")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    args = parser.parse_args(argv)
+    settings = Settings(
+        args.log, args.max_batch, args.batch_window_ms, args.slow_tokenizer, args.profile, args.device
+    )
+    app = make_app(Service(settings))
+    config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+    uvicorn.Server(config).run()
+
+
+if __name__ == "__main__":
+    main()

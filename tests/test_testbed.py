@@ -1,0 +1,150 @@
+"""The testbed: its parts behave as documented, a short run records a dump that `diagnose file` reads,
+and nothing it starts outlives it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("tokenizers")
+pytest.importorskip("uvicorn")
+pytest.importorskip("httpx")
+psutil = pytest.importorskip("psutil")
+
+from testbed.load import LoadPlan, PromptMaker, schedule  # noqa: E402
+from testbed.model import VOCAB, Model  # noqa: E402
+from testbed.score import score_report  # noqa: E402
+from testbed.tokenizer import TextCodec, train, words  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def codec() -> TextCodec:
+    return TextCodec(train())
+
+
+def test_the_slow_tokenizer_path_gives_the_fast_paths_tokens(codec):
+    maker = PromptMaker(words(), seed=3)
+    for tokens in (8, 120, 700):
+        prompt = maker.make(tokens)
+        assert codec.encode(prompt, slow=True) == codec.encode(prompt)
+
+
+def test_prompts_are_about_as_long_as_asked(codec):
+    maker = PromptMaker(words(), seed=1)
+    lengths = [len(codec.encode(maker.make(400))) for _ in range(20)]
+    assert 200 < np.median(lengths) < 800
+
+
+def test_the_model_answers_one_row_of_logits_per_sequence():
+    model = Model()
+    logits = model.forward([[5, 6, 7], [9] * 40, []])
+    assert logits.shape == (3, VOCAB)
+    assert np.isfinite(logits).all()
+
+
+def test_the_load_keeps_the_planned_rate_and_its_story(tmp_path):
+    steady = schedule(LoadPlan(600, 10))
+    assert 0.85 * 6000 < len(steady) < 1.15 * 6000
+    times = np.array([r.at_s for r in steady])
+    assert np.all(np.diff(times) >= 0) and times[-1] < 600
+
+    ramp = np.array([r.at_s for r in schedule(LoadPlan(600, 4, ramp_to_rps=40))])
+    assert (ramp >= 300).sum() > 2 * (ramp < 300).sum()
+
+    shifted = schedule(LoadPlan(600, 10, shift_at_s=300, length_factor=2.5))
+    before = np.median([r.prompt_tokens for r in shifted if r.at_s < 300])
+    after = np.median([r.prompt_tokens for r in shifted if r.at_s >= 300])
+    assert after > 2 * before
+
+    without_trace = schedule(LoadPlan(300, 10), trace_dir=tmp_path)  # the 70/20/10 mix
+    assert 0.8 * 3000 < len(without_trace) < 1.2 * 3000
+
+
+def test_a_run_is_scored_by_the_rank_and_score_of_its_cause():
+    def report(*hypotheses):
+        return {"hypotheses": [{"id": i, "score": s} for i, s in hypotheses]}
+
+    first = score_report("r", {"scenario": "x", "cause": "cpu-bound-stage"}, report(("cpu-bound-stage", 0.8)))
+    assert first.first and first.top3 and not first.false_alarms
+    weak = score_report("r", {"cause": "cpu-bound-stage"}, report(("cpu-bound-stage", 0.3)))
+    assert not weak.first and weak.top3
+    second = score_report(
+        "r", {"cause": "queue-saturation"}, report(("cpu-bound-stage", 0.7), ("queue-saturation", 0.6))
+    )
+    assert second.rank == 2 and not second.first and second.false_alarms == ("cpu-bound-stage",)
+    missed = score_report("r", {"cause": "queue-saturation"}, report())
+    assert missed.rank is None and not missed.top3
+    healthy = score_report("r", {"cause": None}, report(("input-length-shift", 0.4)))
+    assert healthy.first and not healthy.false_alarms
+    alarmed = score_report("r", {"cause": None}, report(("input-length-shift", 0.55)))
+    assert not alarmed.first and alarmed.false_alarms == ("input-length-shift",)
+
+
+def _testbed(*args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "testbed", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kwargs,
+    )
+
+
+def test_a_short_run_records_a_dump_that_diagnose_reads_and_scores(tmp_path):
+    """The cold-start scenario exercises the most parts: the restart, the injector, the recorder's stamp."""
+    run = _testbed("run", "cold-start-contamination", "--duration", "40s", "--out", str(tmp_path / "run"))
+    output, _ = run.communicate(timeout=300)
+    assert run.returncode == 0, output
+    dump = tmp_path / "run" / "dump"
+    truth = yaml.safe_load((tmp_path / "run" / "truth.yaml").read_text())
+    assert truth["scenario"] == "cold-start-contamination" and truth["cause"] == "cold-start-contamination"
+    assert truth["load"]["ok"] >= 0.9 * truth["load"]["sent"], "the restarted service must answer"
+    lines = (dump / "requests.jsonl").read_text().splitlines()
+    row = json.loads(lines[-1])
+    assert len(lines) >= 0.8 * truth["load"]["ok"]
+    assert {"ts", "latency_ms", "stage_tokenize_ms", "stage_forward_ms", "input_len"} <= row.keys()
+    events = [json.loads(line) for line in (dump / "events.jsonl").read_text().splitlines()]
+    (restart,) = [e for e in events if e["kind"] == "restart"]
+    (began, _), *_ = truth["fault_windows"]
+    assert began - 1 <= restart["ts"] <= began + 5, "stamped at the new process's birth"
+    score = _testbed("score", str(tmp_path))
+    table, _ = score.communicate(timeout=300)
+    assert score.returncode == 0, table
+    assert "| run | cold-start-contamination |" in table and "AC@1" in table
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+def test_nothing_the_testbed_starts_outlives_it(tmp_path, how):
+    run = _testbed("run", "healthy-low", "--duration", "120s", "--out", str(tmp_path / "run"))
+    deadline = time.monotonic() + 120
+    children: list[psutil.Process] = []
+    while time.monotonic() < deadline:  # until the service and the recorder are both up
+        children = _descendants(run.pid)
+        if (tmp_path / "run" / "recorder.log").exists() and len(children) >= 2:
+            break
+        time.sleep(0.5)
+    assert len(children) >= 2, "the runner never started its service and recorder"
+    os.kill(run.pid, how)
+    run.communicate(timeout=60)
+    gone, alive = psutil.wait_procs(children, timeout=30)
+    assert not alive, f"left running: {[p.cmdline() for p in alive]}"
