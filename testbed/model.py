@@ -18,7 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 VOCAB = 2_000
 WIDTH = 256
 LAYERS = 4
-MAX_LEN = 512  # the model's context: longer prompts are cut to their last MAX_LEN tokens
+MAX_LEN = 2048  # the model's context: longer prompts are cut to their last MAX_LEN tokens
 
 
 def build_graph(seed: int = 0) -> onnx.ModelProto:

@@ -93,7 +93,7 @@ SCENARIOS: dict[str, Scenario] = {
             "oversized-batch",
             "batches of up to 64 padded prompts at a busy load: on a CPU bigger batches add no throughput, "
             "only padding and latency",
-            rate_rps=30,
+            rate_rps=20,
             service_args=("--max-batch", "64", "--batch-window-ms", "5"),
         ),
         Scenario(

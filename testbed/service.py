@@ -221,7 +221,8 @@ def make_app(service: Service) -> Starlette:
             post_end = time.perf_counter()
             record.update(
                 stage_network_ms=_ms(handler_start - sent),
-                stage_queue_ms=_ms(tok_start - submitted + times["queue"]),
+                stage_tokenize_queue_ms=_ms(tok_start - submitted),  # waiting for the tokenizer thread
+                stage_queue_ms=_ms(times["queue"]),  # waiting for the model
                 stage_tokenize_ms=_ms(tok_end - tok_start),
                 stage_forward_ms=_ms(times["forward"]),
                 stage_postprocess_ms=_ms(post_end - post_start),

@@ -15,10 +15,15 @@ from diagnose.dump import load_dump
 from diagnose.oom import parse_oom_message
 from tests.conftest import DUMPS
 
-FOLDERS = sorted(path for path in DUMPS.iterdir() if path.is_dir())
+RECORDED = DUMPS.parent / "recorded"  # real recordings of the testbed: the physics must hold there too
+FOLDERS = sorted(path for path in DUMPS.iterdir() if path.is_dir()) + sorted(RECORDED.glob("*/dump"))
 
 
-@pytest.fixture(scope="module", params=FOLDERS, ids=lambda path: path.name)
+@pytest.fixture(
+    scope="module",
+    params=FOLDERS,
+    ids=lambda path: f"recorded/{path.parent.name}" if path.name == "dump" else path.name,
+)
 def dump(request):
     return load_dump(str(request.param))
 

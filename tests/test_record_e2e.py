@@ -302,3 +302,22 @@ def test_stage_kinds_given_to_the_recorder_reach_the_manifest(tmp_path):
     assert manifest["stages"] == {"detok": "cpu", "rpc": "wait"}
     bad = _record("-o", str(tmp_path / "e"), "--duration", "1s", "--no-gpu", "--stages", "detok=fast")
     assert bad.returncode == 2 and "NAME=KIND" in bad.stderr and not (tmp_path / "e").exists()
+
+
+def test_a_recorded_thread_never_reads_above_its_process():
+    from diagnose.collectors.host import HostCollector
+
+    stop = threading.Event()
+    busy = threading.Thread(target=lambda: [None for _ in iter(stop.is_set, True)], daemon=True)
+    busy.start()
+    try:
+        host = HostCollector(watch_pids=(os.getpid(),), top=0, thread_top=0)
+        rows = []
+        for _ in range(4):
+            time.sleep(0.2)
+            rows += host.sample(time.time(), time.monotonic()).processes
+    finally:
+        stop.set()
+        busy.join()
+    readings = [(r["cpu_pct"], r["max_thread_cpu_pct"]) for r in rows if r["max_thread_cpu_pct"] is not None]
+    assert readings and all(thread <= process for process, thread in readings)

@@ -94,3 +94,40 @@ def test_latency_in_no_stage_is_a_figure_of_its_own(report_of, run_cli, tmp_path
     assert report["facts"]["stages.unaccounted_share"]["value"] == pytest.approx(0.84)
     _, text, _ = run_cli("file", tmp_path)
     assert "in no stage" in text and "84%" in text
+
+
+def _tokenizer_log(folder, waited: bool):
+    """A service whose tokenizer thread is the bottleneck: requests queue in front of it."""
+    rng = np.random.default_rng(5)
+    n = 2000
+    tokenize = rng.lognormal(np.log(12), 0.5, n)
+    tokenize_queue = rng.lognormal(np.log(20), 0.9, n)  # the wait for the tokenizer thread
+    forward = rng.lognormal(np.log(15), 0.3, n)
+    columns = {
+        "ts": 1.7e9 + np.sort(rng.uniform(0, 1800, n)),
+        "stage_tokenize_ms": tokenize,
+        "stage_forward_ms": forward,
+        ("stage_tokenize_queue_ms" if waited else "stage_rpc_ms"): tokenize_queue,
+    }
+    frame = pd.DataFrame(columns)
+    frame["latency_ms"] = tokenize + tokenize_queue + forward
+    frame.to_csv(folder / "requests.csv", index=False)
+    return folder
+
+
+def test_waiting_for_a_stages_worker_counts_as_that_stages_cost(report_of, tmp_path):
+    assert stage_kind("tokenize_queue") == "wait" and stage_kind("preprocess_wait") == "wait"
+    report = report_of(_tokenizer_log(tmp_path, waited=True))
+    facts = {name: fact["value"] for name, fact in report["facts"].items()}
+    assert facts["cpu_stage.name"] == "tokenize"
+    assert facts["cpu_stage.share_mean"] < 0.3 <= facts["cpu_stage.cost_share"]
+    own, waited = facts["cpu_stage.share_mean"], facts["cpu_stage.wait_share"]
+    assert facts["cpu_stage.cost_share"] == pytest.approx(own + waited)
+    assert report["hypotheses"][0]["id"] == "cpu-bound-stage"
+
+
+def test_a_wait_that_names_no_stage_is_not_counted_for_one(report_of, tmp_path):
+    report = report_of(_tokenizer_log(tmp_path, waited=False))
+    facts = {name: fact["value"] for name, fact in report["facts"].items()}
+    assert facts["cpu_stage.wait_share"] == 0 and facts["cpu_stage.cost_share"] < 0.3
+    assert "cpu-bound-stage" not in {h["id"] for h in report["hypotheses"] if h["score"] >= 0.5}

@@ -87,7 +87,12 @@ class HostCollector:
         threaded = set(self._watch) | {pid for _, pid in sorted(by_cpu, reverse=True)[: self._thread_top]}
         for row in rows:
             if row["pid"] in threaded:
-                row["max_thread_cpu_pct"] = self._busiest_thread(self._tracked[row["pid"]])
+                busiest = self._busiest_thread(self._tracked[row["pid"]])
+                # The process and its threads are read a moment apart, and the kernel counts CPU in
+                # clock ticks: a thread can read a tick above its process, never truly be above it.
+                if busiest is not None and row["cpu_pct"] is not None:
+                    busiest = min(busiest, row["cpu_pct"])
+                row["max_thread_cpu_pct"] = busiest
         return HostSample(system, rows, events)
 
     def _system_row(self, ts: float, elapsed: float | None) -> dict:

@@ -115,6 +115,7 @@ def record(
     writer.set_manifest(
         watched_pids=list(watched),
         server_pids=list(watched),
+        **_started(watched),
         gpus=summary.gpus,
         gpu_note=summary.gpu_note,
         sources=health.manifest(),
@@ -185,6 +186,18 @@ def record(
             recorder_total_cpu_s=round(time.process_time(), 3),  # start-up and imports included
         )
     return summary
+
+
+def _started(pids: list[int]) -> dict:
+    """The watched servers' start times, for the manifest: the first run's cold requests are cold too."""
+    starts = []
+    for pid in pids:
+        try:
+            starts.append(psutil.Process(pid).create_time())
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    iso = [time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z" for t in starts]
+    return {"process_start": sorted(iso)} if iso else {}
 
 
 def _check_sources(

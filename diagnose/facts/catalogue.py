@@ -68,6 +68,13 @@ CATALOGUE: dict[str, FactSpec] = {
     "cpu_stage.share_tail": FactSpec("ratio", _STAGES, "its share of the latency of P99 requests"),
     "cpu_stage.excess_share": FactSpec("ratio", _STAGES, "its share of the P99 excess"),
     "cpu_stage.p99_ms": FactSpec("ms", _STAGES, "its own P99"),
+    "cpu_stage.wait_share": FactSpec(
+        "ratio", _STAGES, "share of mean latency spent waiting for its worker (stage_<name>_queue_ms)"
+    ),
+    "cpu_stage.cost_share": FactSpec("ratio", _STAGES, "its share of mean latency, waiting for it included"),
+    "cpu_stage.cost_excess_share": FactSpec(
+        "ratio", _STAGES, "its share of the P99 excess, waiting for it included"
+    ),
     "cpu_stages.share_mean": FactSpec("ratio", _STAGES, "all CPU-side stages' share of mean latency"),
     "forward.share_mean": FactSpec("ratio", _STAGES, "model forward's share of mean latency"),
     "forward.share_tail": FactSpec("ratio", _STAGES, "forward's share of the latency of P99 requests"),
@@ -91,6 +98,9 @@ CATALOGUE: dict[str, FactSpec] = {
     "coldstart.p99_warm_ms": FactSpec("ms", _RESTART, "P99 without the cold requests"),
     "coldstart.p99_inflation": FactSpec("factor", _RESTART, "P99 with cold requests / without"),
     "coldstart.tail_share": FactSpec("ratio", _RESTART, "share of requests above P99 that are cold"),
+    "coldstart.worst_share": FactSpec(
+        "ratio", _RESTART, "of the N slowest requests (N: the cold ones), the share that are cold"
+    ),
     "gpu.count": FactSpec("count", "gpu", "GPUs in the dump"),
     "gpu.util_pct.mean": FactSpec("pct", "gpu: util_pct", "mean GPU utilisation"),
     "gpu.util_pct.p95": FactSpec("pct", "gpu: util_pct", "95th percentile GPU utilisation"),
@@ -198,6 +208,11 @@ CATALOGUE: dict[str, FactSpec] = {
     ),
     "profiler.latency_cost": FactSpec(
         "factor", "events: profiler_start, and requests", "median latency profiling / not"
+    ),
+    "profiler.step_p_value": FactSpec(
+        "p",
+        "events: profiler_start, and requests over two minutes around it",
+        "share of the dump's moments with a latency step as large as the one at the start",
     ),
     "profiler.forward_cost": FactSpec(
         "factor",

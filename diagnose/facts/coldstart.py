@@ -1,10 +1,10 @@
 """Warm versus cold requests after each (re)start.
 
 After a start, a service loads weights, allocates memory and compiles kernels;
-the first requests pay for it. A start's cold period ends when the rolling
-median latency first settles within 1.5x of that run's steady median (the
-median of its second half). Capped at half the run, so a service that never
-settles is not called "cold" throughout.
+the first requests pay for it. A start's cold period ends when the median of
+the next five requests first settles within 1.5x of that run's steady median
+(the median of its second half). Capped at half the run, so a service that
+never settles is not called "cold" throughout.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from diagnose.dump.model import Dump
 from diagnose.facts.model import Facts
 
 _SETTLED_RATIO = 1.5
+_SETTLE_WINDOW = 5  # requests
+_UNSEEN_START_S = 300.0
 _RESTART_KINDS = ("restart", "deploy")
 
 
@@ -34,9 +36,12 @@ def restart_times(dump: Dump) -> tuple[list[float], str]:
 
 def add_coldstart_facts(facts: Facts, dump: Dump, requests: pd.DataFrame, source: str) -> None:
     starts, start_source = restart_times(dump)
+    ts = requests["ts"].to_numpy()
+    # A server started long before the first recorded request had time to serve its cold requests
+    # unrecorded; its first recorded ones are slow for some other reason (the incident itself).
+    starts = [start for start in starts if start >= ts[0] - _UNSEEN_START_S] if ts.size else []
     if not starts:
         return
-    ts = requests["ts"].to_numpy()
     latency = requests["latency_ms"].to_numpy(dtype="float64")
     cold = np.zeros(ts.size, dtype=bool)
     windows: list[float] = []
@@ -71,17 +76,31 @@ def add_coldstart_facts(facts: Facts, dump: Dump, requests: pd.DataFrame, source
     facts.add("coldstart.p99_warm_ms", float(p99_warm), cite)
     facts.add("coldstart.p99_inflation", float(p99_all / p99_warm) if p99_warm > 0 else None, cite)
     facts.add("coldstart.tail_share", float(cold[tail].mean()), cite)
+    # Are the cold requests the worst ones? Of the k slowest requests (k: how many were cold),
+    # the share that were cold: near 1 when the start made the worst latencies of the recording.
+    k = int(cold.sum())
+    slowest = np.argsort(np.where(valid, latency, -np.inf))[::-1][:k]
+    facts.add("coldstart.worst_share", float(cold[slowest].mean()), cite)
 
 
 def _settled_index(latency: np.ndarray) -> int | None:
-    """How many leading requests of one run were served before latency settled."""
+    """How many leading requests of one run were served before latency settled.
+
+    Settled: the median of the next few requests is within 1.5x of the steady
+    median, and the requests still slow at that point are the last cold ones. The
+    window is a handful of requests, not a share of the run: a lazy start that
+    holds up the first eight requests of a long run is as cold as one that holds
+    up eighty.
+    """
     values = latency[np.isfinite(latency)]
     n = values.size
     if n < 20:
         return None
-    steady = np.median(values[n // 2 :])
-    k = max(5, min(50, n // 20))
+    limit = _SETTLED_RATIO * np.median(values[n // 2 :])
+    k = _SETTLE_WINDOW
     rolling = pd.Series(values).rolling(k).median().to_numpy()[k - 1 :]  # window starting at i
-    settled = np.flatnonzero(rolling <= _SETTLED_RATIO * steady)
+    settled = np.flatnonzero(rolling <= limit)
     first = int(settled[0]) if settled.size else n // 2
+    while first < n // 2 and first > 0 and values[first] > limit:
+        first += 1
     return min(first, n // 2)

@@ -42,9 +42,23 @@ def stage_kind(name: str, declared: dict[str, str] | None = None) -> str:
         return "cpu"
     if name in GPU_STAGES:
         return "gpu"
-    if name in WAIT_STAGES:
+    if name in WAIT_STAGES or name.endswith(_WAIT_SUFFIXES):
         return "wait"
     return "other"
+
+
+# ``<stage>_queue`` or ``<stage>_wait``: the time a request waited for that stage's worker (a
+# tokenizer thread, an ensemble's pre-processing model), as Triton reports a queue per model.
+_WAIT_SUFFIXES = ("_queue", "_wait")
+
+
+def waiting_for(name: str, stages: dict) -> str | None:
+    """The stage whose worker ``name`` waits for, if ``name`` is ``<stage>_queue`` or ``<stage>_wait``."""
+    for suffix in _WAIT_SUFFIXES:
+        base = name.removesuffix(suffix)
+        if base != name and base in stages:
+            return base
+    return None
 
 
 def declared_kinds(manifest_extra: dict, warnings: list[str]) -> dict[str, str]:
@@ -64,10 +78,8 @@ def declared_kinds(manifest_extra: dict, warnings: list[str]) -> dict[str, str]:
     return kinds
 
 
-_CPU_STAGE_FACTS = (
-    "cpu_stages.share_mean",
-    *(f"cpu_stage.{k}" for k in ("name", "share_mean", "share_tail", "excess_share", "p99_ms")),
-)
+_CPU_STAGE_KEYS = "name share_mean share_tail excess_share p99_ms wait_share cost_share cost_excess_share"
+_CPU_STAGE_FACTS = ("cpu_stages.share_mean", *(f"cpu_stage.{k}" for k in _CPU_STAGE_KEYS.split()))
 _GPU_STAGE_FACTS = ("forward.share_mean", "forward.share_tail", "forward.p99_ms")
 _ALL_STAGE_FACTS = (
     "stages.count",
@@ -126,12 +138,23 @@ def add_stage_facts(
         facts.cannot(_CPU_STAGE_FACTS, f"a CPU-side stage such as stage_preprocess_ms ({have})")
     if cpu:
         facts.add("cpu_stages.share_mean", sum(rows[n]["share"] for n in cpu), cite)
-        top = max(cpu, key=lambda n: rows[n]["share"])
-        cite_top = f"{source}: {columns[top]} against latency_ms"
+        waits = {base: name for name in rows if (base := waiting_for(name, rows)) is not None}
+
+        def cost(stage: str, field: str) -> float:
+            """The stage's own time plus the time spent waiting for its worker."""
+            waited = rows[waits[stage]][field] if stage in waits else 0.0
+            return float(rows[stage][field]) + float(waited)
+
+        top = max(cpu, key=lambda n: cost(n, "share"))
+        used = [columns[top], *([columns[waits[top]]] if top in waits else [])]
+        cite_top = f"{source}: {', '.join(used)} against latency_ms"
         facts.add("cpu_stage.name", top, cite_top)
         for key in ("share_mean", "share_tail", "excess_share", "p99_ms"):
             field = {"share_mean": "share", "share_tail": "tail_share"}.get(key, key)
             facts.add(f"cpu_stage.{key}", rows[top][field], cite_top)
+        facts.add("cpu_stage.wait_share", cost(top, "share") - float(rows[top]["share"]), cite_top)
+        facts.add("cpu_stage.cost_share", cost(top, "share"), cite_top)
+        facts.add("cpu_stage.cost_excess_share", cost(top, "excess_share"), cite_top)
     if "decode" in rows and rows["decode"]["kind"] == "gpu":  # LLM token generation
         facts.add("stages.generation_share", rows["decode"]["share"], f"{source}: {columns['decode']}")
     gpu = [n for n in rows if rows[n]["kind"] == "gpu"]
