@@ -14,7 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from diagnose.dump.schema import stage_columns
 from diagnose.facts.model import Facts
+from diagnose.facts.stages import stage_kind
 
 _WINDOW_S = 30.0
 _MIN_SIDE_WINDOWS = 3
@@ -48,13 +50,17 @@ def add_shift_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
     facts.add("latency.rise_ratio", ratio, cite)
     if "input_len" not in requests.columns:
         return
-    explained = _explained(latency, _column(requests, "input_len"), early, late)
+    # Longer inputs also make requests queue behind each other, which a per-request line cannot
+    # predict: the length model is fitted to the time the request was served, its waits removed.
+    served, waits = _served(requests, latency)
+    explained = _explained(served, _column(requests, "input_len"), early, late)
     if isinstance(explained, str):
         facts.cannot(
             _LENGTH_FACTS, f"20 requests with input_len on each side of the shift ({source}: {explained})"
         )
         return
-    cite_len = f"{source}: input_len and latency_ms before and after the shift"
+    minus = f" minus {', '.join(waits)}" if waits else ""
+    cite_len = f"{source}: input_len and latency_ms{minus} before and after the shift"
     facts.add("input_len.rise_ratio", explained.length_rise, cite_len)
     facts.add("input_len.latency_corr", explained.corr, cite_len)
     facts.add("latency.unexplained_ratio", explained.unexplained, cite_len)
@@ -65,6 +71,15 @@ def add_shift_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
             cite_out = f"{source}: output_len and latency_ms before and after the shift"
             facts.add("output_len.rise_ratio", by_output.length_rise, cite_out)
             facts.add("output_len.explained_share", by_output.share, cite_out)
+
+
+def _served(requests: pd.DataFrame, latency: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Latency less the waiting stages (queue, batch_wait, network, ...), and which were taken off."""
+    waits = [column for name, column in stage_columns(requests).items() if stage_kind(name) == "wait"]
+    if not waits:
+        return latency, []
+    waited = requests[waits].apply(pd.to_numeric, errors="coerce").fillna(0.0).sum(axis=1).to_numpy()
+    return np.maximum(latency - waited, 0.0), waits
 
 
 def add_generation_shift_facts(
