@@ -489,31 +489,27 @@ def _record_options(args: argparse.Namespace, output: Path | None):
 
 
 def _metrics_map(text: str | None) -> dict[str, str]:
+    from diagnose.collectors.requests_log import parse_map
     from diagnose.dump.schema import COLUMNS
 
-    mapping: dict[str, str] = {}
-    for item in (text or "").split(",") if text else []:
-        metric, sep, column = (part.strip() for part in item.partition("="))
-        if not sep or not metric or not column:
-            raise InputError(f"--metrics-map: expected METRIC=COLUMN pairs separated by commas, got {item!r}")
-        if column not in COLUMNS["server"] or column == "ts":
-            known = ", ".join(c for c in COLUMNS["server"] if c != "ts")
-            raise InputError(f"--metrics-map: {column!r} is not a server column; one of: {known}")
-        mapping[metric] = column
+    mapping = parse_map(text, "--metrics-map", "METRIC=COLUMN")
+    known = [c for c in COLUMNS["server"] if c != "ts"]
+    for column in mapping.values():
+        if column not in known:
+            raise InputError(f"--metrics-map: {column!r} is not a server column; one of: {', '.join(known)}")
     return mapping
 
 
 def _stage_kinds(text: str | None) -> dict[str, str]:
+    from diagnose.collectors.requests_log import parse_map
     from diagnose.facts.stages import KINDS
 
-    kinds: dict[str, str] = {}
-    for item in text.split(",") if text else []:
-        name, sep, kind = (part.strip() for part in item.partition("="))
-        if not sep or not name or kind.lower() not in KINDS:
+    kinds = parse_map(text, "--stages", "NAME=KIND")
+    for name, kind in kinds.items():
+        if kind.lower() not in KINDS:
             expected = f"NAME=KIND pairs, KIND one of {', '.join(KINDS)}"
-            raise InputError(f"--stages: expected {expected}; got {item!r}")
-        kinds[name.removeprefix("stage_").removesuffix("_ms")] = kind.lower()
-    return kinds
+            raise InputError(f"--stages: expected {expected}; got {f'{name}={kind}'!r}")
+    return {name.removeprefix("stage_").removesuffix("_ms"): kind.lower() for name, kind in kinds.items()}
 
 
 def _run_formats(args: argparse.Namespace) -> int:

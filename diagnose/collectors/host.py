@@ -70,7 +70,7 @@ class HostCollector:
         if self._samples % self._rescan_every == 0:
             events += self._rescan(ts)
         else:
-            events += self._newcomers(ts)
+            events += self._newcomers()
         self._samples += 1
         system = self._system_row(ts, elapsed)
         rows = []
@@ -163,7 +163,7 @@ class HostCollector:
             events += self._find_restarts(list(totals))
         return events
 
-    def _newcomers(self, ts: float) -> list[dict]:
+    def _newcomers(self) -> list[dict]:
         """Processes born since the last sample: a restarted server, or a busy newcomer to record now."""
         pids = set(psutil.pids())
         born = pids - self._known_pids

@@ -10,7 +10,7 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 
-from diagnose.engine_metrics import ENGINES, EngineMap, detect_engine, engine_row, parse_samples
+from diagnose.engine_metrics import ENGINES, EngineMap, custom_map, detect_engine, engine_row, parse_samples
 
 
 class MetricsScraper:
@@ -19,11 +19,12 @@ class MetricsScraper:
         url: str,
         engine: str = "auto",
         timeout_s: float = 0.5,
-        custom: EngineMap | None = None,
-        custom_metrics: tuple[str, ...] = (),
+        metrics_map: dict[str, str] | None = None,
     ) -> None:
-        self.url, self.engine, self.timeout_s = url, "custom" if custom else engine, timeout_s
-        self._custom, self.custom_metrics = custom, custom_metrics
+        """``metrics_map``: a service's own metric -> server column (``--metrics-map``); no engine then."""
+        self.url, self.engine, self.timeout_s = url, "custom" if metrics_map else engine, timeout_s
+        self.custom_metrics = tuple(metrics_map or ())
+        self._custom: EngineMap | None = custom_map(metrics_map) if metrics_map else None
         self._previous: tuple[float, dict[str, float]] | None = None
         self.last_samples: dict[str, float] = {}  # the last scrape, to tell an unknown engine from a dead one
 

@@ -13,6 +13,7 @@ import time
 import urllib.error
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -27,7 +28,7 @@ from diagnose.collectors.prometheus import MetricsScraper, ScrapeError
 from diagnose.collectors.requests_log import RequestLog
 from diagnose.collectors.sources import SourceHealth
 from diagnose.collectors.writer import DumpWriter
-from diagnose.engine_metrics import custom_map, detect_engine, parse_samples
+from diagnose.engine_metrics import detect_engine, parse_samples
 from diagnose.errors import InputError
 
 KERNEL_LOGS = ("/var/log/kern.log", "/var/log/messages")
@@ -90,12 +91,7 @@ def record(
     allocator = FileFollower(options.allocator_log) if options.allocator_log else None
     user_logs = [FileFollower(path) for path in options.logs]
     scraper = (
-        MetricsScraper(
-            options.metrics_url,
-            options.engine,
-            custom=custom_map(options.metrics_map) if options.metrics_map else None,
-            custom_metrics=tuple(options.metrics_map),
-        )
+        MetricsScraper(options.metrics_url, options.engine, metrics_map=options.metrics_map)
         if options.metrics_url
         else None
     )
@@ -196,8 +192,8 @@ def _started(pids: list[int]) -> dict:
             starts.append(psutil.Process(pid).create_time())
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-    iso = [time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z" for t in starts]
-    return {"process_start": sorted(iso)} if iso else {}
+    iso = sorted(datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds") for t in starts)
+    return {"process_start": [t.replace("+00:00", "Z") for t in iso]} if iso else {}
 
 
 def _check_sources(

@@ -15,15 +15,19 @@ from diagnose.collectors.follow import FileFollower
 from diagnose.errors import InputError
 
 
-def parse_map(text: str | None) -> dict[str, str]:
-    """``"duration=latency_ms,t=ts"`` -> ``{"duration": "latency_ms", "t": "ts"}``."""
+def parse_map(text: str | None, option: str = "--map", pair: str = "SOURCE=COLUMN") -> dict[str, str]:
+    """``"duration=latency_ms,t=ts"`` -> ``{"duration": "latency_ms", "t": "ts"}``.
+
+    Every ``NAME=VALUE,...`` option of the recorder is read here; ``option`` and
+    ``pair`` name it in the error.
+    """
     if not text:
         return {}
     mapping = {}
     for item in text.split(","):
         source, sep, target = item.partition("=")
         if not sep or not source.strip() or not target.strip():
-            raise InputError(f"--map: expected SOURCE=COLUMN pairs separated by commas, got {item!r}")
+            raise InputError(f"{option}: expected {pair} pairs separated by commas, got {item!r}")
         mapping[source.strip()] = target.strip()
     return mapping
 

@@ -23,7 +23,7 @@ from diagnose.dump.model import Dump
 from diagnose.dump.schema import stage_columns
 from diagnose.facts.model import Facts
 from diagnose.facts.shift import spearman
-from diagnose.facts.stages import stage_kind
+from diagnose.facts.stages import declared_kinds, stage_kind
 
 _WINDOWS = 20
 _MIN_REQUESTS = 30
@@ -99,8 +99,7 @@ def _model_busy(
     dump: Dump, requests: pd.DataFrame, window: np.ndarray, windows: np.ndarray, lengths_s: np.ndarray
 ) -> tuple[np.ndarray, str] | str:
     """Per window, the share of time the model's worker(s) were busy, from the request log; or why not."""
-    declared = dump.manifest.extra.get("stages")
-    declared = declared if isinstance(declared, dict) else None
+    declared = declared_kinds(dump.manifest.extra, [])  # its warnings are said once, by the stage facts
     stages = stage_columns(requests)
     model = [column for name, column in stages.items() if stage_kind(name, declared) == "gpu"]
     if not model:
