@@ -249,16 +249,21 @@ def _instances(identity: np.ndarray, slots: np.ndarray, pids: np.ndarray) -> lis
     """Row positions of each program: same name and command line up to its numbers, never two at once.
 
     Runs of a job whose arguments vary (a duration, a date) are one program; two
-    servers that differ only in a port, running side by side, stay two.
+    servers that differ only in a port, running side by side, stay two. Identities
+    are hashed to codes once (a table holds few distinct ones in many rows), so
+    nothing sorts strings.
     """
-    positions = pd.Series(np.arange(identity.size))
-    loose = pd.Series(identity).str.replace(_NUMBER, "#", regex=True).to_numpy()
+    exact, identities = pd.factorize(identity)
+    loose_names = pd.Series(identities).str.replace(_NUMBER, "#", regex=True)
+    loose_of_exact, _ = pd.factorize(loose_names)
+    loose = loose_of_exact[exact]
+    pid_codes, _ = pd.factorize(pids, use_na_sentinel=False)
     programs = []
-    for group in positions.groupby(loose).groups.values():
+    for group in pd.Series(np.arange(identity.size)).groupby(loose).groups.values():
         rows = np.asarray(group)
-        exact = np.unique(identity[rows])
-        if exact.size > 1 and _overlap(slots[rows], pids[rows]):
-            programs += [rows[[value == one for value in identity[rows]]] for one in exact]
+        codes = np.flatnonzero(np.bincount(exact[rows]))
+        if codes.size > 1 and _overlap(slots[rows], pid_codes[rows]):
+            programs += [rows[exact[rows] == code] for code in codes]
         else:
             programs.append(rows)
     return programs
@@ -269,10 +274,16 @@ _NUMBER = r"\d+(?:\.\d+)?"
 _SEPARATOR = "\x1f"
 
 
-def _overlap(slots: np.ndarray, pids: np.ndarray) -> bool:
-    """Whether two of these pids were sampled at the same slot."""
-    pairs = np.unique(np.stack([slots, pids.astype("int64")]), axis=1)
-    return bool(np.unique(pairs[0]).size < pairs.shape[1])
+def _overlap(slots: np.ndarray, pid_codes: np.ndarray) -> bool:
+    """Whether two of these pids (as codes 0..n-1) were sampled at the same slot.
+
+    Counted on a dense mark of (slot, pid) cells: a day of samples sorts slowly, and marks need no sort.
+    """
+    slots = slots.astype("int64")
+    width = int(pid_codes.max()) + 1
+    cells = np.zeros((int(slots.max()) + 1) * width, dtype=bool)
+    cells[slots * width + pid_codes] = True
+    return bool(np.count_nonzero(cells) > np.count_nonzero(np.bincount(slots)))
 
 
 def server_pids(dump: Dump) -> set[int]:
