@@ -21,6 +21,7 @@ examples:
   diagnose file incident-0412/ --format markdown   paste into the incident review
   diagnose file incident-0412/ --format json       for scripts and CI
   diagnose file incident-0412/ --tui               explore it in the full-screen view
+  diagnose compare before/ after/                  did the change help, under comparable conditions?
   diagnose record -o incident/ --duration 15m      record this host into a dump
   diagnose live                                    watch this host as the hypotheses form
   diagnose rules                                   list the rules
@@ -116,6 +117,8 @@ def _parser() -> argparse.ArgumentParser:
     file_cmd.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
     file_cmd.set_defaults(handler=_run_file)
 
+    _add_compare_cmd(commands)
+
     record_cmd = commands.add_parser(
         "record",
         help="record this host (and a service's requests and metrics) into a dump",
@@ -168,6 +171,87 @@ def _parser() -> argparse.ArgumentParser:
     rules_cmd.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
     rules_cmd.set_defaults(handler=_run_rules)
     return parser
+
+
+def _add_compare_cmd(commands: argparse._SubParsersAction) -> None:
+    compare_cmd = commands.add_parser(
+        "compare",
+        help="compare two dumps: did a change really help, under comparable conditions?",
+        description=(
+            "Compare a dump recorded before a change with one recorded after it: percentiles, "
+            "throughput, errors, per-stage times and memory with confidence intervals; whether the "
+            "traffic and the environment were the same (and the latency at the same length mix when "
+            "not); which hypotheses appeared or went; and one verdict (docs/compare.md)."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "examples:\n"
+            "  diagnose compare before/ after/\n"
+            "  diagnose compare before/ after/ -o review.md\n"
+            "  diagnose compare baseline/ candidate/ --fail-on-regression p99:+5%,throughput:-3%"
+        ),
+    )
+    compare_cmd.add_argument("before", help="the dump recorded before the change")
+    compare_cmd.add_argument("after", help="the dump recorded after it")
+    compare_cmd.add_argument(
+        "--format",
+        choices=("text", "markdown", "json"),
+        help="report format (default: from the -o file's extension, .md or .json; else text)",
+    )
+    compare_cmd.add_argument("-o", "--output", type=Path, help="write the comparison to this file")
+    compare_cmd.add_argument(
+        "--fail-on-regression",
+        metavar="FIGURE:[+|-]PCT,...",
+        help="exit 1 when a figure moves the bad way beyond its tolerance and significantly, "
+        "e.g. p99:+5%%,throughput:-3%%,gpu_mem_peak:+10%% (error_rate in percentage points)",
+    )
+    compare_cmd.add_argument(
+        "--rules", type=Path, metavar="DIR", help="use the rules in DIR instead of the built-in ones"
+    )
+    compare_cmd.add_argument("--tz", type=_zone, metavar="ZONE", help="zone of foreign files' naive times")
+    compare_cmd.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
+    compare_cmd.set_defaults(handler=_run_compare)
+
+
+def _run_compare(args: argparse.Namespace) -> int:
+    """Paths and the gate are checked before the analysis stack is imported: errors answer at once."""
+    for path in (args.before, args.after):
+        if not Path(path).exists():
+            raise InputError(f"{path}: no such file or folder")
+    if args.rules is not None and not args.rules.is_dir():
+        raise InputError(f"{args.rules}: not a folder of rule files")
+    suffix = args.output.suffix.lower() if args.output else ""
+    output_format = args.format or _SUFFIX_FORMATS.get(suffix, "text")
+    if args.output is not None:
+        _check_writable(args.output)
+    from diagnose.compare.verdict import parse_gate
+
+    tolerances = parse_gate(args.fail_on_regression) if args.fail_on_regression is not None else None
+    from diagnose.compare import compare_dumps
+    from diagnose.compare.render import render
+    from diagnose.compare.verdict import gate
+
+    comparison = compare_dumps(args.before, args.after, rules_dir=args.rules, tz=args.tz)
+    trips, absent = gate(tolerances, comparison.figures, comparison.traffic) if tolerances else ([], [])
+    text = render(comparison, output_format, trips if tolerances else None)
+    if args.output is not None:
+        args.output.write_text(text, encoding="utf-8")
+        print(f"diagnose: {output_format} comparison written to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    for warning in comparison.warnings:
+        print(f"diagnose: warning: {warning}", file=sys.stderr)
+    if tolerances is None:
+        return ExitCode.OK
+    for name in absent:
+        print(f"diagnose: warning: --fail-on-regression: {name}: not gated", file=sys.stderr)
+    if not comparison.comparable:
+        reasons = "; ".join(comparison.reasons)
+        print(f"diagnose: warning: the gate compared dumps that are not comparable ({reasons})", file=sys.stderr)
+    if trips:
+        print("diagnose: --fail-on-regression: " + "; ".join(t.text for t in trips), file=sys.stderr)
+        return ExitCode.FINDING_AT_THRESHOLD
+    return ExitCode.OK
 
 
 def _add_collection_args(command: argparse.ArgumentParser) -> None:

@@ -16,13 +16,21 @@ from diagnose.oom import parse_oom_message
 from tests.conftest import DUMPS
 
 RECORDED = DUMPS.parent / "recorded"  # real recordings of the testbed: the physics must hold there too
-FOLDERS = sorted(path for path in DUMPS.iterdir() if path.is_dir()) + sorted(RECORDED.glob("*/dump"))
+PAIRS = DUMPS.parent / "pairs"  # the before/after pairs of diagnose compare
+FOLDERS = (
+    sorted(path for path in DUMPS.iterdir() if path.is_dir())
+    + sorted(RECORDED.glob("*/dump"))
+    + sorted(PAIRS.glob("*/before"))
+    + sorted(PAIRS.glob("*/after"))
+)
 
 
 @pytest.fixture(
     scope="module",
     params=FOLDERS,
-    ids=lambda path: f"recorded/{path.parent.name}" if path.name == "dump" else path.name,
+    ids=lambda path: (
+        path.name if path.parent == DUMPS else f"{path.parent.parent.name}/{path.parent.name}/{path.name}"
+    ),
 )
 def dump(request):
     return load_dump(str(request.param))

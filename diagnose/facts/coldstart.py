@@ -34,14 +34,18 @@ def restart_times(dump: Dump) -> tuple[list[float], str]:
     return sorted(set(starts)), " and ".join(sources)
 
 
-def add_coldstart_facts(facts: Facts, dump: Dump, requests: pd.DataFrame, source: str) -> None:
-    starts, start_source = restart_times(dump)
+def cold_requests(dump: Dump, requests: pd.DataFrame) -> tuple[np.ndarray, list[float]] | None:
+    """Which requests were served cold, and each start's cold window in seconds.
+
+    None when the evidence holds no start near the requests: nothing can be called cold.
+    """
+    starts, _ = restart_times(dump)
     ts = requests["ts"].to_numpy()
     # A server started long before the first recorded request had time to serve its cold requests
     # unrecorded; its first recorded ones are slow for some other reason (the incident itself).
     starts = [start for start in starts if start >= ts[0] - _UNSEEN_START_S] if ts.size else []
     if not starts:
-        return
+        return None
     latency = requests["latency_ms"].to_numpy(dtype="float64")
     cold = np.zeros(ts.size, dtype=bool)
     windows: list[float] = []
@@ -53,7 +57,16 @@ def add_coldstart_facts(facts: Facts, dump: Dump, requests: pd.DataFrame, source
             continue
         cold[lo : lo + settled] = True
         windows.append(float(ts[lo + settled - 1] - begin) if settled else 0.0)
-    cite = f"{source}: latency_ms after starts from {start_source}"
+    return cold, windows
+
+
+def add_coldstart_facts(facts: Facts, dump: Dump, requests: pd.DataFrame, source: str) -> None:
+    found = cold_requests(dump, requests)
+    if found is None:
+        return
+    cold, windows = found
+    latency = requests["latency_ms"].to_numpy(dtype="float64")
+    cite = f"{source}: latency_ms after starts from {restart_times(dump)[1]}"
     facts.add("coldstart.restarts", len(windows), cite)
     valid = np.isfinite(latency)
     if not windows or cold.sum() == 0:

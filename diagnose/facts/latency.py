@@ -40,14 +40,23 @@ def add_latency_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None
     _add_windows(facts, ts[valid], values, source, duration)
     if "status" in requests.columns:
         status = requests["status"].astype("string").str.strip().str.lower()
-        known = status.notna()
-        if known.any():
-            failed = ~(status[known].isin(_SUCCESS) | status[known].str.fullmatch(r"[123]\d\d(?:\.0)?"))
-            facts.add("requests.error_rate", float(failed.mean()), f"{source}: status")
+        failed = failed_requests(requests["status"])
+        if failed.notna().any():
+            facts.add("requests.error_rate", float(failed.dropna().astype(bool).mean()), f"{source}: status")
             facts.add("requests.oom_count", int((status == "oom").sum()), f"{source}: status")
     if summary.slo_p99_ms:
         facts.add("slo.p99_ms", summary.slo_p99_ms, f"the P99 target given ({summary.slo_source})")
         facts.add("latency.p99_over_slo", summary.latency_ms["p99"] / summary.slo_p99_ms, cite)
+
+
+def failed_requests(status: pd.Series) -> pd.Series:
+    """Per request: True failed, False succeeded, missing where no status was logged.
+
+    A status succeeds if it says so in words or is an HTTP code below 400.
+    """
+    words = status.astype("string").str.strip().str.lower()
+    succeeded = words.isin(_SUCCESS) | words.str.fullmatch(r"[123]\d\d(?:\.0)?").fillna(False)
+    return (~succeeded).astype("boolean").mask(words.isna())
 
 
 def window_length(duration_s: float) -> float:

@@ -1,0 +1,136 @@
+"""A comparison of two recordings as typed, plain data: what every renderer and the gate read."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+COMPARE_FORMAT = "diagnose-compare/1"
+
+BETTER, WORSE, SAME, UNTESTED, INFO = (
+    "better",
+    "worse",
+    "no significant change",
+    "not tested",
+    "informational",
+)
+IMPROVED, REGRESSED, NO_CHANGE, NOT_COMPARABLE = (
+    "improved",
+    "regressed",
+    "no significant change",
+    "not comparable",
+)
+
+
+@dataclass(frozen=True)
+class FigureChange:
+    """One figure before and after, the change, its interval and what it means."""
+
+    name: str  # what --fail-on-regression calls it: p99, throughput, gpu_mem_peak, stage_forward_p99
+    label: str
+    unit: str  # ms, rps, bytes, share, pct
+    better: str | None  # "lower", "higher", or None for a figure that is neither (utilisation)
+    before: float | None
+    after: float | None
+    change: float | None  # relative (after / before - 1), or a difference when scale == "difference"
+    scale: str  # "relative" or "difference"
+    low: float | None  # the interval of the change, same scale
+    high: float | None
+    method: str  # how the interval was made, or why there is none
+    verdict: str  # better, worse, no significant change, not tested, informational
+    source: str
+
+
+@dataclass(frozen=True)
+class LengthCheck:
+    """Did one request-length distribution stay the same?"""
+
+    column: str
+    before_median: float
+    after_median: float
+    statistic: float  # two-sample Kolmogorov-Smirnov D
+    p_value: float
+    differs: bool
+
+
+@dataclass(frozen=True)
+class Traffic:
+    rate_change: FigureChange | None  # requests per second
+    rate_differs: bool
+    work_change: FigureChange | None  # tokens (input plus output lengths) per second: the offered work
+    work_differs: bool
+    lengths: list[LengthCheck]
+    reweighted: list[FigureChange]  # latency of the after side re-weighted to the before side's length mix
+    reweighting: str | None  # how the after side was re-weighted, if it was
+    coverage: float | None  # the share of the before side's mix its strata cover
+    service: list[FigureChange]  # latency less waiting, (re-weighted,) where the load differed
+    notes: list[str]
+
+    @property
+    def same(self) -> bool:
+        return not self.load_differs and not any(check.differs for check in self.lengths)
+
+    @property
+    def load_differs(self) -> bool:
+        return self.rate_differs or self.work_differs
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Something about the machine, software, settings or background load that is not the same."""
+
+    what: str
+    kind: str  # hardware, software, settings, background, recording
+    before: str
+    after: str
+    blocks: bool  # makes the two recordings not comparable
+
+
+@dataclass(frozen=True)
+class HypothesisMove:
+    id: str
+    before: float | None  # score, None where the rule did not fire
+    after: float | None
+    change: str  # appeared, disappeared, stronger, weaker
+
+
+@dataclass(frozen=True)
+class Side:
+    dump: str
+    window: tuple[str | None, str | None]
+    requests: int
+    cold_excluded: int  # requests of a warm-up left out
+    hypotheses: list[tuple[str, float]]  # (id, score), strongest first
+
+
+@dataclass(frozen=True)
+class GateTrip:
+    figure: str
+    change: float
+    tolerance: float
+    text: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    before: Side
+    after: Side
+    verdict: str
+    headline: str
+    reasons: list[str]  # why the verdict: the figures or differences that decided it
+    figures: list[FigureChange]
+    traffic: Traffic
+    differences: list[Difference]
+    diagnosis: list[HypothesisMove]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def comparable(self) -> bool:
+        return not any(d.blocks for d in self.differences)
+
+    def to_dict(self) -> dict:
+        """The JSON form (docs/compare-json.md): the dataclasses as they are, plus the format."""
+        data = asdict(self)
+        data["traffic"]["same"] = self.traffic.same
+        data["traffic"]["load_differs"] = self.traffic.load_differs
+        data["comparable"] = self.comparable
+        return {"format": COMPARE_FORMAT, **data}
