@@ -247,7 +247,7 @@ def _run_compare(args: argparse.Namespace) -> int:
         print(f"diagnose: warning: --fail-on-regression: {name}: not gated", file=sys.stderr)
     if not comparison.comparable:
         reasons = "; ".join(comparison.reasons)
-        print(f"diagnose: warning: the gate compared dumps that are not comparable ({reasons})", file=sys.stderr)
+        print(f"diagnose: warning: the gate compared dumps that are not comparable: {reasons}", file=sys.stderr)
     if trips:
         print("diagnose: --fail-on-regression: " + "; ".join(t.text for t in trips), file=sys.stderr)
         return ExitCode.FINDING_AT_THRESHOLD
