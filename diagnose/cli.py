@@ -164,9 +164,7 @@ def _parser() -> argparse.ArgumentParser:
     rules_cmd.add_argument(
         "action", nargs="?", choices=("list", "show", "check", "facts", "docs"), default="list"
     )
-    rules_cmd.add_argument(
-        "folder", nargs="?", help="the rule folder (check, docs) or the rule's id (show)"
-    )
+    rules_cmd.add_argument("folder", nargs="?", help="the rule folder (check, docs) or the rule's id (show)")
     rules_cmd.add_argument("--rules", type=Path, metavar="DIR", help="list the rules in DIR")
     rules_cmd.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
     rules_cmd.set_defaults(handler=_run_rules)
@@ -247,7 +245,9 @@ def _run_compare(args: argparse.Namespace) -> int:
         print(f"diagnose: warning: --fail-on-regression: {name}: not gated", file=sys.stderr)
     if not comparison.comparable:
         reasons = "; ".join(comparison.reasons)
-        print(f"diagnose: warning: the gate compared dumps that are not comparable: {reasons}", file=sys.stderr)
+        print(
+            f"diagnose: warning: the gate compared dumps that are not comparable: {reasons}", file=sys.stderr
+        )
     if trips:
         print("diagnose: --fail-on-regression: " + "; ".join(t.text for t in trips), file=sys.stderr)
         return ExitCode.FINDING_AT_THRESHOLD
