@@ -310,6 +310,18 @@ def _add_collection_args(command: argparse.ArgumentParser) -> None:
         ),
     )
     command.add_argument(
+        "--env",
+        metavar="NAME=VALUE,...",
+        help="versions and facts to keep in the manifest's environment, e.g. vllm=0.6.3,model=llama-3-8b "
+        "(the recorder adds Python, the serving packages it can see, the driver and the server's "
+        "command line)",
+    )
+    command.add_argument(
+        "--setting",
+        metavar="NAME=VALUE,...",
+        help="the server's settings, kept in the manifest for diagnose compare, e.g. max_batch_size=32",
+    )
+    command.add_argument(
         "--allocator-log",
         metavar="PATH",
         help="the JSONL file written by diagnose.collectors.allocator.record_allocator in the service",
@@ -563,6 +575,8 @@ def _record_options(args: argparse.Namespace, output: Path | None):
         engine=args.engine,
         metrics_map=_metrics_map(args.metrics_map),
         stage_kinds=_stage_kinds(args.stages),
+        environment=parse_map(args.env, "--env", "NAME=VALUE"),
+        settings=parse_map(args.setting, "--setting", "NAME=VALUE"),
         allocator_log=args.allocator_log,
         logs=tuple(args.log),
         top=args.top,

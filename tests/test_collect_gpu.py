@@ -47,6 +47,8 @@ class FakeNvml:
             "nvmlDeviceGetCurrentClocksThrottleReasons",
             "nvmlDeviceGetComputeRunningProcesses",
             "nvmlDeviceGetGraphicsRunningProcesses",
+            "nvmlSystemGetDriverVersion",
+            "nvmlSystemGetCudaDriverVersion",
         ]:
             monkeypatch.setattr(pynvml, name, getattr(self, name))
 
@@ -110,6 +112,12 @@ class FakeNvml:
 
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle):
         raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    def nvmlSystemGetDriverVersion(self):
+        return b"550.54.15"
+
+    def nvmlSystemGetCudaDriverVersion(self):
+        return 12040
 
 
 @pytest.fixture
@@ -176,3 +184,9 @@ def test_throttle_reasons_are_named():
     assert throttle_names(0) == "none"
     assert throttle_names(None) is None
     assert throttle_names(pynvml.nvmlClocksThrottleReasonGpuIdle) == "gpu_idle"
+
+
+def test_the_driver_and_cuda_versions_are_read_for_the_manifest(nvml):
+    collector = GpuCollector()
+    assert collector.versions() == {"driver_version": "550.54.15", "cuda_version": "12.4"}
+    collector.close()

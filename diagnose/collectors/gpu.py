@@ -89,6 +89,21 @@ class GpuCollector:
     def names(self) -> list[str]:
         return [d.name for d in self._devices]
 
+    def versions(self) -> dict[str, str]:
+        """The driver's version and the CUDA version it supports, for the manifest's environment."""
+        found = {}
+        try:
+            driver = pynvml.nvmlSystemGetDriverVersion()
+            found["driver_version"] = driver.decode() if isinstance(driver, bytes) else str(driver)
+        except pynvml.NVMLError:
+            pass
+        try:
+            cuda = int(pynvml.nvmlSystemGetCudaDriverVersion())  # 12040 -> 12.4
+            found["cuda_version"] = f"{cuda // 1000}.{cuda % 1000 // 10}"
+        except (pynvml.NVMLError, TypeError, ValueError):
+            pass
+        return found
+
     def sample(self, ts: float) -> GpuSample:
         result = GpuSample()
         for device in self._devices:

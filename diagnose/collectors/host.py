@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from diagnose.collectors.redact import redact_cmdline
+
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
 # A newborn process is recorded from its birth when it has used this share of a core since.
 _NEWBORN_CPU_PCT = 10.0
@@ -200,7 +202,7 @@ class HostCollector:
             try:
                 process = psutil.Process(pid)
                 with process.oneshot():
-                    ident = (process.name(), " ".join(process.cmdline()))
+                    ident = (process.name(), redact_cmdline(" ".join(process.cmdline())))
                     born = process.create_time()
             except _GONE:
                 continue
@@ -234,7 +236,8 @@ class HostCollector:
                 if since_birth:
                     read_at -= max(time.time() - process.create_time(), 0.0)
                     used = 0.0
-                tracked = _Tracked(process, process.name(), " ".join(process.cmdline()), used, read_at)
+                cmdline = redact_cmdline(" ".join(process.cmdline()))
+                tracked = _Tracked(process, process.name(), cmdline, used, read_at)
         except _GONE:
             return
         self._tracked[pid] = tracked

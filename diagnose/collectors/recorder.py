@@ -20,6 +20,7 @@ from typing import Protocol
 import psutil
 
 from diagnose.collectors.discover import server_pids
+from diagnose.collectors.environment import describe_environment
 from diagnose.collectors.follow import FileFollower
 from diagnose.collectors.gpu import GpuCollector, NvmlUnavailable
 from diagnose.collectors.host import HostCollector
@@ -47,6 +48,8 @@ class RecordOptions:
     engine: str = "auto"
     metrics_map: dict[str, str] = field(default_factory=dict)  # a service's own metric -> server column
     stage_kinds: dict[str, str] = field(default_factory=dict)  # the manifest's stages: map
+    environment: dict[str, str] = field(default_factory=dict)  # --env: versions the user states
+    settings: dict[str, str] = field(default_factory=dict)  # --setting: the server's settings
     allocator_log: str | None = None
     logs: tuple[str, ...] = ()
     top: int = 10
@@ -115,7 +118,9 @@ def record(
         gpus=summary.gpus,
         gpu_note=summary.gpu_note,
         sources=health.manifest(),
+        environment=describe_environment(watched, gpu.versions() if gpu else None, options.environment),
         **({"stages": options.stage_kinds} if options.stage_kinds else {}),
+        **({"settings": options.settings} if options.settings else {}),
     )
     start, cpu_start = time.monotonic(), time.process_time()
     tick = 0
