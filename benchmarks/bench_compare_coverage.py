@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from diagnose.compare.bootstrap import time_blocks
-from diagnose.compare.figures import Requests, latency_figures
+from diagnose.compare.figures import change
+from diagnose.compare.measure import Requests, latency_measures
 
 SIGMA = 0.5
 
@@ -50,7 +51,8 @@ def coverage(
     for index in range(pairs):
         before = side(rng, requests, seconds, np.log(50), tau, 2 * index)
         after = side(rng, requests, seconds, np.log(50) + shift, tau, 2 * index + 1)
-        for figure in latency_figures(before, after):
+        for b, a in zip(latency_measures(before), latency_measures(after), strict=True):
+            figure = change(b, a)
             held[figure.name] = held.get(figure.name, 0) + int(figure.low <= truth <= figure.high)
     return {name: count / pairs for name, count in held.items()}
 

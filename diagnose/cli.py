@@ -22,6 +22,7 @@ examples:
   diagnose file incident-0412/ --format json       for scripts and CI
   diagnose file incident-0412/ --tui               explore it in the full-screen view
   diagnose compare before/ after/                  did the change help, under comparable conditions?
+  diagnose archive add after/ --label v1.4-int8    keep its figures in the performance archive
   diagnose record -o incident/ --duration 15m      record this host into a dump
   diagnose live                                    watch this host as the hypotheses form
   diagnose rules                                   list the rules
@@ -118,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     file_cmd.set_defaults(handler=_run_file)
 
     _add_compare_cmd(commands)
+    _add_archive_cmd(commands)
 
     record_cmd = commands.add_parser(
         "record",
@@ -189,8 +191,22 @@ def _add_compare_cmd(commands: argparse._SubParsersAction) -> None:
             "  diagnose compare baseline/ candidate/ --fail-on-regression p99:+5%,throughput:-3%"
         ),
     )
-    compare_cmd.add_argument("before", help="the dump recorded before the change")
-    compare_cmd.add_argument("after", help="the dump recorded after it")
+    compare_cmd.add_argument(
+        "dumps",
+        nargs="+",
+        metavar="DUMP",
+        help="BEFORE AFTER: the dump recorded before the change and the one after it "
+        "(with --baseline, only AFTER)",
+    )
+    compare_cmd.add_argument(
+        "--baseline",
+        type=int,
+        metavar="ID",
+        help="compare against recording #ID of the performance archive instead of a BEFORE dump",
+    )
+    compare_cmd.add_argument(
+        "--archive", type=Path, metavar="FILE", help="the archive file (default: see diagnose archive --help)"
+    )
     compare_cmd.add_argument(
         "--format",
         choices=("text", "markdown", "json"),
@@ -213,7 +229,13 @@ def _add_compare_cmd(commands: argparse._SubParsersAction) -> None:
 
 def _run_compare(args: argparse.Namespace) -> int:
     """Paths and the gate are checked before the analysis stack is imported: errors answer at once."""
-    for path in (args.before, args.after):
+    wanted = 1 if args.baseline is not None else 2
+    if len(args.dumps) != wanted:
+        raise InputError(
+            "compare takes BEFORE AFTER, or --baseline ID AFTER"
+            + (f"; got {len(args.dumps)} dumps" if len(args.dumps) != wanted else "")
+        )
+    for path in args.dumps:
         if not Path(path).exists():
             raise InputError(f"{path}: no such file or folder")
     if args.rules is not None and not args.rules.is_dir():
@@ -225,11 +247,19 @@ def _run_compare(args: argparse.Namespace) -> int:
     from diagnose.compare.verdict import parse_gate
 
     tolerances = parse_gate(args.fail_on_regression) if args.fail_on_regression is not None else None
-    from diagnose.compare import compare_dumps
+    from diagnose.compare import compare_dumps, compare_evidence, measure_path
     from diagnose.compare.render import render
     from diagnose.compare.verdict import gate
 
-    comparison = compare_dumps(args.before, args.after, rules_dir=args.rules, tz=args.tz)
+    if args.baseline is not None:
+        from diagnose.archive import Archive, default_path
+
+        with Archive(args.archive or default_path(), create=False) as archive:
+            before = archive.evidence(args.baseline)
+        after, after_requests = measure_path(args.dumps[0], args.rules, args.tz, salt=1)
+        comparison = compare_evidence(before, after, after_requests)
+    else:
+        comparison = compare_dumps(args.dumps[0], args.dumps[1], rules_dir=args.rules, tz=args.tz)
     trips, absent = gate(tolerances, comparison.figures, comparison.traffic) if tolerances else ([], [])
     text = render(comparison, output_format, trips if tolerances else None)
     if args.output is not None:
@@ -251,6 +281,105 @@ def _run_compare(args: argparse.Namespace) -> int:
     if trips:
         print("diagnose: --fail-on-regression: " + "; ".join(t.text for t in trips), file=sys.stderr)
         return ExitCode.FINDING_AT_THRESHOLD
+    return ExitCode.OK
+
+
+def _add_archive_cmd(commands: argparse._SubParsersAction) -> None:
+    archive_cmd = commands.add_parser(
+        "archive",
+        help="the performance archive: keep recordings' figures, what changed and what it gained",
+        description=(
+            "An SQLite file of measured recordings (their figures with intervals, environment and "
+            "diagnosis; not the raw tables) and of the comparisons between them. Default file: "
+            "$DIAGNOSE_ARCHIVE, else $XDG_DATA_HOME/diagnose/archive.sqlite, else "
+            "~/.local/share/diagnose/archive.sqlite."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "examples:\n"
+            "  diagnose archive add baseline/ --label v1.3\n"
+            "  diagnose archive add candidate/ --label v1.4-int8 --change 'INT8 weights' --expect 'p99 -30%' "
+            "--baseline 1\n"
+            "  diagnose archive list\n"
+            "  diagnose archive show 2\n"
+            "  diagnose archive trend --metric p99\n"
+            "  diagnose compare --baseline 1 tonight/"
+        ),
+    )
+    archive_cmd.add_argument("action", choices=("add", "list", "show", "trend"))
+    archive_cmd.add_argument("target", nargs="?", help="the dump (add) or the recording's id (show)")
+    archive_cmd.add_argument("--archive", type=Path, metavar="FILE", help="the archive file")
+    archive_cmd.add_argument("--label", help="add: a name for the recording, e.g. v1.4-int8")
+    archive_cmd.add_argument("--change", help="add: what was changed, e.g. 'INT8 weights'")
+    archive_cmd.add_argument("--expect", help="add: the gain expected, e.g. 'p99 -30%%'")
+    archive_cmd.add_argument("--note", help="add: anything else: side effects, who, why")
+    archive_cmd.add_argument(
+        "--baseline", type=int, metavar="ID", help="add: also compare with recording #ID and keep the result"
+    )
+    archive_cmd.add_argument("--metric", default="p99", help="trend: the figure to follow (default p99)")
+    archive_cmd.add_argument("--rules", type=Path, metavar="DIR", help="add: diagnose with the rules in DIR")
+    archive_cmd.add_argument(
+        "--tz", type=_zone, metavar="ZONE", help="add: zone of foreign files' naive times"
+    )
+    archive_cmd.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
+    archive_cmd.set_defaults(handler=_run_archive)
+
+
+def _run_archive(args: argparse.Namespace) -> int:
+    from diagnose.archive import Archive, default_path
+    from diagnose.archive.views import entries_table, entry_text, trend_table
+
+    path = args.archive or default_path()
+    if args.action == "add":
+        if args.target is None or not Path(args.target).exists():
+            raise InputError(
+                f"archive add needs a dump: {args.target or 'none given'}: no such file or folder"
+            )
+        return _archive_add(args, path)
+    with Archive(path, create=False) as archive:
+        if args.action == "list":
+            sys.stdout.write(entries_table(archive.entries()))
+        elif args.action == "show":
+            if args.target is None or not args.target.isdigit():
+                raise InputError("archive show needs a recording's id, e.g. diagnose archive show 3")
+            entry = archive.entry(int(args.target))
+            sys.stdout.write(entry_text(entry, archive.comparisons(entry.id)))
+        else:
+            sys.stdout.write(trend_table(archive.entries(), args.metric))
+    return ExitCode.OK
+
+
+def _archive_add(args: argparse.Namespace, path: Path) -> int:
+    import time
+    import zlib
+
+    from diagnose.archive import Archive
+    from diagnose.compare import compare_evidence, measure_path
+    from diagnose.compare.verdict import decisive_figures
+
+    with Archive(path) as archive:
+        baseline = archive.evidence(args.baseline) if args.baseline is not None else None
+        # Each archived recording draws its own bootstrap replicates, independent of any it is compared with.
+        salt = zlib.crc32(f"{Path(args.target).resolve()}:{time.time_ns()}".encode())
+        evidence, requests = measure_path(args.target, args.rules, args.tz, salt=salt)
+        entry = archive.add(evidence, args.label, args.change, args.expect, args.note)
+        print(f"diagnose: archived {args.target} as #{entry} in {path}", file=sys.stderr)
+        if baseline is not None:
+            comparison = compare_evidence(baseline, evidence, requests)
+            decisive = decisive_figures(comparison.figures, comparison.traffic)
+            measured = {
+                name: decisive[name].change
+                for name in ("p50", "p99", "throughput", "error_rate", "gpu_mem_peak")
+                if name in decisive
+            }
+            archive.add_comparison(args.baseline, entry, comparison, measured)
+            print(f"diagnose: against #{args.baseline}: {comparison.headline}", file=sys.stderr)
+            if args.expect:
+                from diagnose.archive.views import measured_text
+
+                print(
+                    f"diagnose: expected {args.expect}; measured {measured_text(measured)}", file=sys.stderr
+                )
     return ExitCode.OK
 
 

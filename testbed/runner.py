@@ -95,7 +95,7 @@ def run(scenario: Scenario, duration_s: float, out: Path, seed: int = 0, say=pri
                 sys.executable, "-m", "diagnose", "record", "-o", str(paths.dump),
                 "--duration", f"{duration_s + 3:.0f}s", "--requests-log", str(paths.requests_log),
                 "--metrics-url", f"{url}/metrics", "--metrics-map", _METRICS_MAP, "--pid", str(service.pid),
-                "--log", str(paths.service_output),
+                "--log", str(paths.service_output), *_settings(scenario),
             ],
             paths.root / "recorder.log",
         )  # fmt: skip
@@ -180,6 +180,19 @@ class _Children:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def _settings(scenario: Scenario) -> list[str]:
+    """The service's options as the recorder's --setting, so that diagnose compare can tell two runs apart."""
+    args = scenario.service_args
+    if not args:
+        return []
+    pairs = []
+    for flag, following in zip(args, [*args[1:], "--"], strict=True):
+        if flag.startswith("--"):
+            value = "on" if following.startswith("--") else following
+            pairs.append(f"{flag.lstrip('-').replace('-', '_')}={value}")
+    return ["--setting", ",".join(pairs)] if pairs else []
 
 
 def _project_path() -> str:

@@ -89,6 +89,13 @@ SCENARIOS: dict[str, Scenario] = {
             service_args=("--max-batch", "32", "--batch-window-ms", "80"),
         ),
         Scenario(
+            "batch-window-short",
+            None,
+            "batch-window-too-long's batcher and load with a 5 ms window: the fix, and its near miss",
+            rate_rps=8,
+            service_args=("--max-batch", "32", "--batch-window-ms", "5"),
+        ),
+        Scenario(
             "oversized-batch",
             "oversized-batch",
             "batches of up to 64 padded prompts at a busy load: on a CPU bigger batches add no throughput, "

@@ -13,24 +13,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from diagnose.compare.environment import differences
-from diagnose.compare.figures import request_figures, series_figures, warm_requests
+from diagnose.compare.evidence import Evidence, measure_dump
+from diagnose.compare.figures import figure_changes
+from diagnose.compare.measure import Requests
 from diagnose.compare.model import Comparison, Difference, HypothesisMove, Side, Traffic
 from diagnose.compare.traffic import MIN_COVERAGE, compare_traffic
 from diagnose.compare.verdict import overall
 from diagnose.dump import load_dump
-from diagnose.dump.model import Dump
 from diagnose.errors import InputError
 from diagnose.judge import default_rules_dir, load_rules
-from diagnose.pipeline import analyse_dump
 
 LIKELY = 0.5
 MOVED = 0.1  # a hypothesis whose score moved less than this stayed where it was
 _CONTENTION = "co-located-contention"
 
-__all__ = ["Comparison", "compare_dumps"]
+__all__ = ["Comparison", "Evidence", "compare_dumps", "compare_evidence", "measure_path"]
 
 
 def compare_dumps(
@@ -39,54 +37,59 @@ def compare_dumps(
     rules_dir: Path | None = None,
     tz: str | None = None,
 ) -> Comparison:
+    before, _ = measure_path(before_path, rules_dir, tz, salt=0)
+    after, after_requests = measure_path(after_path, rules_dir, tz, salt=1)
+    return compare_evidence(before, after, after_requests)
+
+
+def measure_path(
+    path: str, rules_dir: Path | None = None, tz: str | None = None, salt: int = 0
+) -> tuple[Evidence, Requests | None]:
+    """Read, measure and diagnose one dump (``salt`` 0 for a before side, 1 for an after side)."""
     rules = load_rules(rules_dir or default_rules_dir())
-    before, after = load_dump(before_path, tz=tz), load_dump(after_path, tz=tz)
+    return measure_dump(load_dump(path, tz=tz), rules, salt)
+
+
+def compare_evidence(before: Evidence, after: Evidence, after_requests: Requests | None) -> Comparison:
+    """Compare a measured before side (a dump's, or an archived one) with an after side."""
     warnings = [f"before: {w}" for w in before.warnings] + [f"after: {w}" for w in after.warnings]
-    with np.errstate(all="ignore"):
-        b_requests, a_requests = warm_requests(before, salt=0), warm_requests(after, salt=1)
-        figures = []
-        traffic = Traffic(None, False, None, False, [], [], None, None, [], [])
-        if b_requests is not None and a_requests is not None:
-            figures = request_figures(b_requests, a_requests)
-            traffic = compare_traffic(b_requests, a_requests)
-        elif (b_requests is None) != (a_requests is None):
-            warnings.append(
-                f"only the {'after' if b_requests is None else 'before'} dump has request latencies: "
-                "no latency can be compared"
-            )
-        figures += series_figures(before, after)
-        if not figures:
-            raise InputError(
-                f"{before_path} and {after_path}: nothing to compare; both need request latencies "
-                "(requests.latency_ms) or GPU or host samples"
-            )
-        b_report = analyse_dump(before, rules, helper=True).report
-        a_report = analyse_dump(after, rules, helper=True).report
+    figures = figure_changes(before.measures, after.measures)
+    if not figures:
+        raise InputError(
+            f"{before.dump} and {after.dump}: nothing to compare; both need request latencies "
+            "(requests.latency_ms) or GPU or host samples"
+        )
+    if (before.requests == 0) != (after.requests == 0):
+        warnings.append(
+            f"only the {'after' if before.requests == 0 else 'before'} dump has request latencies: "
+            "no latency can be compared"
+        )
+    traffic = Traffic(None, False, None, False, [], [], None, None, [], [])
+    if before.requests and after.requests:
+        traffic = compare_traffic(before, after, after_requests)
     found = (
-        differences(before, after) + _traffic_differences(traffic) + _diagnosed_background(b_report, a_report)
+        differences(before.environment, after.environment, before.background, after.background)
+        + _traffic_differences(traffic)
+        + _diagnosed_background(before, after)
     )
     verdict, headline, reasons = overall(figures, traffic, found)
     return Comparison(
-        _side(before, b_report, b_requests),
-        _side(after, a_report, a_requests),
+        _side(before),
+        _side(after),
         verdict,
         headline,
         reasons,
         figures,
         traffic,
         found,
-        _moves(b_report, a_report),
+        _moves(before, after),
         warnings,
     )
 
 
-def _side(dump: Dump, report: dict, requests) -> Side:
+def _side(evidence: Evidence) -> Side:
     return Side(
-        dump.path,
-        (report["window"]["start"], report["window"]["end"]),
-        0 if requests is None else len(requests.frame),
-        0 if requests is None else requests.cold_excluded,
-        [(h["id"], h["score"]) for h in report["hypotheses"]],
+        evidence.dump, evidence.window, evidence.requests, evidence.cold_excluded, evidence.hypotheses
     )
 
 
@@ -116,7 +119,7 @@ def _traffic_differences(traffic: Traffic) -> list[Difference]:
     return found
 
 
-def _diagnosed_background(before: dict, after: dict) -> list[Difference]:
+def _diagnosed_background(before: Evidence, after: Evidence) -> list[Difference]:
     """A co-located job that the diagnosis finds likely on one side only is background load there."""
     b, a = _scores(before).get(_CONTENTION, 0.0), _scores(after).get(_CONTENTION, 0.0)
     if (b >= LIKELY) == (a >= LIKELY):
@@ -132,7 +135,7 @@ def _diagnosed_background(before: dict, after: dict) -> list[Difference]:
     ]
 
 
-def _moves(before: dict, after: dict) -> list[HypothesisMove]:
+def _moves(before: Evidence, after: Evidence) -> list[HypothesisMove]:
     b, a = _scores(before), _scores(after)
     moves = []
     for rule_id in sorted(set(b) | set(a), key=lambda i: -max(b.get(i, 0.0), a.get(i, 0.0))):
@@ -146,5 +149,5 @@ def _moves(before: dict, after: dict) -> list[HypothesisMove]:
     return moves
 
 
-def _scores(report: dict) -> dict[str, float]:
-    return {h["id"]: float(h["score"]) for h in report["hypotheses"]}
+def _scores(evidence: Evidence) -> dict[str, float]:
+    return dict(evidence.hypotheses)

@@ -24,9 +24,12 @@ BACKGROUND_GPU_BYTES = 1 * GIB  # or a GiB more of GPU memory
 _HARDWARE = ("GPU model", "GPU count", "GPU memory (per card)", "CPU cores", "host memory")
 
 
-def differences(before: Dump, after: Dump) -> list[Difference]:
+def differences(
+    before: dict[str, str], after: dict[str, str], before_load: dict[str, float], after_load: dict[str, float]
+) -> list[Difference]:
+    """What differs between two sides' environments (``describe``) and background loads (``background``)."""
     found = []
-    b, a = describe(before), describe(after)
+    b, a = before, after
     for key in sorted(set(b) | set(a), key=lambda k: (_order(k), k)):
         if key in b and key in a and b[key] != a[key]:
             kind = "hardware" if key in _HARDWARE else _kind(key)
@@ -35,7 +38,9 @@ def differences(before: Dump, after: Dump) -> list[Difference]:
             found.append(
                 Difference(key, "recording", b.get(key, "not recorded"), a.get(key, "not recorded"), False)
             )
-    found += _background(before, after)
+    for key, (what, threshold, show) in _BACKGROUND.items():
+        if key in before_load and key in after_load and abs(after_load[key] - before_load[key]) >= threshold:
+            found.append(Difference(what, "background", show(before_load[key]), show(after_load[key]), True))
     return found
 
 
@@ -86,21 +91,27 @@ def _order(key: str) -> int:
     ]
 
 
-def _background(before: Dump, after: Dump) -> list[Difference]:
-    """Other processes' CPU (95th percentile over time) and GPU memory (peak), where both sides have them."""
-    found = []
-    specs = (
-        ("processes", "cpu_pct", 0.95, BACKGROUND_CPU_CORES * 100, "other processes' CPU (p95 over time)"),
-        ("gpu_processes", "mem_used_bytes", 1.0, BACKGROUND_GPU_BYTES, "other processes' GPU memory (peak)"),
-    )
-    for table, column, q, threshold, what in specs:
-        b, a = _others(before, table, column, q), _others(after, table, column, q)
-        if b is None or a is None:
-            continue
-        if abs(a - b) >= threshold:
-            show = human_bytes if column.endswith("_bytes") else (lambda v: f"{v / 100:.1f} cores")
-            found.append(Difference(what, "background", show(b), show(a), True))
+def background(dump: Dump) -> dict[str, float]:
+    """Other processes' CPU (95th percentile over time, % of a core) and GPU memory (peak), where recorded."""
+    found = {}
+    for key, table, column, q in (
+        ("cpu", "processes", "cpu_pct", 0.95),
+        ("gpu_mem", "gpu_processes", "mem_used_bytes", 1.0),
+    ):
+        value = _others(dump, table, column, q)
+        if value is not None:
+            found[key] = value
     return found
+
+
+_BACKGROUND = {
+    "cpu": (
+        "other processes' CPU (p95 over time)",
+        BACKGROUND_CPU_CORES * 100,
+        lambda v: f"{v / 100:.1f} cores",
+    ),
+    "gpu_mem": ("other processes' GPU memory (peak)", BACKGROUND_GPU_BYTES, human_bytes),
+}
 
 
 def _others(dump: Dump, table: str, column: str, q: float) -> float | None:

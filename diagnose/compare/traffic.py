@@ -12,10 +12,10 @@ requests cover that mix (the share is said).
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
-from diagnose.compare.bootstrap import Grid, Resampled
-from diagnose.compare.figures import Requests, latency_figures, relative_change, service_figures
+from diagnose.compare.evidence import Evidence
+from diagnose.compare.figures import change
+from diagnose.compare.measure import LENGTH_COLUMNS, Requests, latency_measures
 from diagnose.compare.model import FigureChange, LengthCheck, Traffic
 
 RATE_TOLERANCE = 0.10  # a request rate moving less than 10 % is the same load
@@ -25,9 +25,9 @@ MIN_COVERAGE = 0.8  # re-weighting that covers less of the before mix than this 
 _BINS = {"input_len": 10, "output_len": 5}
 
 
-def compare_traffic(before: Requests, after: Requests) -> Traffic:
+def compare_traffic(before: Evidence, after: Evidence, after_requests: Requests | None) -> Traffic:
     notes: list[str] = []
-    rate = _per_second(before, after, None, "request_rate", "request rate (arrivals/s)")
+    rate, work = _changed(before, after, "request_rate"), _changed(before, after, "work_rate")
     rate_differs = _differs(rate)
     if rate_differs:
         notes.append(
@@ -35,23 +35,18 @@ def compare_traffic(before: Requests, after: Requests) -> Traffic:
             f"{rate.change:+.0%}): under an open-loop load that is other traffic; under a closed loop "
             "(a benchmark at fixed concurrency) it is the service's own speed"
         )
-    columns = [c for c in _BINS if c in before.frame.columns and c in after.frame.columns]
-    work = (
-        _per_second(before, after, columns, "work_rate", f"offered work ({' + '.join(columns)} per s)")
-        if columns
-        else None
-    )
     work_differs = _differs(work) and not rate_differs
     if work_differs:
         notes.append(
             f"the offered work differs ({work.before:,.0f} -> {work.after:,.0f} tokens/s, "
             f"{work.change:+.0%}) at the same request rate: the queue waits depend on it"
         )
+    columns = [c for c in LENGTH_COLUMNS if c in before.lengths and c in after.lengths]
     lengths = [check for c in columns if (check := _length_check(before, after, c)) is not None]
     differing = [c.column for c in lengths if c.differs]
-    weights, how, coverage, reweighted = None, None, None, []
-    if differing:
-        weights, coverage = _reweight(before, after, differing)
+    weights, how, coverage, reweighted, service = None, None, None, [], []
+    if differing and after_requests is not None:
+        weights, coverage = _reweight(before, after_requests, differing)
         how = (
             f"after re-weighted to the before mix of {', '.join(differing)} "
             f"(strata of {' x '.join(f'{_BINS[c]} bins' for c in differing)}); "
@@ -62,9 +57,14 @@ def compare_traffic(before: Requests, after: Requests) -> Traffic:
                 f"the length mixes barely overlap: the after requests cover {coverage:.0%} of the before "
                 "mix, so even the re-weighted figures compare different work"
             )
-        reweighted = latency_figures(before, after, after_weights=weights)
-    service = service_figures(before, after, weights) if rate_differs or work_differs else []
-    if (rate_differs or work_differs) and service:
+    if after_requests is not None and (differing or rate_differs or work_differs):
+        measured = {m.name: m for m in latency_measures(after_requests, weights)}
+        pairs = [(name, m) for name, m in measured.items() if name in before.measures]
+        if differing:
+            reweighted = [change(before.measures[n], m) for n, m in pairs if not n.startswith("service_")]
+        if rate_differs or work_differs:
+            service = [change(before.measures[n], m) for n, m in pairs if n.startswith("service_")]
+    if service:
         notes.append(
             "latency is judged on the service time (latency less its waiting stages), "
             "which the load moves less"
@@ -72,34 +72,10 @@ def compare_traffic(before: Requests, after: Requests) -> Traffic:
     return Traffic(rate, rate_differs, work, work_differs, lengths, reweighted, how, coverage, service, notes)
 
 
-def _per_second(
-    before: Requests, after: Requests, columns: list[str] | None, name: str, label: str
-) -> FigureChange | None:
-    """Requests (``columns`` None) or the sum of ``columns`` per second, with its interval."""
-    if before.duration_s <= 0 or after.duration_s <= 0:
+def _changed(before: Evidence, after: Evidence, name: str) -> FigureChange | None:
+    if name not in before.measures or name not in after.measures:
         return None
-    b_values, a_values = _amounts(before, columns), _amounts(after, columns)
-    grid = Grid.spanning(np.array([0.0, 1.0]))
-    b = Resampled(b_values, before.blocks, grid, before.weights)
-    a = Resampled(a_values, after.blocks, grid, after.weights)
-    return relative_change(
-        name,
-        label,
-        "rps",
-        None,
-        b_values.sum() / before.duration_s,
-        a_values.sum() / after.duration_s,
-        b.replicate_sums() / before.duration_s,
-        a.replicate_sums() / after.duration_s,
-        before.blocks.method,
-        f"{before.source} / {after.source}: {', '.join(columns or ['ts'])}",
-    )
-
-
-def _amounts(side: Requests, columns: list[str] | None) -> np.ndarray:
-    if columns is None:
-        return np.ones(len(side.frame))
-    return sum(np.nan_to_num(_numbers(side.frame[c])) for c in columns)
+    return change(before.measures[name], after.measures[name])
 
 
 def _differs(figure: FigureChange | None) -> bool:
@@ -113,9 +89,9 @@ def _differs(figure: FigureChange | None) -> bool:
     )
 
 
-def _length_check(before: Requests, after: Requests, column: str) -> LengthCheck | None:
-    b = _finite(before.frame[column])
-    a = _finite(after.frame[column])
+def _length_check(before: Evidence, after: Evidence, column: str) -> LengthCheck | None:
+    b = _finite(before.lengths[column])
+    a = _finite(after.lengths[column])
     if b.size < 10 or a.size < 10:
         return None
     statistic, p_value = ks_two_sample(b, a)
@@ -146,13 +122,13 @@ def ks_two_sample(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     return statistic, float(kolmogorov((effective + 0.12 + 0.11 / effective) * statistic))
 
 
-def _reweight(before: Requests, after: Requests, columns: list[str]) -> tuple[np.ndarray, float]:
+def _reweight(before: Evidence, after: Requests, columns: list[str]) -> tuple[np.ndarray, float]:
     """Weights for the after requests, and the share of the before mix their strata cover."""
-    b_code = np.zeros(len(before.frame), dtype="int64")
+    b_code = np.zeros(len(before.lengths[columns[0]]), dtype="int64")
     a_code = np.zeros(len(after.frame), dtype="int64")
     width = 1
     for column in columns:
-        b_values, a_values = _numbers(before.frame[column]), _numbers(after.frame[column])
+        b_values, a_values = before.lengths[column].astype("float64"), after.values(column)
         pooled = np.concatenate([b_values[np.isfinite(b_values)], a_values[np.isfinite(a_values)]])
         edges = np.unique(np.quantile(pooled, np.linspace(0, 1, _BINS[column] + 1)[1:-1]))
         bins = edges.size + 2  # the last for a request without this length
@@ -172,10 +148,6 @@ def _bin(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(values), np.searchsorted(edges, values, side="right"), edges.size + 1)
 
 
-def _numbers(column: pd.Series) -> np.ndarray:
-    return pd.to_numeric(column, errors="coerce").to_numpy(dtype="float64")
-
-
-def _finite(column: pd.Series) -> np.ndarray:
-    values = _numbers(column)
+def _finite(values: np.ndarray) -> np.ndarray:
+    values = values.astype("float64")
     return values[np.isfinite(values)]

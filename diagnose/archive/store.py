@@ -1,0 +1,336 @@
+"""The performance archive: one SQLite file of measured recordings and the comparisons between them.
+
+What is kept of a recording is what a comparison needs once its dump is gone
+(compare/evidence.py): every figure with its bootstrap replicates, a sample
+of its request lengths, its environment, background load and diagnosis, and
+the person's words (label, what changed, the gain expected). Not the raw
+tables.
+
+Safe to share: writes are single transactions taken with ``BEGIN IMMEDIATE``
+in WAL mode, so concurrent writers wait for each other (up to
+``BUSY_TIMEOUT_S``) and a process killed mid-write leaves the file as it was
+before that write. The schema's version is the file's ``user_version``: an
+older file is migrated in one transaction, a newer one is refused, and a file
+that is not an archive (or is damaged) is an error that names it and is never
+overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from diagnose.compare.evidence import Evidence
+from diagnose.compare.measure import Measure
+from diagnose.compare.model import Comparison
+from diagnose.errors import InputError
+
+SCHEMA_VERSION = 1
+APPLICATION_ID = 0x44474E53  # "DGNS": marks the file as a diagnose archive
+BUSY_TIMEOUT_S = 30.0
+
+# Each step takes the schema from the version before it to its own; a new version appends one.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE entries (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            added_at TEXT NOT NULL,
+            label TEXT, change TEXT, expect TEXT, note TEXT,
+            dump TEXT NOT NULL, window_start TEXT, window_end TEXT,
+            requests INTEGER NOT NULL, cold_excluded INTEGER NOT NULL,
+            environment TEXT NOT NULL, background TEXT NOT NULL,
+            hypotheses TEXT NOT NULL, warnings TEXT NOT NULL)""",
+        """CREATE TABLE measures (
+            entry INTEGER NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL, name TEXT NOT NULL, label TEXT NOT NULL, unit TEXT NOT NULL,
+            better TEXT, scale TEXT NOT NULL, value REAL, replicates BLOB,
+            method TEXT NOT NULL, source TEXT NOT NULL,
+            PRIMARY KEY (entry, name))""",
+        """CREATE TABLE lengths (
+            entry INTEGER NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+            name TEXT NOT NULL, sample BLOB NOT NULL,
+            PRIMARY KEY (entry, name))""",
+        """CREATE TABLE comparisons (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            added_at TEXT NOT NULL,
+            baseline INTEGER NOT NULL REFERENCES entries(id),
+            candidate INTEGER NOT NULL REFERENCES entries(id),
+            verdict TEXT NOT NULL, headline TEXT NOT NULL,
+            expected TEXT, measured TEXT NOT NULL)""",
+    ),
+}
+
+
+class ArchiveError(InputError):
+    """The archive cannot be used as it is: the message names the file and what to do."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: int
+    added_at: str
+    label: str | None
+    change: str | None
+    expect: str | None
+    note: str | None
+    dump: str
+    window: tuple[str | None, str | None]
+    requests: int
+    figures: dict[str, float | None]  # each measure's value
+    hypotheses: list[tuple[str, float]]
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    id: int
+    added_at: str
+    baseline: int
+    candidate: int
+    verdict: str
+    headline: str
+    expected: str | None
+    measured: dict[str, float | None]  # each decisive figure's change
+
+
+def default_path() -> Path:
+    """``$DIAGNOSE_ARCHIVE``, else the user's data folder (XDG), else ``~/.local/share``."""
+    if os.environ.get("DIAGNOSE_ARCHIVE"):
+        return Path(os.environ["DIAGNOSE_ARCHIVE"])
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "diagnose" / "archive.sqlite"
+
+
+class Archive:
+    """An open archive; use as a context manager."""
+
+    def __init__(self, path: Path, create: bool = True) -> None:
+        self.path = path
+        if not path.exists():
+            if not create:
+                raise ArchiveError(f"{path}: no archive there yet; add a recording with diagnose archive add")
+            path.parent.mkdir(parents=True, exist_ok=True)
+        elif not path.is_file():
+            raise ArchiveError(f"{path}: not a file; --archive names the archive's file")
+        try:
+            self._db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            self._db.execute("PRAGMA foreign_keys = ON")
+            self._open()
+        except sqlite3.DatabaseError as error:
+            raise ArchiveError(
+                f"{path}: not a diagnose archive, or a damaged one ({error}); it was left as it is"
+            ) from None
+
+    def __enter__(self) -> Archive:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._db.close()
+
+    def add(
+        self, evidence: Evidence, label: str | None, change: str | None, expect: str | None, note: str | None
+    ) -> int:
+        with self._write() as db:
+            cursor = db.execute(
+                "INSERT INTO entries (added_at, label, change, expect, note, dump, window_start, window_end, "
+                "requests, cold_excluded, environment, background, hypotheses, warnings) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    _now(),
+                    label,
+                    change,
+                    expect,
+                    note,
+                    evidence.dump,
+                    *evidence.window,
+                    evidence.requests,
+                    evidence.cold_excluded,
+                    json.dumps(evidence.environment),
+                    json.dumps(evidence.background),
+                    json.dumps(evidence.hypotheses),
+                    json.dumps(evidence.warnings),
+                ),
+            )
+            entry = int(cursor.lastrowid)
+            db.executemany(
+                "INSERT INTO measures VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        entry,
+                        position,
+                        m.name,
+                        m.label,
+                        m.unit,
+                        m.better,
+                        m.scale,
+                        m.value,
+                        None if m.replicates is None else m.replicates.astype("<f4").tobytes(),
+                        m.method,
+                        m.source,
+                    )
+                    for position, m in enumerate(evidence.measures.values())
+                ],
+            )
+            db.executemany(
+                "INSERT INTO lengths VALUES (?, ?, ?)",
+                [(entry, name, values.astype("<f4").tobytes()) for name, values in evidence.lengths.items()],
+            )
+        return entry
+
+    def add_comparison(self, baseline: int, candidate: int, comparison: Comparison, measured: dict) -> int:
+        expected = self.entry(candidate).expect
+        with self._write() as db:
+            cursor = db.execute(
+                "INSERT INTO comparisons (added_at, baseline, candidate, verdict, headline, expected, "
+                "measured) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    _now(),
+                    baseline,
+                    candidate,
+                    comparison.verdict,
+                    comparison.headline,
+                    expected,
+                    json.dumps(measured),
+                ),
+            )
+            return int(cursor.lastrowid)
+
+    def evidence(self, entry_id: int) -> Evidence:
+        """An archived recording as the before side of a comparison."""
+        row = self._row(entry_id)
+        measures = {
+            name: Measure(
+                name,
+                label,
+                unit,
+                better,
+                scale,
+                value,
+                None if blob is None else np.frombuffer(blob, dtype="<f4").copy(),
+                method,
+                source,
+            )
+            for name, label, unit, better, scale, value, blob, method, source in self._db.execute(
+                "SELECT name, label, unit, better, scale, value, replicates, method, source FROM measures "
+                "WHERE entry = ? ORDER BY position",
+                (entry_id,),
+            )
+        }
+        lengths = {
+            name: np.frombuffer(blob, dtype="<f4").copy()
+            for name, blob in self._db.execute(
+                "SELECT name, sample FROM lengths WHERE entry = ?", (entry_id,)
+            )
+        }
+        return Evidence(
+            f"archive #{entry_id} ({row['label'] or row['dump']})",
+            (row["window_start"], row["window_end"]),
+            row["requests"],
+            row["cold_excluded"],
+            measures,
+            lengths,
+            json.loads(row["environment"]),
+            json.loads(row["background"]),
+            [tuple(h) for h in json.loads(row["hypotheses"])],
+            json.loads(row["warnings"]),
+        )
+
+    def entries(self) -> list[Entry]:
+        ids = [row[0] for row in self._db.execute("SELECT id FROM entries ORDER BY id")]
+        return [self.entry(i) for i in ids]
+
+    def entry(self, entry_id: int) -> Entry:
+        row = self._row(entry_id)
+        figures = dict(
+            self._db.execute(
+                "SELECT name, value FROM measures WHERE entry = ? ORDER BY position", (entry_id,)
+            )
+        )
+        return Entry(
+            row["id"],
+            row["added_at"],
+            row["label"],
+            row["change"],
+            row["expect"],
+            row["note"],
+            row["dump"],
+            (row["window_start"], row["window_end"]),
+            row["requests"],
+            figures,
+            [tuple(h) for h in json.loads(row["hypotheses"])],
+        )
+
+    def comparisons(self, entry_id: int) -> list[ComparisonRow]:
+        rows = self._db.execute(
+            "SELECT id, added_at, baseline, candidate, verdict, headline, expected, measured "
+            "FROM comparisons WHERE baseline = ? OR candidate = ? ORDER BY id",
+            (entry_id, entry_id),
+        )
+        return [ComparisonRow(*row[:7], json.loads(row[7])) for row in rows]
+
+    def _row(self, entry_id: int) -> sqlite3.Row:
+        self._db.row_factory = sqlite3.Row
+        try:
+            row = self._db.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        finally:
+            self._db.row_factory = None
+        if row is None:
+            known = [str(r[0]) for r in self._db.execute("SELECT id FROM entries ORDER BY id")]
+            raise ArchiveError(
+                f"{self.path}: no recording #{entry_id}; "
+                + (f"the archive holds #{', #'.join(known)}" if known else "the archive is empty")
+            )
+        return row
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _open(self) -> None:
+        """Check what the file is, then create or migrate its schema in one transaction."""
+        application = self._db.execute("PRAGMA application_id").fetchone()[0]
+        tables = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if tables and application != APPLICATION_ID:
+            raise ArchiveError(
+                f"{self.path}: an SQLite file, but not a diagnose archive; it was left as it is"
+            )
+        self._check_version()
+        if self._version() == SCHEMA_VERSION:
+            return
+        self._db.execute("PRAGMA journal_mode = WAL")
+        with self._write() as db:
+            version = self._check_version()  # another process may have done it while this one waited
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[step]:
+                    db.execute(statement)
+            db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _version(self) -> int:
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    def _check_version(self) -> int:
+        version = self._version()
+        if version > SCHEMA_VERSION:
+            raise ArchiveError(
+                f"{self.path}: written by a newer diagnose (archive schema {version}); this one reads "
+                f"schema {SCHEMA_VERSION} and older: upgrade diagnose to use it"
+            )
+        return version
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

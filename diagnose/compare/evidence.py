@@ -1,0 +1,73 @@
+"""One side of a comparison, measured: enough to compare it again after its dump is gone.
+
+A comparison needs, of each recording, its figures with their bootstrap
+distributions, a sample of its request lengths (for the traffic checks and
+the re-weighting), what it says of its environment and background load, and
+its diagnosis. The archive stores exactly this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from diagnose.compare.environment import background, describe
+from diagnose.compare.measure import (
+    LENGTH_COLUMNS,
+    Measure,
+    Requests,
+    measure_requests,
+    measure_series,
+    warm_requests,
+)
+from diagnose.dump.model import Dump
+from diagnose.judge.rules import Rule
+from diagnose.pipeline import analyse_dump
+
+LENGTH_SAMPLE = 50_000  # request lengths kept of one side: the KS test and the strata need no more
+
+
+@dataclass(frozen=True)
+class Evidence:
+    dump: str
+    window: tuple[str | None, str | None]
+    requests: int
+    cold_excluded: int
+    measures: dict[str, Measure]
+    lengths: dict[str, np.ndarray]  # input_len / output_len of the same (sampled) requests
+    environment: dict[str, str]
+    background: dict[str, float]  # other processes' CPU (p95, % of a core) and GPU memory (peak, bytes)
+    hypotheses: list[tuple[str, float]]  # (id, score), strongest first
+    warnings: list[str] = field(default_factory=list)
+
+
+def measure_dump(dump: Dump, rules: list[Rule], salt: int) -> tuple[Evidence, Requests | None]:
+    """The evidence of one dump, and its warm requests (which an after side's re-weighting needs)."""
+    with np.errstate(all="ignore"):
+        requests = warm_requests(dump, salt)
+        measures = measure_requests(requests) if requests is not None else []
+        measures += measure_series(dump, salt)
+        report = analyse_dump(dump, rules, helper=True).report
+    evidence = Evidence(
+        dump.path,
+        (report["window"]["start"], report["window"]["end"]),
+        0 if requests is None else len(requests.frame),
+        0 if requests is None else requests.cold_excluded,
+        {m.name: m for m in measures},
+        _lengths(requests),
+        describe(dump),
+        background(dump),
+        [(h["id"], float(h["score"])) for h in report["hypotheses"]],
+        list(dump.warnings),
+    )
+    return evidence, requests
+
+
+def _lengths(requests: Requests | None) -> dict[str, np.ndarray]:
+    if requests is None:
+        return {}
+    columns = [c for c in LENGTH_COLUMNS if c in requests.frame.columns]
+    n = len(requests.frame)
+    rows = np.arange(n) if n <= LENGTH_SAMPLE else np.linspace(0, n - 1, LENGTH_SAMPLE).astype("int64")
+    return {column: requests.values(column)[rows].astype("float32") for column in columns}

@@ -1,0 +1,306 @@
+"""The figures of one recording, each with its bootstrap distribution: what a comparison compares.
+
+Each side is measured on its own: a figure's value, and its values over the
+block-bootstrap replicates (bootstrap.py). Two sides' replicates are drawn
+independently, so the change between two recordings has the distribution of
+the after side's replicates over the before side's; that is also what lets an
+archived recording, whose tables are gone, be the before side of a comparison.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from diagnose.compare.bootstrap import Blocks, Grid, Resampled, replicate_weights, time_blocks
+from diagnose.dump.model import Dump
+from diagnose.dump.schema import stage_columns
+from diagnose.facts.coldstart import cold_requests
+from diagnose.facts.latency import failed_requests
+from diagnose.facts.stages import declared_kinds, stage_kind
+
+LATENCY_QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99, "p999": 0.999}
+LENGTH_COLUMNS = ("input_len", "output_len")
+_STAGE_QUANTILES = {"p50": 0.50, "p99": 0.99}
+_PEAK_METHOD = "a maximum has no bootstrap interval"
+_GAP_METHOD = "the peak minus the median level: how much headroom the peak takes"
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One figure of one recording: its value and, where it has one, its bootstrap distribution."""
+
+    name: str  # what --fail-on-regression calls it: p99, throughput, gpu_mem_peak, stage_forward_p99
+    label: str
+    unit: str  # ms, rps, bytes, share, pct
+    better: str | None  # "lower", "higher", or None for a figure that is neither
+    scale: str  # how two of them compare: "relative" (after / before - 1) or "difference"
+    value: float | None
+    replicates: np.ndarray | None  # float32, one value per bootstrap replicate; None for a maximum
+    method: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Requests:
+    """One side's requests as compared: the warm ones, cut into time blocks."""
+
+    frame: pd.DataFrame
+    blocks: Blocks
+    duration_s: float
+    source: str
+    cold_excluded: int
+    stage_kinds: dict[str, str]  # the manifest's stages: map
+    salt: int  # 0 before, 1 after: the two sides' replicates are drawn independently
+
+    @cached_property
+    def weights(self) -> np.ndarray:
+        return replicate_weights(self.blocks, self.salt)
+
+    def values(self, column: str) -> np.ndarray:
+        return pd.to_numeric(self.frame[column], errors="coerce").to_numpy(dtype="float64")
+
+
+def warm_requests(dump: Dump, salt: int) -> Requests | None:
+    """The requests with a latency, the cold ones after a (re)start left out: a warm-up is not the service."""
+    frame = dump.table("requests")
+    if frame is None or "latency_ms" not in frame.columns:
+        return None
+    frame = frame[np.isfinite(pd.to_numeric(frame["latency_ms"], errors="coerce"))].reset_index(drop=True)
+    if len(frame) < 2:
+        return None
+    cold = cold_requests(dump, frame)
+    excluded = 0
+    if cold is not None and cold[0].any() and (~cold[0]).sum() >= 2:
+        excluded = int(cold[0].sum())
+        frame = frame[~cold[0]].reset_index(drop=True)
+    ts, latency = frame["ts"].to_numpy(), frame["latency_ms"].to_numpy(dtype="float64")
+    kinds = declared_kinds(dump.manifest.extra, [])
+    blocks = time_blocks(ts, latency)
+    return Requests(frame, blocks, float(ts[-1] - ts[0]), dump.source("requests"), excluded, kinds, salt)
+
+
+def measure_requests(side: Requests) -> list[Measure]:
+    """Every request figure: latency, errors, throughput, the load, TTFT/TPOT, stages, service time."""
+    found = latency_measures(side)
+    found += _errors_and_rates(side)
+    for column in ("ttft_ms", "tpot_ms"):
+        if column in side.frame.columns:
+            label = "time to first token" if column == "ttft_ms" else "time per output token"
+            found += _quantiles(side, side.values(column), column[:4], label, _STAGE_QUANTILES, column)
+    for stage, column in stage_columns(side.frame).items():
+        found += _quantiles(
+            side, side.values(column), f"stage_{stage}", f"{stage} stage", _STAGE_QUANTILES, column
+        )
+    return found
+
+
+def latency_measures(side: Requests, weights: np.ndarray | None = None) -> list[Measure]:
+    """Latency percentiles, mean and service time; ``weights`` re-weights the side's requests."""
+    latency = side.values("latency_ms")
+    found = _quantiles(side, latency, "", "latency", LATENCY_QUANTILES, "latency_ms", weights)
+    resampled = Resampled(latency, side.blocks, Grid.spanning(latency), side.weights, weights)
+    found.append(
+        Measure(
+            "mean",
+            "mean latency",
+            "ms",
+            "lower",
+            "relative",
+            resampled.mean(),
+            resampled.replicate_means().astype("float32"),
+            side.blocks.method,
+            f"{side.source}: latency_ms",
+        )
+    )
+    waits = wait_columns(side)
+    if waits:
+        waited = sum(np.nan_to_num(side.values(column)) for column in waits)
+        source = f"latency_ms less {', '.join(waits)}"
+        found += _quantiles(
+            side,
+            latency - waited,
+            "service",
+            "service time (latency less waiting)",
+            _STAGE_QUANTILES,
+            source,
+            weights,
+        )
+    return found
+
+
+def wait_columns(side: Requests) -> list[str]:
+    """The stages in which a request waits (a queue, a batch, the network): they move with the load."""
+    return [
+        c for name, c in stage_columns(side.frame).items() if stage_kind(name, side.stage_kinds) == "wait"
+    ]
+
+
+def _quantiles(
+    side: Requests,
+    values: np.ndarray,
+    prefix: str,
+    label: str,
+    quantiles: dict[str, float],
+    column: str,
+    weights: np.ndarray | None = None,
+) -> list[Measure]:
+    if np.isfinite(values).sum() < 2:
+        return []
+    resampled = Resampled(values, side.blocks, Grid.spanning(values), side.weights, weights)
+    qs = list(quantiles.values())
+    replicates = resampled.replicate_quantiles(qs).astype("float32")
+    exact = resampled.quantiles(qs)
+    return [
+        Measure(
+            f"{prefix}_{name}" if prefix else name,
+            f"{name.upper().replace('P999', 'P99.9')} {label}",
+            "ms",
+            "lower",
+            "relative",
+            exact[row],
+            replicates[row],
+            side.blocks.method,
+            f"{side.source}: {column}",
+        )
+        for row, name in enumerate(quantiles)
+    ]
+
+
+def _errors_and_rates(side: Requests) -> list[Measure]:
+    found = []
+    ones = Grid.spanning(np.array([0.0, 1.0]))
+    answered = np.ones(len(side.frame))
+    if "status" in side.frame.columns:
+        failed = (
+            failed_requests(side.frame["status"]).astype("Float64").to_numpy(dtype="float64", na_value=np.nan)
+        )
+        if np.isfinite(failed).any():
+            errors = Resampled(failed, side.blocks, ones, side.weights)
+            found.append(
+                Measure(
+                    "error_rate",
+                    "error rate",
+                    "share",
+                    "lower",
+                    "difference",
+                    errors.mean(),
+                    errors.replicate_means().astype("float32"),
+                    side.blocks.method,
+                    f"{side.source}: status",
+                )
+            )
+        answered = 1 - np.nan_to_num(failed)
+    if side.duration_s <= 0:
+        return found
+    rates = [("throughput", "throughput (answered requests/s)", "higher", answered, "status")]
+    rates.append(("request_rate", "request rate (arrivals/s)", None, np.ones(len(side.frame)), "ts"))
+    lengths = [c for c in LENGTH_COLUMNS if c in side.frame.columns]
+    if lengths:
+        work = sum(np.nan_to_num(side.values(c)) for c in lengths)
+        rates.append(
+            ("work_rate", f"offered work ({' + '.join(lengths)} per s)", None, work, " + ".join(lengths))
+        )
+    for name, label, better, amounts, column in rates:
+        resampled = Resampled(amounts, side.blocks, ones, side.weights)
+        found.append(
+            Measure(
+                name,
+                label,
+                "rps",
+                better,
+                "relative",
+                float(amounts.sum() / side.duration_s),
+                (resampled.replicate_sums() / side.duration_s).astype("float32"),
+                side.blocks.method,
+                f"{side.source}: {column}",
+            )
+        )
+    return found
+
+
+def measure_series(dump: Dump, salt: int) -> list[Measure]:
+    """Memory peaks, steady levels and their gap (the fullest GPU, the host), and GPU utilisation."""
+    found: list[Measure] = []
+    specs = (
+        ("gpu", "mem_used_bytes", "max", "gpu_mem", "GPU memory, fullest GPU"),
+        ("system", "mem_used_bytes", "max", "host_mem", "host memory"),
+    )
+    for table, column, combine, name, label in specs:
+        series = _series(dump, table, column, combine)
+        if series is None:
+            continue
+        ts, values = series
+        source = f"{dump.source(table)}: {column}"
+        peak, steady = float(np.nanmax(values)), _resampled(ts, values, salt)
+        found += [
+            Measure(
+                f"{name}_peak",
+                f"peak {label}",
+                "bytes",
+                "lower",
+                "relative",
+                peak,
+                None,
+                _PEAK_METHOD,
+                source,
+            ),
+            Measure(
+                f"{name}_steady",
+                f"steady {label} (median)",
+                "bytes",
+                "lower",
+                "relative",
+                steady[1].quantile(0.5),
+                steady[1].replicate_quantiles([0.5])[0].astype("float32"),
+                steady[0].method,
+                source,
+            ),
+            Measure(
+                f"{name}_gap",
+                f"{label}: peak above steady",
+                "bytes",
+                None,
+                "difference",
+                peak - steady[1].quantile(0.5),
+                None,
+                _GAP_METHOD,
+                source,
+            ),
+        ]
+    series = _series(dump, "gpu", "util_pct", "mean")
+    if series is not None:
+        blocks, resampled = _resampled(*series, salt)
+        found.append(
+            Measure(
+                "gpu_util",
+                "GPU utilisation (mean over GPUs)",
+                "pct",
+                None,
+                "difference",
+                resampled.mean(),
+                resampled.replicate_means().astype("float32"),
+                blocks.method,
+                f"{dump.source('gpu')}: util_pct",
+            )
+        )
+    return found
+
+
+def _resampled(ts: np.ndarray, values: np.ndarray, salt: int) -> tuple[Blocks, Resampled]:
+    blocks = time_blocks(ts, values)
+    return blocks, Resampled(values, blocks, Grid.spanning(values), replicate_weights(blocks, 10 + salt))
+
+
+def _series(dump: Dump, table: str, column: str, combine: str) -> tuple[np.ndarray, np.ndarray] | None:
+    frame = dump.table(table)
+    if frame is None or column not in frame.columns:
+        return None
+    values = pd.to_numeric(frame[column], errors="coerce")
+    per_second = values.groupby(frame["ts"].to_numpy()).agg(combine).dropna()
+    if len(per_second) < 2:
+        return None
+    return per_second.index.to_numpy(dtype="float64"), per_second.to_numpy(dtype="float64")

@@ -1,0 +1,172 @@
+"""The performance archive: what it keeps, comparing against it, and surviving concurrency, kills and damage."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from diagnose.archive import Archive, ArchiveError
+from diagnose.archive.store import SCHEMA_VERSION
+from tests.conftest import ROOT
+
+PAIR = ROOT / "fixtures" / "pairs" / "improved-p99"
+
+
+@pytest.fixture
+def archive_file(tmp_path, monkeypatch):
+    path = tmp_path / "perf.sqlite"
+    monkeypatch.setenv("DIAGNOSE_ARCHIVE", str(path))
+    return path
+
+
+def test_a_recording_is_kept_with_its_figures_words_and_comparison(run_cli, archive_file):
+    code, _, err = run_cli("archive", "add", PAIR / "before", "--label", "v1.3")
+    assert code == 0 and f"as #1 in {archive_file}" in err
+    code, _, err = run_cli(
+        "archive",
+        "add",
+        PAIR / "after",
+        "--label",
+        "v1.4-graphs",
+        "--change",
+        "CUDA graphs",
+        "--expect",
+        "p99 -20%",
+        "--baseline",
+        "1",
+    )
+    assert code == 0, err
+    assert "against #1: improved: " in err and "expected p99 -20%; measured p50 -" in err
+    code, out, _ = run_cli("archive", "list")
+    assert code == 0 and "v1.3" in out and "v1.4-graphs" in out and "CUDA graphs" in out
+    code, out, _ = run_cli("archive", "show", "2")
+    assert "against baseline #1: improved:" in out and "expected: p99 -20%; measured: p50" in out
+    code, out, _ = run_cli("archive", "trend", "--metric", "p99")
+    assert code == 0 and "#2" in out and "-26.0%" in out
+
+
+def test_comparing_against_an_archived_baseline_agrees_with_comparing_the_dumps(run_cli, archive_file):
+    run_cli("archive", "add", PAIR / "before")
+    code, out, err = run_cli("compare", "--baseline", "1", PAIR / "after", "--format", "json")
+    assert code == 0, err
+    archived = json.loads(out)
+    _, out, _ = run_cli("compare", PAIR / "before", PAIR / "after", "--format", "json")
+    direct = json.loads(out)
+    assert archived["verdict"] == direct["verdict"] == "improved"
+    assert archived["before"]["dump"] == f"archive #1 ({PAIR / 'before'})"
+    for a, d in zip(archived["figures"], direct["figures"], strict=True):
+        assert a["name"] == d["name"] and a["before"] == d["before"] and a["after"] == d["after"]
+        if d["low"] is not None:  # the before side's replicates were drawn anew: close, not equal
+            assert abs(a["low"] - d["low"]) < 0.1 and abs(a["high"] - d["high"]) < 0.1
+
+
+def test_two_writers_at_once_both_land(archive_file):
+    command = [sys.executable, "-m", "diagnose", "archive", "add", str(PAIR / "before")]
+    env = {**os.environ, "DIAGNOSE_ARCHIVE": str(archive_file), "PYTHONPATH": str(ROOT)}
+    runs = [
+        subprocess.Popen([*command, "--label", f"writer-{i}"], env=env, stderr=subprocess.PIPE, text=True)
+        for i in range(2)
+    ]
+    for run in runs:
+        assert run.wait(timeout=300) == 0, run.stderr.read()
+    with Archive(archive_file) as archive:
+        assert sorted(e.label for e in archive.entries()) == ["writer-0", "writer-1"]
+        assert len({e.id for e in archive.entries()}) == 2
+
+
+def test_a_writer_killed_mid_write_leaves_the_archive_as_it_was(run_cli, archive_file):
+    run_cli("archive", "add", PAIR / "before", "--label", "kept")
+    script = (
+        "import sqlite3, sys, time\n"
+        f"db = sqlite3.connect({str(archive_file)!r}, isolation_level=None)\n"
+        "db.execute('BEGIN IMMEDIATE')\n"
+        'db.execute("INSERT INTO entries (added_at, dump, requests, cold_excluded, environment, background, '
+        "hypotheses, warnings) VALUES ('x', 'half', 0, 0, '{}', '{}', '[]', '[]')\")\n"
+        "print('inside', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout.readline().strip() == "inside"
+    writer.send_signal(signal.SIGKILL)
+    writer.wait(timeout=10)
+    with Archive(archive_file) as archive:
+        assert [e.label for e in archive.entries()] == ["kept"]
+    code, _, err = run_cli("archive", "add", PAIR / "after", "--label", "after-the-kill")
+    assert code == 0, err
+
+
+def test_an_archive_from_a_newer_diagnose_is_refused_and_left_alone(run_cli, archive_file):
+    run_cli("archive", "add", PAIR / "before")
+    db = sqlite3.connect(archive_file)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.close()
+    before = archive_file.read_bytes()
+    code, _, err = run_cli("archive", "list")
+    assert code == 2
+    assert f"written by a newer diagnose (archive schema {SCHEMA_VERSION + 1})" in err and "upgrade" in err
+    assert archive_file.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"this is a text file, not a database\n" * 100, "not a diagnose archive, or a damaged one"),
+        (None, "an SQLite file, but not a diagnose archive"),
+    ],
+)
+def test_a_file_that_is_not_an_archive_is_an_error_and_is_never_overwritten(
+    run_cli, archive_file, content, message
+):
+    if content is None:
+        db = sqlite3.connect(archive_file)
+        db.execute("CREATE TABLE notes (text TEXT)")
+        db.commit()
+        db.close()
+    else:
+        archive_file.write_bytes(content)
+    before = archive_file.read_bytes()
+    code, _, err = run_cli("archive", "add", PAIR / "before")
+    assert code == 2 and message in err and "bug" not in err
+    assert archive_file.read_bytes() == before
+
+
+def test_asking_an_archive_for_what_it_does_not_hold_says_what_it_does(run_cli, archive_file):
+    code, _, err = run_cli("archive", "list")
+    assert code == 2 and "no archive there yet" in err
+    run_cli("archive", "add", PAIR / "before")
+    code, _, err = run_cli("archive", "show", "7")
+    assert code == 2 and "no recording #7; the archive holds #1" in err
+    code, _, err = run_cli("compare", "--baseline", "7", PAIR / "after")
+    assert code == 2 and "no recording #7" in err
+    code, _, err = run_cli("compare", "--baseline", "1", PAIR / "before", PAIR / "after")
+    assert code == 2 and "--baseline ID AFTER" in err
+
+
+def test_the_archive_keeps_no_raw_table(run_cli, archive_file):
+    run_cli("archive", "add", PAIR / "before")
+    db = sqlite3.connect(archive_file)
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert tables == {"entries", "measures", "lengths", "comparisons", "sqlite_sequence"}
+    sample = db.execute("SELECT length(sample) FROM lengths").fetchall()
+    assert all(size <= 50_000 * 4 for (size,) in sample)
+    db.close()
+
+
+def test_an_empty_archive_file_is_made_an_archive(archive_file):
+    archive_file.touch()
+    with Archive(archive_file) as archive:
+        assert archive.entries() == []
+    db = sqlite3.connect(archive_file)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    db.close()
+
+
+def test_a_folder_given_as_the_archive_is_refused():
+    with pytest.raises(ArchiveError, match="not a file"):
+        Archive(ROOT / "fixtures")
