@@ -280,3 +280,18 @@ def test_pairs_regenerate_to_the_same_bytes(tmp_path):
     for path in sorted(PAIRS.rglob("*")):
         if path.is_file():
             assert (tmp_path / path.relative_to(PAIRS)).read_bytes() == path.read_bytes(), path
+
+
+def test_a_real_change_on_the_real_testbed_service_is_an_improvement(run_cli):
+    """fixtures/recorded-pairs: the testbed service recorded with an 80 ms and then a 5 ms batch window."""
+    pair = ROOT / "fixtures" / "recorded-pairs" / "batch-window"
+    code, out, err = run_cli("compare", pair / "before", pair / "after", "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["verdict"] == yaml.safe_load((pair / "expected.yaml").read_text())["verdict"]
+    assert _figure(report, "stage_batch_wait_p50")["verdict"] == "better"
+    assert report["traffic"]["same"] is True
+    settings = {d["what"]: d for d in report["differences"] if d["kind"] == "settings"}
+    assert settings["setting batch_window_ms"]["before"] == "80"
+    assert settings["setting batch_window_ms"]["after"] == "5"
+    assert report["comparable"] is True

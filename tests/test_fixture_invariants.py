@@ -22,6 +22,7 @@ FOLDERS = (
     + sorted(RECORDED.glob("*/dump"))
     + sorted(PAIRS.glob("*/before"))
     + sorted(PAIRS.glob("*/after"))
+    + sorted((DUMPS.parent / "recorded-pairs").glob("*/*/"))
 )
 
 

@@ -52,7 +52,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             entry INTEGER NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
             position INTEGER NOT NULL, name TEXT NOT NULL, label TEXT NOT NULL, unit TEXT NOT NULL,
             better TEXT, scale TEXT NOT NULL, value REAL, replicates BLOB,
-            method TEXT NOT NULL, source TEXT NOT NULL,
+            method TEXT NOT NULL, source TEXT NOT NULL, resolution REAL,
             PRIMARY KEY (entry, name))""",
         """CREATE TABLE lengths (
             entry INTEGER NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
@@ -160,7 +160,7 @@ class Archive:
             )
             entry = int(cursor.lastrowid)
             db.executemany(
-                "INSERT INTO measures VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO measures VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         entry,
@@ -174,6 +174,7 @@ class Archive:
                         None if m.replicates is None else m.replicates.astype("<f4").tobytes(),
                         m.method,
                         m.source,
+                        m.resolution,
                     )
                     for position, m in enumerate(evidence.measures.values())
                 ],
@@ -216,10 +217,11 @@ class Archive:
                 None if blob is None else np.frombuffer(blob, dtype="<f4").copy(),
                 method,
                 source,
+                step,
             )
-            for name, label, unit, better, scale, value, blob, method, source in self._db.execute(
-                "SELECT name, label, unit, better, scale, value, replicates, method, source FROM measures "
-                "WHERE entry = ? ORDER BY position",
+            for name, label, unit, better, scale, value, blob, method, source, step in self._db.execute(
+                "SELECT name, label, unit, better, scale, value, replicates, method, source, resolution "
+                "FROM measures WHERE entry = ? ORDER BY position",
                 (entry_id,),
             )
         }

@@ -22,7 +22,7 @@ def value_text(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
     if unit == "ms":
-        return human_ms(value)
+        return f"{value:.2f} ms" if abs(value) < 1 else human_ms(value)
     if unit == "bytes":
         return human_bytes(value)
     if unit == "rps":

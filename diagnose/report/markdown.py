@@ -120,7 +120,8 @@ def _summary(summary: dict) -> list[str]:
         out += ["| | P50 | P95 | P99 | from |", "|---|---:|---:|---:|---|"]
         names = {"ttft": "time to first token", "tpot": "time per output token"}
         out += [
-            f"| {names[name]} | " + " | ".join(human_ms(row.get(p)) for p in ("p50", "p95", "p99"))
+            f"| {names[name]} | "
+            + " | ".join(human_ms(row.get(p)) for p in ("p50", "p95", "p99"))
             + f" | {_cell(row['source'])} |"
             for name, row in llm.items()
         ]

@@ -118,7 +118,8 @@ def _summary(summary: dict) -> list[str]:
 def _llm(summary: dict) -> list[str]:
     labels = {"ttft": "TTFT", "tpot": "TPOT"}
     return [
-        f"{labels[name]:<9}" + "  ".join(f"{p.upper()} {human_ms(row.get(p))}" for p in ("p50", "p95", "p99"))
+        f"{labels[name]:<9}"
+        + "  ".join(f"{p.upper()} {human_ms(row.get(p))}" for p in ("p50", "p95", "p99"))
         + f"  (from {row['source']})"
         for name, row in summary.get("llm", {}).items()
     ]
