@@ -295,3 +295,42 @@ def test_a_real_change_on_the_real_testbed_service_is_an_improvement(run_cli):
     assert settings["setting batch_window_ms"]["before"] == "80"
     assert settings["setting batch_window_ms"]["after"] == "5"
     assert report["comparable"] is True
+
+
+def test_a_before_side_measured_in_a_second_process_gives_the_same_comparison(monkeypatch):
+    from diagnose.compare import compare_dumps, parallel
+
+    before, after = str(PAIRS / "shorter-mix" / "before"), str(PAIRS / "shorter-mix" / "after")
+    monkeypatch.setattr(parallel, "MIN_BYTES", 10**15)
+    here = compare_dumps(before, after).to_dict()
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    started = []
+    original = parallel.subprocess.Popen
+    monkeypatch.setattr(parallel.subprocess, "Popen", lambda *a, **k: started.append(a) or original(*a, **k))
+    assert compare_dumps(before, after).to_dict() == here
+    assert len(started) == 1 and "diagnose.compare.parallel" in started[0][0]
+
+
+def test_evidence_survives_its_json_form(run_cli):
+    from diagnose.compare import measure_path
+    from diagnose.compare.parallel import from_json, to_json
+
+    evidence, _ = measure_path(str(PAIRS / "no-change" / "before"))
+    again = from_json(json.loads(json.dumps(to_json(evidence))))
+    assert again.measures.keys() == evidence.measures.keys()
+    for name, measure in evidence.measures.items():
+        assert again.measures[name].value == measure.value
+        if measure.replicates is not None:
+            assert np.array_equal(again.measures[name].replicates, measure.replicates)
+    assert np.array_equal(again.lengths["input_len"], evidence.lengths["input_len"])
+    assert again.hypotheses == evidence.hypotheses and again.environment == evidence.environment
+
+
+def test_a_second_process_that_fails_costs_only_time(monkeypatch):
+    from diagnose.compare import compare_dumps, parallel
+
+    before, after = str(PAIRS / "no-change" / "before"), str(PAIRS / "no-change" / "after")
+    expected = compare_dumps(before, after).to_dict()
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    monkeypatch.setattr(parallel.sys, "executable", "/bin/false")
+    assert compare_dumps(before, after).to_dict() == expected

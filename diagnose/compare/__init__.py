@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from diagnose.compare import parallel
 from diagnose.compare.environment import differences
 from diagnose.compare.evidence import Evidence, measure_dump
 from diagnose.compare.figures import figure_changes
 from diagnose.compare.measure import Requests
 from diagnose.compare.model import Comparison, Difference, HypothesisMove, Side, Traffic
+from diagnose.compare.parallel import Elsewhere
 from diagnose.compare.traffic import MIN_COVERAGE, compare_traffic
 from diagnose.compare.verdict import overall
 from diagnose.dump import load_dump
@@ -37,8 +39,16 @@ def compare_dumps(
     rules_dir: Path | None = None,
     tz: str | None = None,
 ) -> Comparison:
-    before, _ = measure_path(before_path, rules_dir, tz, salt=0)
-    after, after_requests = measure_path(after_path, rules_dir, tz, salt=1)
+    elsewhere = Elsewhere(before_path, rules_dir, tz, salt=0) if parallel.worth_it(before_path) else None
+    try:
+        after, after_requests = measure_path(after_path, rules_dir, tz, salt=1)
+    except BaseException:
+        if elsewhere is not None:
+            elsewhere.stop()
+        raise
+    before = elsewhere.result() if elsewhere is not None else None
+    if before is None:  # small, or the second process failed: measured here, its errors said as usual
+        before, _ = measure_path(before_path, rules_dir, tz, salt=0)
     return compare_evidence(before, after, after_requests)
 
 
