@@ -110,6 +110,11 @@ def _parser() -> argparse.ArgumentParser:
         "e.g. Asia/Shanghai or +08:00 (default: UTC)",
     )
     file_cmd.add_argument(
+        "--no-plots",
+        action="store_true",
+        help="with --format markdown -o FILE: no pictures (by default they go to FILE's .assets folder)",
+    )
+    file_cmd.add_argument(
         "--tui",
         action="store_true",
         help="explore the dump in the full-screen view instead of printing a report",
@@ -551,15 +556,18 @@ def _run_file(args: argparse.Namespace) -> int:
     output_format = args.format or _SUFFIX_FORMATS.get(suffix, "text")
     if args.output is not None:
         _check_writable(args.output)
-    from diagnose.pipeline import analyse
+    from diagnose.pipeline import analyse_path
     from diagnose.report import RENDERERS
     from diagnose.report.evidence_lines import dead_source_lines
 
-    report = analyse(
+    dump, analysis = analyse_path(
         args.dump, rules_dir=args.rules, slo_p99_ms=args.slo_p99_ms, tz=args.tz, window_s=window_s
     )
+    report = analysis.report
     if output_format == "text":
         text = RENDERERS["text"](report, width=_terminal_width() if args.output is None else 100)
+    elif output_format == "markdown" and args.output is not None and not args.no_plots:
+        text = RENDERERS["markdown"](report, _pictures(args.output, report, analysis, dump))
     else:
         text = RENDERERS[output_format](report)
     if args.output is not None:
@@ -578,6 +586,17 @@ def _run_file(args: argparse.Namespace) -> int:
             print(f"diagnose: --fail-on {args.fail_on:g}: {named}", file=sys.stderr)
             return ExitCode.FINDING_AT_THRESHOLD
     return ExitCode.OK
+
+
+def _pictures(output: Path, report: dict, analysis, dump) -> list[tuple[str, str, str]]:
+    """Pictures beside a Markdown report: ``review.md`` gets ``review.assets/*.png``, linked relatively."""
+    from diagnose.pictures import render_pictures
+
+    folder = output.parent / f"{output.stem}.assets"
+    drawn = render_pictures(report, analysis.spikes, dump, folder)
+    if drawn:
+        print(f"diagnose: {len(drawn)} pictures written to {folder.resolve()}", file=sys.stderr)
+    return [(p.title, f"{folder.name}/{p.path.name}", p.alt) for p in drawn]
 
 
 def _window_arg(text: str | None) -> float | None:

@@ -32,12 +32,23 @@ def analyse(
     window_s: float | None = None,
 ) -> dict:
     """The report of a dump, or of its last ``window_s`` seconds."""
+    return analyse_path(dump_path, rules_dir, slo_p99_ms, tz, window_s)[1].report
+
+
+def analyse_path(
+    dump_path: str,
+    rules_dir: Path | None = None,
+    slo_p99_ms: float | None = None,
+    tz: str | None = None,
+    window_s: float | None = None,
+) -> tuple[Dump, Analysis]:
+    """The dump as read (and cut to the window) and its analysis: what pictures are drawn from."""
     rules = load_rules(rules_dir or default_rules_dir())
     dump = load_dump(dump_path, tz=tz)
     span = dump.span()
     if window_s is not None and span is not None:
         dump = dump.between(span[1] - window_s, span[1])
-    return analyse_dump(dump, rules, slo_p99_ms, helper=True).report
+    return dump, analyse_dump(dump, rules, slo_p99_ms, helper=True)
 
 
 def analyse_dump(

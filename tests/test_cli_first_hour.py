@@ -74,7 +74,7 @@ def test_ctrl_c_exits_130(run_cli, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(diagnose.pipeline, "analyse", interrupted)
+    monkeypatch.setattr(diagnose.pipeline, "analyse_path", interrupted)
     code, _, err = run_cli("file", FIXTURE)
     assert code == ExitCode.INTERRUPTED == 130
     assert "interrupted" in err

@@ -110,7 +110,7 @@ def test_internal_errors_exit_3_with_a_request_to_report(tmp_path):
     script = (
         "import diagnose.pipeline as p, diagnose.cli as c\n"
         "def boom(*a, **k): raise ZeroDivisionError('simulated bug')\n"
-        "p.analyse = boom\n"
+        "p.analyse_path = boom\n"
         f"raise SystemExit(c.main(['file', {str(DUMPS / 'healthy-steady')!r}]))\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)

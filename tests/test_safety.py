@@ -30,6 +30,7 @@ def test_headless_analysis_does_not_import_the_tui():
         "from diagnose.cli import main\n"
         f"main(['file', {str(DUMPS / 'healthy-steady')!r}, '--format', 'json'])\n"
         "assert not any(m == 'textual' or m.startswith('textual.') for m in sys.modules), 'textual imported'\n"
+        "assert 'matplotlib' not in sys.modules, 'matplotlib imported without pictures asked for'\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

@@ -14,12 +14,17 @@ from diagnose.report.spikes_section import (
 from diagnose.units import human_ms, percent
 
 
-def render_markdown(report: dict) -> str:
+def render_markdown(report: dict, pictures: list[tuple[str, str, str]] | None = None) -> str:
+    """``pictures``: (title, path relative to the report, alt text), shown after the summary."""
     out: list[str] = [f"# diagnose report: `{report['dump']}`", ""]
     window = report["window"]
     if window["start"]:
         out += [f"Window: {window['start']} to {window['end']}", ""]
     out += _summary(report["summary"])
+    if pictures:
+        out += ["## Pictures", ""]
+        for title, path, alt in pictures:
+            out += [f"**{title}**", "", f"![{alt}]({path})", ""]
     hypotheses = report["hypotheses"]
     out += ["## Hypotheses", ""]
     if not hypotheses:

@@ -1,0 +1,52 @@
+"""Pictures for the incident review, beside the Markdown report (``review.assets/*.png``).
+
+Each picture is made from the analysis in two steps: its data (a frozen
+dataclass the tests check against the facts) and its drawing (matplotlib,
+imported only here and only when pictures are asked for).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from diagnose.detect import SpikeAnalysis
+from diagnose.dump.model import Dump
+from diagnose.pictures.stages import draw_stages, stage_data
+from diagnose.pictures.timeline import draw_timeline, timeline_data
+
+
+@dataclass(frozen=True)
+class Picture:
+    title: str
+    path: Path  # where it was written
+    alt: str  # what it shows, for a reader who cannot see it
+
+
+def render_pictures(report: dict, spikes: SpikeAnalysis, dump: Dump, folder: Path) -> list[Picture]:
+    """Draw every picture the analysis has data for into ``folder``; return them in report order."""
+    from diagnose.pictures import style
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pictures = []
+    timeline = timeline_data(report, spikes, dump)
+    if timeline is not None:
+        path = folder / "timeline.png"
+        style.save(draw_timeline(timeline), path)
+        related = ", ".join(track.name for track in timeline.related) or "no aligned signal"
+        pictures.append(
+            Picture(
+                "Timeline",
+                path,
+                f"latency P50 and P99 over time, {len(timeline.episodes)} spike episodes shaded; "
+                f"below: {related}",
+            )
+        )
+    stages = stage_data(report)
+    if stages is not None:
+        path = folder / "stages.png"
+        style.save(draw_stages(stages), path)
+        pictures.append(
+            Picture("Stage breakdown", path, "each stage's share of the mean latency and of the P99 requests")
+        )
+    return pictures

@@ -1,0 +1,180 @@
+"""The timeline: latency P50/P99 with its spikes, and below it, on the same time axis, what moved with them.
+
+The rows under the latency are the signals the facts cite (the job that the
+co-located rule found, say) first, then the signals whose episodes align with
+the latency spikes, best p-value first. Every row shades the latency's
+episodes, so a glance down a column shows what rose at the same moment;
+change points are dashed, restarts and OOMs marked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from diagnose.detect import SpikeAnalysis
+from diagnose.dump.model import Dump
+
+MAX_RELATED = 3
+_EVENT_KINDS = ("restart", "deploy", "oom", "xid", "profiler_start", "engine_dead")
+
+
+@dataclass(frozen=True)
+class Track:
+    name: str  # the signal's name, as in the report's spikes table
+    label: str  # the axis label, with its unit
+    times: np.ndarray  # epoch seconds
+    values: np.ndarray  # in the label's unit
+    episodes: tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True)
+class TimelineData:
+    latency: tuple[Track, ...]  # P50, P99
+    episodes: tuple[tuple[float, float], ...]  # the latency's spikes, shaded on every row
+    change_points: tuple[float, ...]
+    related: tuple[Track, ...]
+    events: tuple[tuple[float, str], ...]
+
+
+def timeline_data(report: dict, spikes: SpikeAnalysis, dump: Dump) -> TimelineData | None:
+    """What the timeline shows, from the analysis itself; None where no latency was recorded."""
+    latency = tuple(
+        _track(spikes, name)
+        for name in ("requests.latency_ms.p50", "requests.latency_ms.p99")
+        if name in spikes.findings
+    )
+    if not latency:
+        return None
+    reference = spikes.findings.get(spikes.reference or "requests.latency_ms.p99")
+    episodes = tuple((e.start, e.end) for e in reference.episodes if e.direction > 0) if reference else ()
+    change_points = tuple(reference.change_points) if reference else ()
+    return TimelineData(latency, episodes, change_points, _related(report, spikes), _events(dump))
+
+
+def _related(report: dict, spikes: SpikeAnalysis) -> tuple[Track, ...]:
+    cited = [
+        fact["value"]
+        for fact in report["facts"].values()
+        if isinstance(fact["value"], str) and fact["value"] in spikes.findings
+    ]
+    aligned = [a["b"] for a in report["alignments"] if a["p_value"] is not None and a["p_value"] < 0.05]
+    names = [n for n in dict.fromkeys([*cited, *aligned]) if not n.startswith("requests.latency_ms")]
+    return tuple(_track(spikes, name) for name in names[:MAX_RELATED])
+
+
+def _track(spikes: SpikeAnalysis, name: str) -> Track:
+    found = spikes.findings[name]
+    signal = found.signal
+    scale, unit = _unit(name)
+    episodes = tuple((e.start, e.end) for e in found.episodes)
+    return Track(name, f"{_short(name)} ({unit})", signal.times(), signal.values / scale, episodes)
+
+
+def _unit(name: str) -> tuple[float, str]:
+    base = name.split("[")[0]
+    if base.endswith("_bytes"):
+        return 2**30, "GiB"
+    if base.endswith("_pct"):
+        return 1.0, "%"
+    if base.endswith("_mhz"):
+        return 1.0, "MHz"
+    if base.endswith("_c"):
+        return 1.0, "°C"
+    if base.endswith("_w"):
+        return 1.0, "W"
+    if "throughput" in base or base.endswith("_per_s") or base.endswith("_rps"):
+        return 1.0, "/s"
+    return 1.0, "ms"
+
+
+_NAMES = {
+    "gpu_processes.mem_used_bytes": "GPU memory of {who}",
+    "gpu.mem_used_bytes": "GPU {who} memory used",
+    "gpu.util_pct": "GPU {who} utilisation",
+    "gpu.temp_c": "GPU {who} temperature",
+    "gpu.sm_clock_mhz": "GPU {who} SM clock",
+    "gpu.power_w": "GPU {who} power",
+    "processes.cpu_pct": "CPU of {who}",
+    "processes.max_thread_cpu_pct": "busiest thread of {who}",
+    "system.cpu_pct": "host CPU",
+    "system.mem_used_bytes": "host memory used",
+    "system.swap_used_bytes": "swap used",
+    "requests.throughput_rps": "throughput",
+}
+
+
+def _short(name: str) -> str:
+    """A signal as a reader says it: ``gpu_processes.mem_used_bytes[name=python3]``: GPU memory of python3."""
+    base, _, key = name.partition("[")
+    who = key.rstrip("]").split("=", 1)[-1] if key else ""
+    if key.startswith("pid="):
+        who = f"pid {who}"
+    if base in _NAMES:
+        return _NAMES[base].format(who=who).replace("  ", " ")
+    if base.startswith("requests.stage_"):
+        stage, _, statistic = base.removeprefix("requests.stage_").partition("_ms.")
+        return f"{stage} stage ({statistic or 'mean'})"
+    return name.removeprefix("requests.").replace("latency_ms.", "latency ")
+
+
+def _events(dump: Dump) -> tuple[tuple[float, str], ...]:
+    events = dump.table("events")
+    marks = [(float(t), "start") for t in dump.manifest.process_starts]
+    if events is not None and "kind" in events.columns:
+        kinds = events["kind"].astype("string").str.lower()
+        keep = kinds.isin(_EVENT_KINDS)
+        marks += [(float(t), str(k)) for t, k in zip(events["ts"][keep], kinds[keep], strict=True)]
+    return tuple(sorted(set(marks)))
+
+
+def draw_timeline(data: TimelineData):
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+
+    from diagnose.pictures import style
+
+    rows = 1 + len(data.related)
+    figure, axes = style.plt.subplots(
+        rows, 1, sharex=True, figsize=(style.WIDTH_IN, style.ROW_IN * (rows + 0.6)), squeeze=False
+    )
+    axes = axes[:, 0]
+    for track, colour, width in zip(
+        data.latency, (style.LATENCY_LIGHT, style.LATENCY), (1.0, 1.4), strict=False
+    ):
+        axes[0].plot(
+            _dates(track.times), track.values, color=colour, linewidth=width, label=_short(track.name)
+        )
+    axes[0].set_ylabel("latency (ms)")
+    axes[0].legend(loc="upper left", ncols=2)
+    axes[0].set_title("Latency, its spikes (red) and what moved with them", loc="left")
+    for axis, track in zip(axes[1:], data.related, strict=True):
+        axis.plot(_dates(track.times), track.values, color=style.OTHER, linewidth=1.0)
+        axis.set_title(track.label, loc="left", fontsize=9)
+    for axis in axes:
+        for start, end in data.episodes:
+            axis.axvspan(*_dates(np.array([start, end])), color=style.EPISODE, alpha=0.15, linewidth=0)
+        for ts in data.change_points:
+            axis.axvline(_dates(np.array([ts]))[0], color=style.OTHER, linestyle="--", linewidth=0.8)
+        for ts, _kind in data.events:
+            axis.axvline(_dates(np.array([ts]))[0], color=style.EVENT, linewidth=1.0)
+    for ts, kind in data.events:
+        axes[0].annotate(
+            kind,
+            (_dates(np.array([ts]))[0], 1.0),
+            xycoords=("data", "axes fraction"),
+            color=style.EVENT,
+            fontsize=8,
+            rotation=90,
+            va="top",
+            ha="right",
+        )
+    locator = AutoDateLocator()
+    axes[-1].xaxis.set_major_locator(locator)
+    axes[-1].xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    axes[-1].set_xlabel("time (UTC)")
+    return figure
+
+
+def _dates(times: np.ndarray) -> np.ndarray:
+    return (times * 1e6).astype("datetime64[us]")

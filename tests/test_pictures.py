@@ -1,0 +1,105 @@
+"""Pictures beside the Markdown report: checked on the data they plot, not on pixels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from diagnose.pictures.stages import stage_data
+from diagnose.pictures.timeline import draw_timeline, timeline_data
+from diagnose.pipeline import analyse_path
+from tests.conftest import DUMPS
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def contention():
+    dump, analysis = analyse_path(str(DUMPS / "co-located-contention"))
+    return dump, analysis
+
+
+def test_a_markdown_report_gets_its_pictures_beside_it_linked_relatively(run_cli, tmp_path):
+    out = tmp_path / "out" / "review.md"
+    out.parent.mkdir()
+    code, _, err = run_cli("file", DUMPS / "co-located-contention", "--format", "markdown", "-o", out)
+    assert code == 0, err
+    markdown = out.read_text()
+    for name in ("timeline.png", "stages.png"):
+        assert f"](review.assets/{name})" in markdown
+        assert (tmp_path / "out" / "review.assets" / name).read_bytes().startswith(PNG)
+    assert markdown.index("## Pictures") < markdown.index("## Hypotheses")
+    assert f"2 pictures written to {(tmp_path / 'out' / 'review.assets').resolve()}" in err
+
+
+def test_no_plots_and_stdout_give_the_report_alone(run_cli, tmp_path):
+    out = tmp_path / "review.md"
+    code, _, _ = run_cli(
+        "file", DUMPS / "co-located-contention", "--format", "markdown", "-o", out, "--no-plots"
+    )
+    assert code == 0 and "## Pictures" not in out.read_text()
+    assert not (tmp_path / "review.assets").exists()
+    code, text, _ = run_cli("file", DUMPS / "co-located-contention", "--format", "markdown")
+    assert code == 0 and "## Pictures" not in text
+
+
+def test_the_timeline_plots_the_latency_signals_and_shades_the_detected_spikes(contention):
+    dump, analysis = contention
+    data = timeline_data(analysis.report, analysis.spikes, dump)
+    p99 = analysis.spikes.findings["requests.latency_ms.p99"]
+    track = next(t for t in data.latency if t.name == "requests.latency_ms.p99")
+    assert np.array_equal(track.values, p99.signal.values, equal_nan=True)
+    assert np.array_equal(track.times, p99.signal.times())
+    reference = analysis.spikes.findings[analysis.spikes.reference]
+    assert data.episodes == tuple((e.start, e.end) for e in reference.episodes if e.direction > 0)
+    assert len(data.episodes) == analysis.report["facts"]["spikes.latency.episodes"]["value"]
+
+
+def test_the_timeline_shows_the_job_the_diagnosis_names_first_in_its_own_units(contention):
+    dump, analysis = contention
+    data = timeline_data(analysis.report, analysis.spikes, dump)
+    cited = analysis.report["facts"]["spikes.colocated.signal"]["value"]
+    assert data.related[0].name == cited
+    assert data.related[0].label == "GPU memory of python3 (GiB)"
+    job = analysis.spikes.findings[cited].signal.values
+    assert np.allclose(data.related[0].values, job / 2**30, equal_nan=True)
+    aligned = {a["b"] for a in analysis.report["alignments"]}
+    assert all(track.name in aligned | {cited} for track in data.related)
+
+
+def test_the_stage_picture_shows_the_summary_shares(contention):
+    _, analysis = contention
+    data = stage_data(analysis.report)
+    stages = analysis.report["summary"]["stages"]
+    assert set(data.stages) == set(stages)
+    for name, mean, tail in zip(data.stages, data.share_mean, data.share_p99, strict=True):
+        assert mean == stages[name]["share"] and tail == stages[name]["tail_share"]
+    assert list(data.share_p99) == sorted(data.share_p99, reverse=True)
+
+
+def test_the_same_analysis_draws_the_same_bytes(contention, tmp_path):
+    from diagnose.pictures import style
+
+    dump, analysis = contention
+    data = timeline_data(analysis.report, analysis.spikes, dump)
+    for name in ("a.png", "b.png"):
+        style.save(draw_timeline(data), tmp_path / name)
+    assert (tmp_path / "a.png").read_bytes() == (tmp_path / "b.png").read_bytes()
+
+
+def test_axes_are_labelled_with_units(contention):
+    dump, analysis = contention
+    figure = draw_timeline(timeline_data(analysis.report, analysis.spikes, dump))
+    axes = figure.axes
+    assert axes[0].get_ylabel() == "latency (ms)"
+    assert axes[-1].get_xlabel() == "time (UTC)"
+    assert all(axis.get_title(loc="left").endswith(")") for axis in axes[1:])
+
+
+def test_a_dump_without_latency_has_no_timeline(tmp_path):
+    (tmp_path / "system.csv").write_text(
+        "ts,cpu_pct\n" + "".join(f"{1764547200 + i},{10 + i % 3}\n" for i in range(60))
+    )
+    dump, analysis = analyse_path(str(tmp_path))
+    assert timeline_data(analysis.report, analysis.spikes, dump) is None
+    assert stage_data(analysis.report) is None
