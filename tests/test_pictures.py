@@ -103,3 +103,17 @@ def test_a_dump_without_latency_has_no_timeline(tmp_path):
     dump, analysis = analyse_path(str(tmp_path))
     assert timeline_data(analysis.report, analysis.spikes, dump) is None
     assert stage_data(analysis.report) is None
+
+
+def test_a_long_signal_is_drawn_as_its_envelope_with_every_spike_kept():
+    from diagnose.pictures.timeline import envelope
+
+    times = np.arange(86_400.0)
+    values = np.random.default_rng(0).normal(100, 5, times.size)
+    values[[1234, 50_000, 86_000]] = [900, 950, 990]
+    values[60_000:60_500] = np.nan
+    kept_t, kept_v = envelope(times, values)
+    assert kept_v.size <= 4000
+    assert {900, 950, 990} <= set(kept_v.tolist())
+    assert np.nanmin(kept_v) == np.nanmin(values) and np.all(np.diff(kept_t) > 0)
+    assert np.isnan(kept_v).any()  # the gap is still a gap
