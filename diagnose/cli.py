@@ -83,8 +83,8 @@ def _parser() -> argparse.ArgumentParser:
     file_cmd.add_argument("dump", help="the dump folder")
     file_cmd.add_argument(
         "--format",
-        choices=("text", "markdown", "json"),
-        help="report format (default: from the -o file's extension, .md or .json; else text)",
+        choices=("text", "markdown", "html", "json"),
+        help="report format (default: from the -o file's extension, .md, .html or .json; else text)",
     )
     file_cmd.add_argument("-o", "--output", type=Path, help="write the report to this file instead of stdout")
     file_cmd.add_argument(
@@ -112,7 +112,8 @@ def _parser() -> argparse.ArgumentParser:
     file_cmd.add_argument(
         "--no-plots",
         action="store_true",
-        help="with --format markdown -o FILE: no pictures (by default they go to FILE's .assets folder)",
+        help="no pictures: by default a Markdown report written with -o FILE gets them in FILE's .assets "
+        "folder, and an HTML report inline",
     )
     file_cmd.add_argument(
         "--tui",
@@ -537,7 +538,13 @@ def _add_view_args(command: argparse.ArgumentParser, default_window: str) -> Non
     )
 
 
-_SUFFIX_FORMATS = {".md": "markdown", ".markdown": "markdown", ".json": "json"}
+_SUFFIX_FORMATS = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".json": "json",
+    ".html": "html",
+    ".htm": "html",
+}
 
 
 def _run_file(args: argparse.Namespace) -> int:
@@ -568,6 +575,8 @@ def _run_file(args: argparse.Namespace) -> int:
         text = RENDERERS["text"](report, width=_terminal_width() if args.output is None else 100)
     elif output_format == "markdown" and args.output is not None and not args.no_plots:
         text = RENDERERS["markdown"](report, _pictures(args.output, report, analysis, dump))
+    elif output_format == "html":
+        text = RENDERERS["html"](report, [] if args.no_plots else _inline_pictures(report, analysis, dump))
     else:
         text = RENDERERS[output_format](report)
     if args.output is not None:
@@ -597,6 +606,17 @@ def _pictures(output: Path, report: dict, analysis, dump) -> list[tuple[str, str
     if drawn:
         print(f"diagnose: {len(drawn)} pictures written to {folder.resolve()}", file=sys.stderr)
     return [(p.title, f"{folder.name}/{p.path.name}", p.alt) for p in drawn]
+
+
+def _inline_pictures(report: dict, analysis, dump) -> list[tuple[str, bytes, str]]:
+    """The pictures of a self-contained HTML report: drawn in a scratch folder, kept as bytes."""
+    import tempfile
+
+    from diagnose.pictures import render_pictures
+
+    with tempfile.TemporaryDirectory(prefix="diagnose-pictures-") as scratch:
+        drawn = render_pictures(report, analysis.spikes, dump, Path(scratch))
+        return [(p.title, p.path.read_bytes(), p.alt) for p in drawn]
 
 
 def _window_arg(text: str | None) -> float | None:

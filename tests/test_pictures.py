@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -117,3 +121,53 @@ def test_a_long_signal_is_drawn_as_its_envelope_with_every_spike_kept():
     assert {900, 950, 990} <= set(kept_v.tolist())
     assert np.nanmin(kept_v) == np.nanmin(values) and np.all(np.diff(kept_t) > 0)
     assert np.isnan(kept_v).any()  # the gap is still a gap
+
+
+def test_an_html_report_is_one_file_with_its_pictures_inline(run_cli, tmp_path):
+    out = tmp_path / "review.html"
+    code, _, err = run_cli("file", DUMPS / "co-located-contention", "-o", out)
+    assert code == 0 and "html report written" in err
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.count('<img src="data:image/png;base64,') == 2
+    sources = re.findall(r'(?:src|href)="([^"]*)"', page)
+    assert all(s.startswith("data:") or s.startswith("#") for s in sources), sources
+    assert "<table>" in page and "<h2>Hypotheses</h2>" in page
+    assert list(tmp_path.iterdir()) == [out]  # nothing beside it
+
+
+def test_markup_in_the_evidence_is_shown_as_text_not_run(run_cli, tmp_path):
+    folder = tmp_path / "<b onmouseover=alert(1)>x"
+    folder.mkdir()
+    (folder / "requests.csv").write_text(
+        "ts,latency_ms\n" + "".join(f"{1764547200 + i},{50 + i % 7}\n" for i in range(200))
+    )
+    code, page, _ = run_cli("file", folder, "--format", "html", "--no-plots")
+    assert code == 0
+    assert "<b onmouseover" not in page and "&lt;b onmouseover=alert(1)&gt;x" in page
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium is not installed here")
+def test_the_html_report_renders_offline_in_headless_chromium_with_its_pictures(run_cli, tmp_path):
+    out = tmp_path / "review.html"
+    assert run_cli("file", DUMPS / "co-located-contention", "-o", out)[0] == 0
+    shot = tmp_path / "shot.png"
+    subprocess.run(
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--window-size=1200,2400",
+            f"--screenshot={shot}",
+            out.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(shot)[..., :3]
+    latency_blue = np.all(np.abs(pixels - np.array([0x1F, 0x4E, 0x9C]) / 255) < 0.06, axis=-1)
+    assert latency_blue.sum() > 2000, "the timeline's latency line is not on the rendered page"

@@ -1,10 +1,19 @@
-"""Reports: one data structure, rendered as terminal text, Markdown or JSON."""
+"""Reports: one data structure, rendered as terminal text, Markdown, HTML or JSON."""
 
 from diagnose.report.build import REPORT_FORMAT, build_report
+from diagnose.report.html import render_html
 from diagnose.report.json_report import render_json
 from diagnose.report.markdown import render_markdown
 from diagnose.report.text import render_text
 
-RENDERERS = {"text": render_text, "markdown": render_markdown, "json": render_json}
+RENDERERS = {"text": render_text, "markdown": render_markdown, "html": render_html, "json": render_json}
 
-__all__ = ["REPORT_FORMAT", "RENDERERS", "build_report", "render_json", "render_markdown", "render_text"]
+__all__ = [
+    "REPORT_FORMAT",
+    "RENDERERS",
+    "build_report",
+    "render_html",
+    "render_json",
+    "render_markdown",
+    "render_text",
+]
