@@ -215,8 +215,11 @@ def _add_compare_cmd(commands: argparse._SubParsersAction) -> None:
     )
     compare_cmd.add_argument(
         "--format",
-        choices=("text", "markdown", "json"),
-        help="report format (default: from the -o file's extension, .md or .json; else text)",
+        choices=("text", "markdown", "html", "json"),
+        help="report format (default: from the -o file's extension, .md, .html or .json; else text)",
+    )
+    compare_cmd.add_argument(
+        "--no-plots", action="store_true", help="no pictures (the latency ECDF and each stage's change)"
     )
     compare_cmd.add_argument("-o", "--output", type=Path, help="write the comparison to this file")
     compare_cmd.add_argument(
@@ -253,7 +256,7 @@ def _run_compare(args: argparse.Namespace) -> int:
     from diagnose.compare.verdict import parse_gate
 
     tolerances = parse_gate(args.fail_on_regression) if args.fail_on_regression is not None else None
-    from diagnose.compare import compare_dumps, compare_evidence, measure_path
+    from diagnose.compare import compare_evidence, measure_both, measure_path
     from diagnose.compare.render import render
     from diagnose.compare.verdict import gate
 
@@ -263,11 +266,18 @@ def _run_compare(args: argparse.Namespace) -> int:
         with Archive(args.archive or default_path(), create=False) as archive:
             before = archive.evidence(args.baseline)
         after, after_requests = measure_path(args.dumps[0], args.rules, args.tz, salt=1)
-        comparison = compare_evidence(before, after, after_requests)
     else:
-        comparison = compare_dumps(args.dumps[0], args.dumps[1], rules_dir=args.rules, tz=args.tz)
+        before, after, after_requests = measure_both(args.dumps[0], args.dumps[1], args.rules, args.tz)
+    comparison = compare_evidence(before, after, after_requests)
     trips, absent = gate(tolerances, comparison.figures, comparison.traffic) if tolerances else ([], [])
-    text = render(comparison, output_format, trips if tolerances else None)
+    pictures = None
+    if output_format == "html" or (output_format == "markdown" and args.output is not None):
+        pictures = (
+            None
+            if args.no_plots
+            else _comparison_pictures(args.output, output_format, comparison, before, after)
+        )
+    text = render(comparison, output_format, trips if tolerances else None, pictures)
     if args.output is not None:
         args.output.write_text(text, encoding="utf-8")
         print(f"diagnose: {output_format} comparison written to {args.output}", file=sys.stderr)
@@ -387,6 +397,27 @@ def _archive_add(args: argparse.Namespace, path: Path) -> int:
                     f"diagnose: expected {args.expect}; measured {measured_text(measured)}", file=sys.stderr
                 )
     return ExitCode.OK
+
+
+def _comparison_pictures(
+    output: Path | None, form: str, comparison, before, after
+) -> list[tuple[str, str, str]]:
+    """The latency ECDF and the stage changes: beside a Markdown file, inside an HTML page."""
+    import tempfile
+
+    from diagnose.pictures import render_comparison_pictures
+    from diagnose.report.html import inline
+
+    latencies = [side.samples.get("latency_ms") for side in (before, after)]
+    if form == "html":
+        with tempfile.TemporaryDirectory(prefix="diagnose-pictures-") as scratch:
+            drawn = render_comparison_pictures(comparison, *latencies, Path(scratch))
+            return inline([(p.title, p.path.read_bytes(), p.alt) for p in drawn])
+    folder = output.parent / f"{output.stem}.assets"
+    drawn = render_comparison_pictures(comparison, *latencies, folder)
+    if drawn:
+        print(f"diagnose: {len(drawn)} pictures written to {folder.resolve()}", file=sys.stderr)
+    return [(p.title, f"{folder.name}/{p.path.name}", p.alt) for p in drawn]
 
 
 def _add_collection_args(command: argparse.ArgumentParser) -> None:

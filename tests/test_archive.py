@@ -152,8 +152,8 @@ def test_the_archive_keeps_no_raw_table(run_cli, archive_file):
     run_cli("archive", "add", PAIR / "before")
     db = sqlite3.connect(archive_file)
     tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert tables == {"entries", "measures", "lengths", "comparisons", "sqlite_sequence"}
-    sample = db.execute("SELECT length(sample) FROM lengths").fetchall()
+    assert tables == {"entries", "measures", "samples", "comparisons", "sqlite_sequence"}
+    sample = db.execute("SELECT length(sample) FROM samples").fetchall()
     assert all(size <= 50_000 * 4 for (size,) in sample)
     db.close()
 

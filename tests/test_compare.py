@@ -322,7 +322,7 @@ def test_evidence_survives_its_json_form(run_cli):
         assert again.measures[name].value == measure.value
         if measure.replicates is not None:
             assert np.array_equal(again.measures[name].replicates, measure.replicates)
-    assert np.array_equal(again.lengths["input_len"], evidence.lengths["input_len"])
+    assert np.array_equal(again.samples["input_len"], evidence.samples["input_len"])
     assert again.hypotheses == evidence.hypotheses and again.environment == evidence.environment
 
 

@@ -171,3 +171,36 @@ def test_the_html_report_renders_offline_in_headless_chromium_with_its_pictures(
     pixels = matplotlib.image.imread(shot)[..., :3]
     latency_blue = np.all(np.abs(pixels - np.array([0x1F, 0x4E, 0x9C]) / 255) < 0.06, axis=-1)
     assert latency_blue.sum() > 2000, "the timeline's latency line is not on the rendered page"
+
+
+def test_a_comparison_gets_its_distribution_and_stage_pictures(run_cli, tmp_path):
+    pair = DUMPS.parent / "pairs" / "pseudo-optimisation"
+    out = tmp_path / "cmp.md"
+    code, _, err = run_cli("compare", pair / "before", pair / "after", "-o", out)
+    assert code == 0, err
+    markdown = out.read_text()
+    for name in ("latency-ecdf.png", "stage-changes.png"):
+        assert f"](cmp.assets/{name})" in markdown
+        assert (tmp_path / "cmp.assets" / name).read_bytes().startswith(PNG)
+    code, page, _ = run_cli("compare", pair / "before", pair / "after", "--format", "html")
+    assert code == 0 and page.count('<img src="data:image/png;base64,') == 2
+
+
+def test_the_comparison_pictures_plot_the_compared_figures():
+    from diagnose.compare import compare_evidence, measure_both
+    from diagnose.pictures.compare import ecdf_data, stage_changes
+
+    pair = DUMPS.parent / "pairs" / "pseudo-optimisation"
+    before, after, requests = measure_both(str(pair / "before"), str(pair / "after"))
+    comparison = compare_evidence(before, after, requests)
+    figures = {f.name: f for f in comparison.figures}
+    data = ecdf_data(comparison, before.samples["latency_ms"], after.samples["latency_ms"])
+    assert data.percentiles == (
+        ("p50", figures["p50"].before, figures["p50"].after),
+        ("p99", figures["p99"].before, figures["p99"].after),
+    )
+    assert np.isclose(np.quantile(data.after, 0.99), figures["p99"].after, rtol=0.01)
+    changes = stage_changes(comparison)
+    forward = changes.names.index("forward P99")
+    assert changes.change[forward] == figures["stage_forward_p99"].change
+    assert changes.low[forward] == figures["stage_forward_p99"].low

@@ -2,7 +2,7 @@
 
 What is kept of a recording is what a comparison needs once its dump is gone
 (compare/evidence.py): every figure with its bootstrap replicates, a sample
-of its request lengths, its environment, background load and diagnosis, and
+of its requests' latencies and lengths, its environment, background load and diagnosis, and
 the person's words (label, what changed, the gain expected). Not the raw
 tables.
 
@@ -54,7 +54,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             better TEXT, scale TEXT NOT NULL, value REAL, replicates BLOB,
             method TEXT NOT NULL, source TEXT NOT NULL, resolution REAL,
             PRIMARY KEY (entry, name))""",
-        """CREATE TABLE lengths (
+        """CREATE TABLE samples (
             entry INTEGER NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
             name TEXT NOT NULL, sample BLOB NOT NULL,
             PRIMARY KEY (entry, name))""",
@@ -180,8 +180,8 @@ class Archive:
                 ],
             )
             db.executemany(
-                "INSERT INTO lengths VALUES (?, ?, ?)",
-                [(entry, name, values.astype("<f4").tobytes()) for name, values in evidence.lengths.items()],
+                "INSERT INTO samples VALUES (?, ?, ?)",
+                [(entry, name, values.astype("<f4").tobytes()) for name, values in evidence.samples.items()],
             )
         return entry
 
@@ -225,10 +225,10 @@ class Archive:
                 (entry_id,),
             )
         }
-        lengths = {
+        samples = {
             name: np.frombuffer(blob, dtype="<f4").copy()
             for name, blob in self._db.execute(
-                "SELECT name, sample FROM lengths WHERE entry = ?", (entry_id,)
+                "SELECT name, sample FROM samples WHERE entry = ?", (entry_id,)
             )
         }
         return Evidence(
@@ -237,7 +237,7 @@ class Archive:
             row["requests"],
             row["cold_excluded"],
             measures,
-            lengths,
+            samples,
             json.loads(row["environment"]),
             json.loads(row["background"]),
             [tuple(h) for h in json.loads(row["hypotheses"])],

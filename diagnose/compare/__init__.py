@@ -30,7 +30,7 @@ LIKELY = 0.5
 MOVED = 0.1  # a hypothesis whose score moved less than this stayed where it was
 _CONTENTION = "co-located-contention"
 
-__all__ = ["Comparison", "Evidence", "compare_dumps", "compare_evidence", "measure_path"]
+__all__ = ["Comparison", "Evidence", "compare_dumps", "compare_evidence", "measure_both", "measure_path"]
 
 
 def compare_dumps(
@@ -39,6 +39,13 @@ def compare_dumps(
     rules_dir: Path | None = None,
     tz: str | None = None,
 ) -> Comparison:
+    return compare_evidence(*measure_both(before_path, after_path, rules_dir, tz))
+
+
+def measure_both(
+    before_path: str, after_path: str, rules_dir: Path | None = None, tz: str | None = None
+) -> tuple[Evidence, Evidence, Requests | None]:
+    """Both sides measured (a big before side by a second process meanwhile); the after side's requests."""
     elsewhere = Elsewhere(before_path, rules_dir, tz, salt=0) if parallel.worth_it(before_path) else None
     try:
         after, after_requests = measure_path(after_path, rules_dir, tz, salt=1)
@@ -49,7 +56,7 @@ def compare_dumps(
     before = elsewhere.result() if elsewhere is not None else None
     if before is None:  # small, or the second process failed: measured here, its errors said as usual
         before, _ = measure_path(before_path, rules_dir, tz, salt=0)
-    return compare_evidence(before, after, after_requests)
+    return before, after, after_requests
 
 
 def measure_path(

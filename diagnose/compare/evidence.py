@@ -1,9 +1,10 @@
 """One side of a comparison, measured: enough to compare it again after its dump is gone.
 
 A comparison needs, of each recording, its figures with their bootstrap
-distributions, a sample of its request lengths (for the traffic checks and
-the re-weighting), what it says of its environment and background load, and
-its diagnosis. The archive stores exactly this.
+distributions, a sample of its requests' latencies and lengths (for the
+traffic checks, the re-weighting and the latency picture), what it says of
+its environment and background load, and its diagnosis. The archive stores
+exactly this.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from diagnose.dump.model import Dump
 from diagnose.judge.rules import Rule
 from diagnose.pipeline import analyse_dump
 
-LENGTH_SAMPLE = 50_000  # request lengths kept of one side: the KS test and the strata need no more
+SAMPLE = 50_000  # requests kept of one side: the KS test, the strata and a latency picture need no more
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class Evidence:
     requests: int
     cold_excluded: int
     measures: dict[str, Measure]
-    lengths: dict[str, np.ndarray]  # input_len / output_len of the same (sampled) requests
+    samples: dict[str, np.ndarray]  # latency_ms, input_len, output_len of the same (sampled) warm requests
     environment: dict[str, str]
     background: dict[str, float]  # other processes' CPU (p95, % of a core) and GPU memory (peak, bytes)
     hypotheses: list[tuple[str, float]]  # (id, score), strongest first
@@ -55,7 +56,7 @@ def measure_dump(dump: Dump, rules: list[Rule], salt: int) -> tuple[Evidence, Re
         0 if requests is None else len(requests.frame),
         0 if requests is None else requests.cold_excluded,
         {m.name: m for m in measures},
-        _lengths(requests),
+        _samples(requests),
         describe(dump),
         background(dump),
         [(h["id"], float(h["score"])) for h in report["hypotheses"]],
@@ -64,10 +65,10 @@ def measure_dump(dump: Dump, rules: list[Rule], salt: int) -> tuple[Evidence, Re
     return evidence, requests
 
 
-def _lengths(requests: Requests | None) -> dict[str, np.ndarray]:
+def _samples(requests: Requests | None) -> dict[str, np.ndarray]:
     if requests is None:
         return {}
-    columns = [c for c in LENGTH_COLUMNS if c in requests.frame.columns]
+    columns = ["latency_ms", *(c for c in LENGTH_COLUMNS if c in requests.frame.columns)]
     n = len(requests.frame)
-    rows = np.arange(n) if n <= LENGTH_SAMPLE else np.linspace(0, n - 1, LENGTH_SAMPLE).astype("int64")
+    rows = np.arange(n) if n <= SAMPLE else np.linspace(0, n - 1, SAMPLE).astype("int64")
     return {column: requests.values(column)[rows].astype("float32") for column in columns}

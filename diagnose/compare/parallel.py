@@ -87,7 +87,7 @@ def to_json(evidence: Evidence) -> dict:
         {**asdict(m), "replicates": None if m.replicates is None else _packed(m.replicates)}
         for m in evidence.measures.values()
     ]
-    data["lengths"] = {name: _packed(values) for name, values in evidence.lengths.items()}
+    data["samples"] = {name: _packed(values) for name, values in evidence.samples.items()}
     return data
 
 
@@ -102,7 +102,7 @@ def from_json(data: dict) -> Evidence:
         int(data["requests"]),
         int(data["cold_excluded"]),
         measures,
-        {name: _unpacked(text) for name, text in data["lengths"].items()},
+        {name: _unpacked(text) for name, text in data["samples"].items()},
         {str(k): str(v) for k, v in data["environment"].items()},
         {str(k): float(v) for k, v in data["background"].items()},
         [(str(i), float(s)) for i, s in data["hypotheses"]],

@@ -9,13 +9,23 @@ from diagnose.compare.verdict import change_text
 from diagnose.units import human_bytes, human_ms
 
 
-def render(comparison: Comparison, form: str, trips: list[GateTrip] | None = None) -> str:
+def render(
+    comparison: Comparison,
+    form: str,
+    trips: list[GateTrip] | None = None,
+    pictures: list[tuple[str, str, str]] | None = None,
+) -> str:
+    """``pictures``: (title, link, alt) for Markdown (a relative path) and HTML (a data URI)."""
     if form == "json":
         data = comparison.to_dict()
         if trips is not None:
             data["gate"] = {"tripped": [trip.__dict__ for trip in trips]}
         return json.dumps(data, indent=2) + "\n"
-    return _markdown(comparison) if form == "markdown" else _text(comparison)
+    if form == "html":
+        from diagnose.report.html import page
+
+        return page(f"diagnose comparison: {comparison.headline}", _markdown(comparison, pictures))
+    return _markdown(comparison, pictures) if form == "markdown" else _text(comparison)
 
 
 def value_text(value: float | None, unit: str) -> str:
@@ -112,9 +122,11 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
     ]
 
 
-def _markdown(c: Comparison) -> str:
+def _markdown(c: Comparison, pictures: list[tuple[str, str, str]] | None = None) -> str:
     out = [f"# Comparison: {c.verdict}", "", f"**{c.headline}**", ""]
     out += [f"- {line}" for line in _sides(c)]
+    for title, link, alt in pictures or []:
+        out += ["", f"**{title}**", "", f"![{alt}]({link})"]
     out += [
         "",
         "## Figures",

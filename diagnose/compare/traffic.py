@@ -41,7 +41,7 @@ def compare_traffic(before: Evidence, after: Evidence, after_requests: Requests 
             f"the offered work differs ({work.before:,.0f} -> {work.after:,.0f} tokens/s, "
             f"{work.change:+.0%}) at the same request rate: the queue waits depend on it"
         )
-    columns = [c for c in LENGTH_COLUMNS if c in before.lengths and c in after.lengths]
+    columns = [c for c in LENGTH_COLUMNS if c in before.samples and c in after.samples]
     lengths = [check for c in columns if (check := _length_check(before, after, c)) is not None]
     differing = [c.column for c in lengths if c.differs]
     weights, how, coverage, reweighted, service = None, None, None, [], []
@@ -90,8 +90,8 @@ def _differs(figure: FigureChange | None) -> bool:
 
 
 def _length_check(before: Evidence, after: Evidence, column: str) -> LengthCheck | None:
-    b = _finite(before.lengths[column])
-    a = _finite(after.lengths[column])
+    b = _finite(before.samples[column])
+    a = _finite(after.samples[column])
     if b.size < 10 or a.size < 10:
         return None
     statistic, p_value = ks_two_sample(b, a)
@@ -124,11 +124,11 @@ def ks_two_sample(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 
 def _reweight(before: Evidence, after: Requests, columns: list[str]) -> tuple[np.ndarray, float]:
     """Weights for the after requests, and the share of the before mix their strata cover."""
-    b_code = np.zeros(len(before.lengths[columns[0]]), dtype="int64")
+    b_code = np.zeros(len(before.samples[columns[0]]), dtype="int64")
     a_code = np.zeros(len(after.frame), dtype="int64")
     width = 1
     for column in columns:
-        b_values, a_values = before.lengths[column].astype("float64"), after.values(column)
+        b_values, a_values = before.samples[column].astype("float64"), after.values(column)
         pooled = np.concatenate([b_values[np.isfinite(b_values)], a_values[np.isfinite(a_values)]])
         edges = np.unique(np.quantile(pooled, np.linspace(0, 1, _BINS[column] + 1)[1:-1]))
         bins = edges.size + 2  # the last for a request without this length

@@ -50,3 +50,26 @@ def render_pictures(report: dict, spikes: SpikeAnalysis, dump: Dump, folder: Pat
             Picture("Stage breakdown", path, "each stage's share of the mean latency and of the P99 requests")
         )
     return pictures
+
+
+def render_comparison_pictures(comparison, before_latency, after_latency, folder: Path) -> list[Picture]:
+    """The latency ECDF before and after, and each stage's change; ``*_latency``: warm requests' latencies."""
+    from diagnose.pictures import style
+    from diagnose.pictures.compare import draw_ecdf, draw_stage_changes, ecdf_data, stage_changes
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pictures = []
+    if before_latency is not None and after_latency is not None:
+        path = folder / "latency-ecdf.png"
+        style.save(draw_ecdf(ecdf_data(comparison, before_latency, after_latency)), path)
+        pictures.append(
+            Picture("Latency before and after", path, "the latency distributions before and after")
+        )
+    stages = stage_changes(comparison)
+    if stages is not None:
+        path = folder / "stage-changes.png"
+        style.save(draw_stage_changes(stages), path)
+        pictures.append(
+            Picture("Each stage's change", path, "each stage's P50 and P99 change with its interval")
+        )
+    return pictures

@@ -17,6 +17,7 @@ LATENCY_LIGHT = "#7fa3d9"  # its median, beside the P99
 EPISODE = "#d62728"  # spikes: red, and nothing else is
 OTHER = "#4d4d4d"  # any other signal
 EVENT = "#2ca02c"  # restarts, OOMs, profiler starts
+WORSE = "#e08a1e"  # a comparison's change for the worse (red is the spikes' alone)
 WIDTH_IN = 9.0
 ROW_IN = 1.9
 DPI = 110

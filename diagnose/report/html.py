@@ -34,13 +34,20 @@ img { max-width: 100%; height: auto; }
 
 def render_html(report: dict, pictures: list[tuple[str, bytes, str]] | None = None) -> str:
     """``pictures``: (title, PNG bytes, alt text), shown after the summary as in the Markdown report."""
-    inline = [
-        (title, "data:image/png;base64," + base64.b64encode(png).decode("ascii"), alt)
-        for title, png, alt in pictures or []
+    return page(f"diagnose report: {report['dump']}", render_markdown(report, inline(pictures or [])))
+
+
+def inline(pictures: list[tuple[str, bytes, str]]) -> list[tuple[str, str, str]]:
+    """(title, PNG bytes, alt) -> (title, data URI, alt): a picture that travels inside the page."""
+    return [
+        (t, "data:image/png;base64," + base64.b64encode(png).decode("ascii"), a) for t, png, a in pictures
     ]
-    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(render_markdown(report, inline))
-    title = html.escape(f"diagnose report: {report['dump']}")
+
+
+def page(title: str, markdown: str) -> str:
+    """One self-contained HTML page of a Markdown text: raw HTML in it is shown, never run."""
+    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown)
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{title}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n{body}</body>\n</html>\n"
+        f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n{body}</body>\n</html>\n"
     )
