@@ -204,3 +204,57 @@ def test_the_comparison_pictures_plot_the_compared_figures():
     forward = changes.names.index("forward P99")
     assert changes.change[forward] == figures["stage_forward_p99"].change
     assert changes.low[forward] == figures["stage_forward_p99"].low
+
+
+@pytest.mark.parametrize(
+    ("dump", "picture"),
+    [
+        ("memory-fragmentation", "memory.png"),
+        ("cold-start-contamination", "cold-start.png"),
+        ("batch-window-too-long", "batch-curve.png"),
+        ("oversized-batch", "batch-curve.png"),
+    ],
+)
+def test_a_fired_finding_gets_the_picture_of_its_evidence(run_cli, tmp_path, dump, picture):
+    out = tmp_path / "review.md"
+    assert run_cli("file", DUMPS / dump, "--format", "markdown", "-o", out)[0] == 0
+    assert (tmp_path / "review.assets" / picture).read_bytes().startswith(PNG)
+    assert f"](review.assets/{picture})" in out.read_text()
+
+
+def test_the_memory_picture_plots_the_allocator_and_marks_every_oom():
+    from diagnose.pictures.evidence import memory_data
+
+    dump, analysis = analyse_path(str(DUMPS / "memory-fragmentation"))
+    data = memory_data(dump)
+    lines = dict(data.lines)
+    allocator = dump.table("allocator")
+    reserved = allocator.groupby("ts")["reserved_bytes"].sum()
+    assert np.allclose(
+        lines["reserved (allocator)"][np.isin(data.times, reserved.index)], reserved.to_numpy() / 2**30
+    )
+    events = dump.table("events")
+    assert len(data.ooms) == int((events["kind"] == "oom").sum()) > 0
+
+
+def test_the_cold_start_picture_marks_the_requests_the_facts_call_cold():
+    from diagnose.pictures.evidence import coldstart_data
+
+    dump, analysis = analyse_path(str(DUMPS / "cold-start-contamination"))
+    data = coldstart_data(dump)
+    assert int(data.cold.sum()) == analysis.report["facts"]["coldstart.cold_requests"]["value"]
+    assert np.nanmin(data.since_start_s) >= 0
+
+
+def test_the_batch_curve_is_the_one_the_facts_quote_with_its_knee():
+    from diagnose.pictures.evidence import batch_curve
+
+    dump, analysis = analyse_path(str(DUMPS / "oversized-batch"))
+    data = batch_curve(dump, analysis.report)
+    facts = analysis.report["facts"]
+    assert data.knee == facts["batch.knee_size"]["value"]
+    quoted = [
+        float(part.split(":")[0].removeprefix("size ")) for part in facts["batch.curve"]["value"].split("; ")
+    ]
+    assert np.allclose(data.size, quoted)
+    assert data.items_per_s.max() == pytest.approx(facts["batch.capacity_items_per_s"]["value"])

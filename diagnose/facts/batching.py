@@ -66,7 +66,7 @@ def _add_size_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
     facts.add("batch.size.p50", float(np.median(size)), cite)
     facts.add("batch.size.max", float(size.max()), cite)
     facts.add("batch.fill_ratio", float(np.median(size) / size.max()), cite)
-    curve = _throughput_curve(size, forward)
+    curve = throughput_curve(size, forward)
     if len(curve) < 3:
         return
     cite = f"{source}: batch_size and stage_forward_ms ({len(curve)} batch-size bins)"
@@ -90,7 +90,7 @@ def _add_size_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
         )
 
 
-def _throughput_curve(size: np.ndarray, forward: np.ndarray) -> pd.DataFrame:
+def throughput_curve(size: np.ndarray, forward: np.ndarray) -> pd.DataFrame:
     """Per size bin (edges a factor sqrt(2) apart): median size, forward time and items per second."""
     edges = np.unique(np.floor(np.sqrt(2.0) ** np.arange(0, 2 * np.log2(size.max()) + 2)))
     bin_of = np.searchsorted(edges, size, side="right")

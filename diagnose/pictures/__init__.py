@@ -49,6 +49,51 @@ def render_pictures(report: dict, spikes: SpikeAnalysis, dump: Dump, folder: Pat
         pictures.append(
             Picture("Stage breakdown", path, "each stage's share of the mean latency and of the P99 requests")
         )
+    return pictures + _evidence_pictures(report, dump, folder)
+
+
+def _evidence_pictures(report: dict, dump: Dump, folder: Path) -> list[Picture]:
+    """The picture of each fired hypothesis's evidence, strongest hypothesis first, each drawn once."""
+    from diagnose.pictures import evidence, style
+
+    kinds = {
+        "memory-fragmentation": (
+            "memory",
+            lambda: evidence.memory_data(dump),
+            evidence.draw_memory,
+            "GPU memory with the allocator's reserved and allocated bytes, OOMs marked",
+        ),
+        "cold-start-contamination": (
+            "cold-start",
+            lambda: evidence.coldstart_data(dump),
+            evidence.draw_coldstart,
+            "latency against the time since each start, the cold requests marked",
+        ),
+        "batch-window-too-long": (
+            "batch-curve",
+            lambda: evidence.batch_curve(dump, report),
+            evidence.draw_batch_curve,
+            "throughput and forward time against batch size",
+        ),
+        "oversized-batch": (
+            "batch-curve",
+            lambda: evidence.batch_curve(dump, report),
+            evidence.draw_batch_curve,
+            "throughput and forward time against batch size",
+        ),
+    }
+    pictures, drawn = [], set()
+    for hypothesis in report["hypotheses"]:
+        if hypothesis["id"] not in kinds:
+            continue
+        name, data_of, draw, alt = kinds[hypothesis["id"]]
+        data = None if name in drawn else data_of()
+        if data is None:
+            continue
+        path = folder / f"{name}.png"
+        style.save(draw(data), path)
+        drawn.add(name)
+        pictures.append(Picture(f"Evidence: {hypothesis['id']}", path, alt))
     return pictures
 
 

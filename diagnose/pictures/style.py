@@ -37,6 +37,23 @@ plt.rcParams.update(
 )
 
 
+def dates(times):
+    """Epoch seconds as numpy datetimes, which matplotlib puts on a readable UTC axis."""
+    import numpy as np
+
+    return (np.asarray(times) * 1e6).astype("datetime64[us]")
+
+
+def time_axis(axis) -> None:
+    """Concise UTC dates on a time axis (the year and day once, not on every tick)."""
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+
+    locator = AutoDateLocator()
+    axis.xaxis.set_major_locator(locator)
+    axis.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    axis.set_xlabel("time (UTC)")
+
+
 def save(figure, path) -> None:
     """A PNG with no time stamp or software name in it: the same data draws the same bytes."""
     figure.savefig(path, dpi=DPI, bbox_inches="tight", metadata={"Software": None})

@@ -130,8 +130,6 @@ def _events(dump: Dump) -> tuple[tuple[float, str], ...]:
 
 
 def draw_timeline(data: TimelineData):
-    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
-
     from diagnose.pictures import style
 
     rows = 1 + len(data.related)
@@ -143,26 +141,26 @@ def draw_timeline(data: TimelineData):
         data.latency, (style.LATENCY_LIGHT, style.LATENCY), (1.0, 1.4), strict=False
     ):
         axes[0].plot(
-            _dates(track.times), track.values, color=colour, linewidth=width, label=_short(track.name)
+            style.dates(track.times), track.values, color=colour, linewidth=width, label=_short(track.name)
         )
     axes[0].set_ylabel("latency (ms)")
     axes[0].legend(loc="upper left", ncols=2)
     axes[0].set_title("Latency, its spikes (red) and what moved with them", loc="left")
     for axis, track in zip(axes[1:], data.related, strict=True):
         times, values = envelope(track.times, track.values)
-        axis.plot(_dates(times), values, color=style.OTHER, linewidth=1.0)
+        axis.plot(style.dates(times), values, color=style.OTHER, linewidth=1.0)
         axis.set_title(track.label, loc="left", fontsize=9)
     for axis in axes:
         for start, end in data.episodes:
-            axis.axvspan(*_dates(np.array([start, end])), color=style.EPISODE, alpha=0.15, linewidth=0)
+            axis.axvspan(*style.dates(np.array([start, end])), color=style.EPISODE, alpha=0.15, linewidth=0)
         for ts in data.change_points:
-            axis.axvline(_dates(np.array([ts]))[0], color=style.OTHER, linestyle="--", linewidth=0.8)
+            axis.axvline(style.dates(np.array([ts]))[0], color=style.OTHER, linestyle="--", linewidth=0.8)
         for ts, _kind in data.events:
-            axis.axvline(_dates(np.array([ts]))[0], color=style.EVENT, linewidth=1.0)
+            axis.axvline(style.dates(np.array([ts]))[0], color=style.EVENT, linewidth=1.0)
     for ts, kind in data.events:
         axes[0].annotate(
             kind,
-            (_dates(np.array([ts]))[0], 1.0),
+            (style.dates(np.array([ts]))[0], 1.0),
             xycoords=("data", "axes fraction"),
             color=style.EVENT,
             fontsize=8,
@@ -170,10 +168,7 @@ def draw_timeline(data: TimelineData):
             va="top",
             ha="right",
         )
-    locator = AutoDateLocator()
-    axes[-1].xaxis.set_major_locator(locator)
-    axes[-1].xaxis.set_major_formatter(ConciseDateFormatter(locator))
-    axes[-1].set_xlabel("time (UTC)")
+    style.time_axis(axes[-1])
     return figure
 
 
@@ -196,7 +191,3 @@ def envelope(times: np.ndarray, values: np.ndarray, buckets: int = 2000) -> tupl
         keep += sorted({low, high})
     index = np.array(keep)
     return times[index], values[index]
-
-
-def _dates(times: np.ndarray) -> np.ndarray:
-    return (times * 1e6).astype("datetime64[us]")

@@ -1,0 +1,190 @@
+"""The picture behind a finding: the curve an engineer would otherwise draw in a notebook.
+
+One picture per kind of evidence, drawn when its hypothesis fired:
+
+- memory (memory-fragmentation): the GPU's used memory, the allocator's
+  reserved and allocated bytes and its largest free block, OOMs marked; the
+  gap between reserved and allocated is the memory that fragmentation strands;
+- cold against warm (cold-start-contamination): each request's latency against
+  the time since its server (re)started, the cold ones in colour;
+- the batch curve (batch-window-too-long, oversized-batch): throughput against
+  batch size, from the requests' own batch sizes and forward times, the knee
+  marked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from diagnose.dump.model import Dump
+from diagnose.facts.batching import throughput_curve
+from diagnose.facts.coldstart import cold_requests, restart_times
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class MemoryData:
+    times: np.ndarray
+    lines: tuple[tuple[str, np.ndarray], ...]  # (label, GiB per time)
+    ooms: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class ColdData:
+    since_start_s: np.ndarray
+    latency_ms: np.ndarray
+    cold: np.ndarray  # bool
+
+
+@dataclass(frozen=True)
+class BatchCurve:
+    size: np.ndarray
+    items_per_s: np.ndarray
+    forward_ms: np.ndarray
+    knee: float | None
+
+
+def memory_data(dump: Dump) -> MemoryData | None:
+    allocator = dump.table("allocator")
+    if allocator is None or "reserved_bytes" not in allocator.columns:
+        return None
+    series = {}
+    for column, label in (
+        ("reserved_bytes", "reserved (allocator)"),
+        ("allocated_bytes", "allocated (allocator)"),
+        ("largest_free_block_bytes", "largest free block"),
+    ):
+        if column in allocator.columns:
+            series[label] = _per_second(allocator, column, "sum")
+    gpu = dump.table("gpu")
+    if gpu is not None and "mem_used_bytes" in gpu.columns:
+        series = {"GPU used (fullest GPU)": _per_second(gpu, "mem_used_bytes", "max"), **series}
+    times = np.unique(np.concatenate([s.index.to_numpy(dtype="float64") for s in series.values()]))
+    lines = tuple((label, s.reindex(times).to_numpy(dtype="float64") / GIB) for label, s in series.items())
+    return MemoryData(times, lines, _ooms(dump))
+
+
+def coldstart_data(dump: Dump) -> ColdData | None:
+    requests = dump.table("requests")
+    if requests is None or "latency_ms" not in requests.columns:
+        return None
+    found = cold_requests(dump, requests)
+    if found is None:
+        return None
+    ts = requests["ts"].to_numpy(dtype="float64")
+    starts = np.array(restart_times(dump)[0])
+    latest = np.searchsorted(starts, ts, side="right") - 1
+    since = np.where(latest >= 0, ts - starts[np.maximum(latest, 0)], np.nan)
+    return ColdData(since, requests["latency_ms"].to_numpy(dtype="float64"), found[0])
+
+
+def batch_curve(dump: Dump, report: dict) -> BatchCurve | None:
+    requests = dump.table("requests")
+    if requests is None or not {"batch_size", "stage_forward_ms"} <= set(requests.columns):
+        return None
+    size = pd.to_numeric(requests["batch_size"], errors="coerce").to_numpy(dtype="float64")
+    forward = pd.to_numeric(requests["stage_forward_ms"], errors="coerce").to_numpy(dtype="float64")
+    known = np.isfinite(size) & (size >= 1) & np.isfinite(forward) & (forward > 0)
+    curve = throughput_curve(size[known], forward[known])
+    if len(curve) < 3:
+        return None
+    knee = report["facts"].get("batch.knee_size", {}).get("value")
+    return BatchCurve(
+        curve["size"].to_numpy(), curve["items_per_s"].to_numpy(), curve["forward_ms"].to_numpy(), knee
+    )
+
+
+def draw_memory(data: MemoryData):
+    from diagnose.pictures import style
+
+    figure, axis = style.plt.subplots(figsize=(style.WIDTH_IN, 3.4))
+    colours = (style.OTHER, style.LATENCY, style.LATENCY_LIGHT, style.WORSE)
+    for (label, values), colour in zip(data.lines, colours, strict=False):
+        axis.plot(style.dates(data.times), values, color=colour, linewidth=1.2, label=label)
+    for ts in data.ooms:
+        axis.axvline(style.dates(np.array([ts]))[0], color=style.EVENT, linewidth=1.2)
+    if data.ooms:
+        axis.plot([], [], color=style.EVENT, label=f"OOM ({len(data.ooms)})")
+    axis.set_ylabel("memory (GiB)")
+    axis.set_ylim(bottom=0)
+    style.time_axis(axis)
+    axis.set_title("GPU memory: what the card holds, what the allocator reserved and allocated", loc="left")
+    axis.legend(loc="upper left", ncols=2)
+    return figure
+
+
+def draw_coldstart(data: ColdData):
+    from diagnose.pictures import style
+
+    figure, axis = style.plt.subplots(figsize=(style.WIDTH_IN, 3.4))
+    warm = ~data.cold & np.isfinite(data.since_start_s)
+    axis.scatter(
+        data.since_start_s[warm], data.latency_ms[warm], s=3, color=style.LATENCY_LIGHT, label="warm"
+    )
+    axis.scatter(
+        data.since_start_s[data.cold],
+        data.latency_ms[data.cold],
+        s=8,
+        color=style.WORSE,
+        label=f"cold ({int(data.cold.sum())})",
+    )
+    if np.nanmin(data.latency_ms) > 0:
+        axis.set_yscale("log")
+    axis.set_xlabel("time since the server (re)started (s)")
+    axis.set_ylabel("latency (ms)")
+    axis.set_title("Latency after each start: the cold requests", loc="left")
+    axis.legend(loc="upper right")
+    return figure
+
+
+def draw_batch_curve(data: BatchCurve):
+    from matplotlib.ticker import ScalarFormatter
+
+    from diagnose.pictures import style
+
+    figure, axis = style.plt.subplots(figsize=(style.WIDTH_IN * 0.8, 3.4))
+    axis.plot(data.size, data.items_per_s, marker="o", color=style.LATENCY, label="throughput (items/s)")
+    axis.set_xscale("log", base=2)
+    axis.xaxis.set_major_formatter(ScalarFormatter())
+    axis.set_xlabel("batch size")
+    axis.set_ylabel("throughput (items/s)")
+    axis.set_ylim(bottom=0)
+    forward = axis.twinx()
+    forward.plot(
+        data.size, data.forward_ms, marker=".", linestyle="--", color=style.OTHER, label="forward time (ms)"
+    )
+    forward.set_ylabel("forward time of the batch (ms)")
+    forward.set_ylim(bottom=0)
+    forward.grid(False)
+    if data.knee is not None:
+        axis.axvline(data.knee, color=style.WORSE, linewidth=1.0)
+        axis.annotate(
+            f"knee: {data.knee:g}",
+            (data.knee, 0.05),
+            xycoords=("data", "axes fraction"),
+            xytext=(4, 0),
+            textcoords="offset points",
+            color=style.WORSE,
+            fontsize=8,
+        )
+    lines = axis.get_lines()[:1] + forward.get_lines()[:1]
+    axis.legend(lines, [line.get_label() for line in lines], loc="lower right")
+    axis.set_title("Throughput against batch size, from the requests' own batches", loc="left")
+    return figure
+
+
+def _per_second(frame: pd.DataFrame, column: str, combine: str) -> pd.Series:
+    values = pd.to_numeric(frame[column], errors="coerce")
+    return values.groupby(frame["ts"].to_numpy()).agg(combine).dropna()
+
+
+def _ooms(dump: Dump) -> tuple[float, ...]:
+    events = dump.table("events")
+    if events is None or "kind" not in events.columns:
+        return ()
+    kinds = events["kind"].astype("string").str.lower()
+    return tuple(float(t) for t in events.loc[kinds == "oom", "ts"])
