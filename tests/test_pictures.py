@@ -258,3 +258,17 @@ def test_the_batch_curve_is_the_one_the_facts_quote_with_its_knee():
     ]
     assert np.allclose(data.size, quoted)
     assert data.items_per_s.max() == pytest.approx(facts["batch.capacity_items_per_s"]["value"])
+
+
+def test_the_committed_gallery_is_current_by_the_data_it_shows(tmp_path, monkeypatch):
+    """Regenerate with python -m fixtures.gallery when a picture's data changes."""
+    import json
+
+    import fixtures.gallery as gallery
+
+    committed = json.loads((gallery.GALLERY / "index.json").read_text())
+    monkeypatch.setattr(gallery, "GALLERY", tmp_path)
+    fresh = gallery.gallery()
+    assert fresh == committed
+    for key in committed:
+        assert (DUMPS.parent.parent / "docs" / "gallery" / key).exists()

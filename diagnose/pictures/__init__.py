@@ -21,6 +21,7 @@ class Picture:
     title: str
     path: Path  # where it was written
     alt: str  # what it shows, for a reader who cannot see it
+    data: object = None  # the dataclass it was drawn from: what tests and the gallery check
 
 
 def render_pictures(report: dict, spikes: SpikeAnalysis, dump: Dump, folder: Path) -> list[Picture]:
@@ -40,6 +41,7 @@ def render_pictures(report: dict, spikes: SpikeAnalysis, dump: Dump, folder: Pat
                 path,
                 f"latency P50 and P99 over time, {len(timeline.episodes)} spike episodes shaded; "
                 f"below: {related}",
+                timeline,
             )
         )
     stages = stage_data(report)
@@ -47,7 +49,12 @@ def render_pictures(report: dict, spikes: SpikeAnalysis, dump: Dump, folder: Pat
         path = folder / "stages.png"
         style.save(draw_stages(stages), path)
         pictures.append(
-            Picture("Stage breakdown", path, "each stage's share of the mean latency and of the P99 requests")
+            Picture(
+                "Stage breakdown",
+                path,
+                "each stage's share of the mean latency and of the P99 requests",
+                stages,
+            )
         )
     return pictures + _evidence_pictures(report, dump, folder)
 
@@ -93,7 +100,7 @@ def _evidence_pictures(report: dict, dump: Dump, folder: Path) -> list[Picture]:
         path = folder / f"{name}.png"
         style.save(draw(data), path)
         drawn.add(name)
-        pictures.append(Picture(f"Evidence: {hypothesis['id']}", path, alt))
+        pictures.append(Picture(f"Evidence: {hypothesis['id']}", path, alt, data))
     return pictures
 
 
@@ -106,15 +113,44 @@ def render_comparison_pictures(comparison, before_latency, after_latency, folder
     pictures = []
     if before_latency is not None and after_latency is not None:
         path = folder / "latency-ecdf.png"
-        style.save(draw_ecdf(ecdf_data(comparison, before_latency, after_latency)), path)
+        ecdf = ecdf_data(comparison, before_latency, after_latency)
+        style.save(draw_ecdf(ecdf), path)
         pictures.append(
-            Picture("Latency before and after", path, "the latency distributions before and after")
+            Picture("Latency before and after", path, "the latency distributions before and after", ecdf)
         )
     stages = stage_changes(comparison)
     if stages is not None:
         path = folder / "stage-changes.png"
         style.save(draw_stage_changes(stages), path)
         pictures.append(
-            Picture("Each stage's change", path, "each stage's P50 and P99 change with its interval")
+            Picture("Each stage's change", path, "each stage's P50 and P99 change with its interval", stages)
         )
     return pictures
+
+
+def digest(data: object) -> str:
+    """A picture's data as a short hash: the gallery is current when its data is, whoever draws pixels."""
+    import dataclasses
+    import hashlib
+
+    import numpy as np
+
+    hasher = hashlib.sha256()
+
+    def feed(value: object) -> None:
+        if dataclasses.is_dataclass(value):
+            for item in dataclasses.fields(value):
+                hasher.update(item.name.encode())
+                feed(getattr(value, item.name))
+        elif isinstance(value, np.ndarray):
+            hasher.update(np.round(value.astype("float64"), 6).tobytes())
+        elif isinstance(value, tuple | list):
+            for item in value:
+                feed(item)
+        elif isinstance(value, float):
+            hasher.update(repr(round(value, 6)).encode())
+        else:
+            hasher.update(repr(value).encode())
+
+    feed(data)
+    return hasher.hexdigest()[:16]
