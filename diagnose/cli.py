@@ -247,12 +247,7 @@ def _run_compare(args: argparse.Namespace) -> int:
     for path in args.dumps:
         if not Path(path).exists():
             raise InputError(f"{path}: no such file or folder")
-    if args.rules is not None and not args.rules.is_dir():
-        raise InputError(f"{args.rules}: not a folder of rule files")
-    suffix = args.output.suffix.lower() if args.output else ""
-    output_format = args.format or _SUFFIX_FORMATS.get(suffix, "text")
-    if args.output is not None:
-        _check_writable(args.output)
+    output_format = _output_format(args)
     from diagnose.compare.verdict import parse_gate
 
     tolerances = parse_gate(args.fail_on_regression) if args.fail_on_regression is not None else None
@@ -366,18 +361,13 @@ def _run_archive(args: argparse.Namespace) -> int:
 
 
 def _archive_add(args: argparse.Namespace, path: Path) -> int:
-    import time
-    import zlib
-
     from diagnose.archive import Archive
     from diagnose.compare import compare_evidence, measure_path
     from diagnose.compare.verdict import decisive_figures
 
     with Archive(path) as archive:
         baseline = archive.evidence(args.baseline) if args.baseline is not None else None
-        # Each archived recording draws its own bootstrap replicates, independent of any it is compared with.
-        salt = zlib.crc32(f"{Path(args.target).resolve()}:{time.time_ns()}".encode())
-        evidence, requests = measure_path(args.target, args.rules, args.tz, salt=salt)
+        evidence, requests = measure_path(args.target, args.rules, args.tz, salt=None)
         entry = archive.add(evidence, args.label, args.change, args.expect, args.note)
         print(f"diagnose: archived {args.target} as #{entry} in {path}", file=sys.stderr)
         if baseline is not None:
@@ -588,12 +578,7 @@ def _run_file(args: argparse.Namespace) -> int:
     for option in ("refresh", "export_dir"):
         if getattr(args, option) is not None:
             raise InputError(f"--{option.replace('_', '-')} applies to the view only; add --tui")
-    if args.rules is not None and not args.rules.is_dir():
-        raise InputError(f"{args.rules}: not a folder of rule files")
-    suffix = args.output.suffix.lower() if args.output else ""
-    output_format = args.format or _SUFFIX_FORMATS.get(suffix, "text")
-    if args.output is not None:
-        _check_writable(args.output)
+    output_format = _output_format(args)
     from diagnose.pipeline import analyse_path
     from diagnose.report import RENDERERS
     from diagnose.report.evidence_lines import dead_source_lines
@@ -626,6 +611,16 @@ def _run_file(args: argparse.Namespace) -> int:
             print(f"diagnose: --fail-on {args.fail_on:g}: {named}", file=sys.stderr)
             return ExitCode.FINDING_AT_THRESHOLD
     return ExitCode.OK
+
+
+def _output_format(args: argparse.Namespace) -> str:
+    """The report's form (``--format``, else ``-o``'s extension), once its rules and file are known usable."""
+    if args.rules is not None and not args.rules.is_dir():
+        raise InputError(f"{args.rules}: not a folder of rule files")
+    suffix = args.output.suffix.lower() if args.output else ""
+    if args.output is not None:
+        _check_writable(args.output)
+    return args.format or _SUFFIX_FORMATS.get(suffix, "text")
 
 
 def _pictures(output: Path, report: dict, analysis, dump) -> list[tuple[str, str, str]]:

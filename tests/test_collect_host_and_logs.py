@@ -61,7 +61,9 @@ class _FakeProcess:
         return len(self.thread_times)
 
     def threads(self):
-        return [types.SimpleNamespace(id=t, user_time=v, system_time=0.0) for t, v in self.thread_times.items()]
+        return [
+            types.SimpleNamespace(id=t, user_time=v, system_time=0.0) for t, v in self.thread_times.items()
+        ]
 
 
 def test_busiest_thread_is_the_largest_thread_cpu_delta_over_the_true_interval(monkeypatch):
@@ -191,7 +193,13 @@ def test_scraper_turns_gauges_counters_and_histograms_into_a_server_row(monkeypa
     monkeypatch.setattr(scraper, "fetch", lambda: next(pages))
     first = scraper.sample(1.0, 10.0)
     assert scraper.engine == "vllm"
-    assert first == {"ts": 1.0, "queue_depth": 4.0, "running": None, "kv_cache_usage_pct": 25.0, "swapped": None}
+    assert first == {
+        "ts": 1.0,
+        "queue_depth": 4.0,
+        "running": None,
+        "kv_cache_usage_pct": 25.0,
+        "swapped": None,
+    }
     row = scraper.sample(3.0, 12.0)
     assert row["throughput_rps"] == pytest.approx(20.0)
     assert row["queue_ms"] == pytest.approx(50.0)

@@ -26,7 +26,10 @@ ENGINE_CAUSES = {"kv-cache-pressure", "engine-stall"}
 def _vllm_logs() -> list[str]:
     if not SAMPLES.is_dir():
         return []
-    found = [*(SAMPLES / "field-2026-12" / "vllm").glob("*.log"), *(SAMPLES / "formats" / "vllm_log").glob("*")]
+    found = [
+        *(SAMPLES / "field-2026-12" / "vllm").glob("*.log"),
+        *(SAMPLES / "formats" / "vllm_log").glob("*"),
+    ]
     return sorted(str(p.relative_to(SAMPLES)) for p in found)
 
 
@@ -79,7 +82,12 @@ def test_requests_running_without_tokens_count_as_no_progress(tmp_path):
 def test_prefilling_is_progress(tmp_path):
     facts = _facts(
         tmp_path,
-        {"ts": [0, 10, 20], "running": [4, 4, 4], "tokens_per_s": [0, 0, 0], "prompt_tokens_per_s": [5e3] * 3},
+        {
+            "ts": [0, 10, 20],
+            "running": [4, 4, 4],
+            "tokens_per_s": [0, 0, 0],
+            "prompt_tokens_per_s": [5e3] * 3,
+        },
     )
     assert facts.get("engine.no_progress_s") == 0
 
@@ -127,7 +135,9 @@ def test_stall_death_and_failed_start_lines_are_told_apart(tmp_path):
     (tmp_path / "engine.log").write_text(log)
     kinds = list(load_dump(str(tmp_path)).tables["events"]["kind"])
     assert kinds.count("engine_stall") == 1
-    assert kinds.count("engine_dead") == 1  # the traceback's frame repeats the error; it is not a second death
+    assert (
+        kinds.count("engine_dead") == 1
+    )  # the traceback's frame repeats the error; it is not a second death
     assert kinds.count("engine_start_failed") == 1
 
 
@@ -154,7 +164,9 @@ def test_every_engine_metric_is_in_the_map_of_what_it_feeds():
             names.update(sample_names)
         names.update(mapping.rates.values())
         for ratio in [*mapping.ratios.values(), *mapping.fallbacks.values()]:
-            names.update(n.removesuffix("_sum").removesuffix("_count") for n in (ratio.numerator, ratio.denominator))
+            names.update(
+                n.removesuffix("_sum").removesuffix("_count") for n in (ratio.numerator, ratio.denominator)
+            )
     missing = sorted(n for n in names if f"`{n}" not in doc and n.removesuffix("_total") not in doc)
     assert missing == []
 

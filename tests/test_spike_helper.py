@@ -44,7 +44,12 @@ def test_a_signal_crosses_the_pipe_unchanged():
     stream.seek(0)
     for signal in sent:
         got = read_signal(stream)
-        assert (got.name, got.kind, got.start, got.step) == (signal.name, signal.kind, signal.start, signal.step)
+        assert (got.name, got.kind, got.start, got.step) == (
+            signal.name,
+            signal.kind,
+            signal.start,
+            signal.step,
+        )
         np.testing.assert_array_equal(got.values, signal.values)
     assert read_signal(stream) is None
 
@@ -116,7 +121,7 @@ def test_the_report_is_the_same_whoever_searched(helper_always):
     [
         "pass",  # exits at once
         "import sys; sys.stdin.buffer.readline(); print('not json', flush=True)",
-        "import sys; sys.stdin.buffer.readline(); print('{\"name\": \"another\"}', flush=True)",
+        'import sys; sys.stdin.buffer.readline(); print(\'{"name": "another"}\', flush=True)',
         "import os; os._exit(3)",
     ],
 )

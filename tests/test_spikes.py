@@ -126,8 +126,10 @@ def test_the_vectorised_null_locks_exactly_as_the_one_shift_version():
 
 
 def _process_rows(pid, cmdline, start, end, cpu=150.0):
-    return [{"ts": float(t), "pid": pid, "name": "python", "cmdline": cmdline, "cpu_pct": cpu}
-            for t in range(start, end)]
+    return [
+        {"ts": float(t), "pid": pid, "name": "python", "cmdline": cmdline, "cpu_pct": cpu}
+        for t in range(start, end)
+    ]
 
 
 def _cpu_signals(rows):

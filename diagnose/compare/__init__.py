@@ -11,6 +11,7 @@ one verdict: improved, regressed, no significant change, or not comparable.
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 from diagnose.compare import parallel
@@ -60,11 +61,20 @@ def measure_both(
 
 
 def measure_path(
-    path: str, rules_dir: Path | None = None, tz: str | None = None, salt: int = 0
+    path: str, rules_dir: Path | None = None, tz: str | None = None, salt: int | None = 0
 ) -> tuple[Evidence, Requests | None]:
-    """Read, measure and diagnose one dump (``salt`` 0 for a before side, 1 for an after side)."""
+    """Read, measure and diagnose one dump.
+
+    ``salt`` seeds its bootstrap replicates: 0 for a before side, 1 for an after side; None for a
+    recording to archive, which is seeded by its own content, so that the same dump always archives
+    the same way while any two recordings compared later draw independently.
+    """
     rules = load_rules(rules_dir or default_rules_dir())
-    return measure_dump(load_dump(path, tz=tz), rules, salt)
+    dump = load_dump(path, tz=tz)
+    if salt is None:
+        rows = sorted((name, len(frame)) for name, frame in dump.tables.items())
+        salt = 2 + zlib.crc32(f"{dump.span()}|{rows}".encode())
+    return measure_dump(dump, rules, salt)
 
 
 def compare_evidence(before: Evidence, after: Evidence, after_requests: Requests | None) -> Comparison:

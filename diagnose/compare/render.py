@@ -84,18 +84,7 @@ def _text(c: Comparison) -> str:
     out += _table(_rows(c.figures))
     out += ["", "intervals: " + "; ".join(_methods(c))]
     out += ["", "traffic: " + ("the same" if c.traffic.same else "differs")]
-    if c.traffic.rate_change is not None:
-        rate = c.traffic.rate_change
-        out.append(
-            f"  request rate: {value_text(rate.before, 'rps')} -> {value_text(rate.after, 'rps')} "
-            f"({change_text(rate)})"
-        )
-    for check in c.traffic.lengths:
-        out.append(
-            f"  {check.column}: median {check.before_median:g} -> {check.after_median:g}, "
-            f"KS D {check.statistic:.3f} (p {check.p_value:.2g}): {'differs' if check.differs else 'same'}"
-        )
-    out += [f"  {note}" for note in c.traffic.notes]
+    out += [f"  {line}" for line in _traffic_lines(c, "->", "{}")]
     if c.traffic.reweighted:
         out += ["", f"re-weighted: {c.traffic.reweighting}"]
         out += _table(_rows(c.traffic.reweighted))
@@ -112,6 +101,23 @@ def _text(c: Comparison) -> str:
     if c.warnings:
         out += ["", "warnings:", *(f"  {w}" for w in c.warnings)]
     return "\n".join(out) + "\n"
+
+
+def _traffic_lines(c: Comparison, arrow: str, name: str) -> list[str]:
+    """The request rate, each length check and the notes; ``name`` formats a column's name."""
+    lines = []
+    if c.traffic.rate_change is not None:
+        rate = c.traffic.rate_change
+        lines.append(
+            f"request rate: {value_text(rate.before, 'rps')} {arrow} {value_text(rate.after, 'rps')} "
+            f"({change_text(rate)})"
+        )
+    for check in c.traffic.lengths:
+        lines.append(
+            f"{name.format(check.column)}: median {check.before_median:g} {arrow} {check.after_median:g}, "
+            f"KS D {check.statistic:.3f} (p {check.p_value:.2g}): {'differs' if check.differs else 'same'}"
+        )
+    return lines + list(c.traffic.notes)
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
@@ -136,18 +142,7 @@ def _markdown(c: Comparison, pictures: list[tuple[str, str, str]] | None = None)
         "Intervals: " + "; ".join(_methods(c)) + ".",
     ]
     out += ["", "## Traffic", "", "The same." if c.traffic.same else "It differs.", ""]
-    if c.traffic.rate_change is not None:
-        rate = c.traffic.rate_change
-        out.append(
-            f"- request rate: {value_text(rate.before, 'rps')} → {value_text(rate.after, 'rps')} "
-            f"({change_text(rate)})"
-        )
-    for check in c.traffic.lengths:
-        out.append(
-            f"- `{check.column}`: median {check.before_median:g} → {check.after_median:g}, "
-            f"KS D {check.statistic:.3f} (p {check.p_value:.2g}): {'differs' if check.differs else 'same'}"
-        )
-    out += [f"- {note}" for note in c.traffic.notes]
+    out += [f"- {line}" for line in _traffic_lines(c, "→", "`{}`")]
     if c.traffic.reweighted:
         out += ["", f"Re-weighted: {c.traffic.reweighting}.", "", *_md_table(_rows(c.traffic.reweighted))]
     out += ["", "## Environment", ""]
