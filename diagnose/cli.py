@@ -328,6 +328,9 @@ def _add_archive_cmd(commands: argparse._SubParsersAction) -> None:
         "--baseline", type=int, metavar="ID", help="add: also compare with recording #ID and keep the result"
     )
     archive_cmd.add_argument("--metric", default="p99", help="trend: the figure to follow (default p99)")
+    archive_cmd.add_argument(
+        "--chart", type=Path, metavar="FILE.png", help="trend: also draw the figure across the recordings"
+    )
     archive_cmd.add_argument("--rules", type=Path, metavar="DIR", help="add: diagnose with the rules in DIR")
     archive_cmd.add_argument(
         "--tz", type=_zone, metavar="ZONE", help="add: zone of foreign files' naive times"
@@ -356,7 +359,18 @@ def _run_archive(args: argparse.Namespace) -> int:
             entry = archive.entry(int(args.target))
             sys.stdout.write(entry_text(entry, archive.comparisons(entry.id)))
         else:
-            sys.stdout.write(trend_table(archive.entries(), args.metric))
+            entries = archive.entries()
+            sys.stdout.write(trend_table(entries, args.metric))
+            if args.chart is not None:
+                _check_writable(args.chart)
+                from diagnose.pictures.trend import draw_trend, trend_data
+
+                data = trend_data(entries, args.metric)
+                if data is not None:
+                    from diagnose.pictures import style
+
+                    style.save(draw_trend(data), args.chart)
+                    print(f"diagnose: trend chart written to {args.chart.resolve()}", file=sys.stderr)
     return ExitCode.OK
 
 

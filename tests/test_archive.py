@@ -173,3 +173,18 @@ def test_an_empty_archive_file_is_made_an_archive(archive_file):
 def test_a_folder_given_as_the_archive_is_refused():
     with pytest.raises(ArchiveError, match="not a file"):
         Archive(ROOT / "fixtures")
+
+
+def test_the_trend_can_be_drawn_from_the_archived_figures(run_cli, archive_file, tmp_path):
+    from diagnose.pictures.trend import trend_data
+
+    run_cli("archive", "add", PAIR / "before", "--label", "v1.3")
+    run_cli("archive", "add", PAIR / "after", "--label", "v1.4")
+    chart = tmp_path / "trend.png"
+    code, out, err = run_cli("archive", "trend", "--metric", "p99", "--chart", chart)
+    assert code == 0 and "trend chart written" in err
+    assert chart.read_bytes().startswith(b"\x89PNG")
+    with Archive(archive_file) as archive:
+        data = trend_data(archive.entries(), "p99")
+        assert data.labels == ("#1 v1.3", "#2 v1.4")
+        assert data.values == tuple(e.figures["p99"] for e in archive.entries())
