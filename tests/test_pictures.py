@@ -213,6 +213,7 @@ def test_the_comparison_pictures_plot_the_compared_figures():
         ("cold-start-contamination", "cold-start.png"),
         ("batch-window-too-long", "batch-curve.png"),
         ("oversized-batch", "batch-curve.png"),
+        ("queue-saturation", "queueing-curve.png"),
     ],
 )
 def test_a_fired_finding_gets_the_picture_of_its_evidence(run_cli, tmp_path, dump, picture):
@@ -272,3 +273,17 @@ def test_the_committed_gallery_is_current_by_the_data_it_shows(tmp_path, monkeyp
     assert fresh == committed
     for key in committed:
         assert (DUMPS.parent.parent / "docs" / "gallery" / key).exists()
+
+
+def test_the_queueing_curve_is_the_facts_windows_with_their_knee():
+    from diagnose.pictures.evidence import queue_curve
+
+    dump, analysis = analyse_path(str(DUMPS / "queue-saturation"))
+    data = queue_curve(dump, analysis.report)
+    facts = analysis.report["facts"]
+    assert data.knee_rps == facts["queue.knee_rps"]["value"]
+    assert data.recommended_rps == pytest.approx(0.7 * data.knee_rps)
+    assert np.nanmax(data.windows.rho) == pytest.approx(facts["queue.rho.max"]["value"])
+    shape = data.windows.rho / (1 - data.windows.rho)
+    residual = data.windows.wait_ms - data.fit_scale_ms * shape
+    assert abs(np.dot(residual, shape)) < 1e-6 * np.dot(shape, shape) * data.fit_scale_ms  # least squares

@@ -16,6 +16,8 @@ arrival rate at which the wait is twice its quiet level. Operating at about 70 %
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -33,17 +35,30 @@ _WAIT_FACTS = ("queue.wait_growth", "queue.knee_rps", "queue.recommended_rps")
 _RHO_FACTS = ("queue.rho.max", "queue.rho.p10", "queue.mm1_corr")
 
 
-def add_queue_facts(facts: Facts, dump: Dump) -> None:
+@dataclass(frozen=True)
+class QueueWindows:
+    """Per window with enough requests: arrival rate, mean queue wait and (where known) utilisation."""
+
+    rate_rps: np.ndarray
+    wait_ms: np.ndarray
+    rho: np.ndarray | None  # NaN in a window without one; None where fewer than 5 windows have one
+    rho_how: str  # where rho came from, or why there is none
+    source: str
+
+
+def queue_windows(dump: Dump, capacity: float | None = None) -> QueueWindows | str | None:
+    """The queueing curve's points, or why there are none; None without a queue wait to look at.
+
+    ``capacity``: the batch facts' best items per second, where the server batches.
+    """
     requests, gpu = dump.table("requests"), dump.table("gpu")
     if requests is None or "stage_queue_ms" not in requests.columns:
-        return
+        return None
     if len(requests) < _WINDOWS * _MIN_REQUESTS:
-        facts.cannot(
-            [*_WAIT_FACTS, *_RHO_FACTS],
+        return (
             f"more requests: the queueing curve needs {_WINDOWS * _MIN_REQUESTS:,} "
-            f"({dump.source('requests')} has {len(requests):,})",
+            f"({dump.source('requests')} has {len(requests):,})"
         )
-        return
     ts = requests["ts"].to_numpy()
     edges = np.linspace(ts[0], ts[-1] + 1e-6, _WINDOWS + 1)
     window = np.clip(np.searchsorted(edges, ts, side="right") - 1, 0, _WINDOWS - 1)
@@ -51,14 +66,40 @@ def add_queue_facts(facts: Facts, dump: Dump) -> None:
     per = frame.groupby("w")["queue"].agg(["mean", "size"])
     per = per[per["size"] >= _MIN_REQUESTS]
     if len(per) < 5:
-        facts.cannot(
-            [*_WAIT_FACTS, *_RHO_FACTS],
-            f"5 windows of {_MIN_REQUESTS} requests or more ({dump.source('requests')} has {len(per)})",
-        )
-        return
+        return f"5 windows of {_MIN_REQUESTS} requests or more ({dump.source('requests')} has {len(per)})"
     rate = per["size"].to_numpy() / np.diff(edges)[per.index.to_numpy()]
     wait = per["mean"].to_numpy()
     source = f"{dump.source('requests')}: stage_queue_ms and arrivals per window ({len(per)} windows)"
+    if isinstance(capacity, float) and capacity > 0:
+        rho = (rate / capacity).clip(0, 0.99)
+        return QueueWindows(rate, wait, rho, f"batch capacity {capacity:,.1f}/s", source)
+    if gpu is None or "util_pct" not in gpu.columns:
+        model = _model_busy(dump, requests, window, per.index.to_numpy(), np.diff(edges))
+        if isinstance(model, str):
+            how = (
+                "a utilisation to set against the queue wait: gpu: util_pct, or requests: batch_size with "
+                f"stage_forward_ms (the queue wait itself is there; {model})"
+            )
+            return QueueWindows(rate, wait, None, how, source)
+        return QueueWindows(rate, wait, model[0], model[1], source)
+    gpu_window = np.clip(np.searchsorted(edges, gpu["ts"].to_numpy(), side="right") - 1, 0, _WINDOWS - 1)
+    util = pd.Series(gpu["util_pct"].to_numpy(dtype="float64")).groupby(gpu_window).mean()
+    rho = (util.reindex(per.index).to_numpy() / 100).clip(0, 0.99)
+    known = np.isfinite(rho)
+    if known.sum() < 5:
+        how = f"gpu: util_pct in 5 of the request windows ({int(known.sum())} have it)"
+        return QueueWindows(rate, wait, None, how, source)
+    return QueueWindows(rate, wait, rho, f"{dump.source('gpu')}: util_pct", source)
+
+
+def add_queue_facts(facts: Facts, dump: Dump) -> None:
+    found = queue_windows(dump, facts.get("batch.capacity_items_per_s"))
+    if found is None:
+        return
+    if isinstance(found, str):
+        facts.cannot([*_WAIT_FACTS, *_RHO_FACTS], found)
+        return
+    rate, wait, source = found.rate_rps, found.wait_ms, found.source
     quiet = wait[rate <= np.percentile(rate, 25)].mean()
     busy = wait[rate >= np.percentile(rate, 75)].mean()
     if quiet > 0:
@@ -68,31 +109,11 @@ def add_queue_facts(facts: Facts, dump: Dump) -> None:
         knee = float(np.sort(rate[bent])[0])
         facts.add("queue.knee_rps", knee, source)
         facts.add("queue.recommended_rps", 0.7 * knee, source)
-    capacity = facts.get("batch.capacity_items_per_s")
-    if isinstance(capacity, float) and capacity > 0:
-        rho = (rate / capacity).clip(0, 0.99)
-        _add_rho_facts(facts, rho, wait, f"{source} and batch capacity {capacity:,.1f}/s")
+    if found.rho is None:
+        facts.cannot(_RHO_FACTS, found.rho_how)
         return
-    if gpu is None or "util_pct" not in gpu.columns:
-        model = _model_busy(dump, requests, window, per.index.to_numpy(), np.diff(edges))
-        if isinstance(model, str):
-            facts.cannot(
-                _RHO_FACTS,
-                "a utilisation to set against the queue wait: gpu: util_pct, or requests: batch_size with "
-                f"stage_forward_ms (the queue wait itself is there; {model})",
-            )
-            return
-        rho, how = model
-        _add_rho_facts(facts, rho, wait, f"{source} and {how}")
-        return
-    gpu_window = np.clip(np.searchsorted(edges, gpu["ts"].to_numpy(), side="right") - 1, 0, _WINDOWS - 1)
-    util = pd.Series(gpu["util_pct"].to_numpy(dtype="float64")).groupby(gpu_window).mean()
-    rho = (util.reindex(per.index).to_numpy() / 100).clip(0, 0.99)
-    known = np.isfinite(rho)
-    if known.sum() < 5:
-        facts.cannot(_RHO_FACTS, f"gpu: util_pct in 5 of the request windows ({int(known.sum())} have it)")
-        return
-    _add_rho_facts(facts, rho[known], wait[known], f"{source} and {dump.source('gpu')}: util_pct")
+    known = np.isfinite(found.rho)
+    _add_rho_facts(facts, found.rho[known], wait[known], f"{source} and {found.rho_how}")
 
 
 def _model_busy(

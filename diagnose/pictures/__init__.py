@@ -82,6 +82,12 @@ def _evidence_pictures(report: dict, dump: Dump, folder: Path) -> list[Picture]:
             evidence.draw_batch_curve,
             "throughput and forward time against batch size",
         ),
+        "queue-saturation": (
+            "queueing-curve",
+            lambda: evidence.queue_curve(dump, report),
+            evidence.draw_queue_curve,
+            "each window's queue wait against its arrival rate and utilisation, with the rho/(1-rho) fit",
+        ),
         "oversized-batch": (
             "batch-curve",
             lambda: evidence.batch_curve(dump, report),

@@ -9,7 +9,10 @@ One picture per kind of evidence, drawn when its hypothesis fired:
   the time since its server (re)started, the cold ones in colour;
 - the batch curve (batch-window-too-long, oversized-batch): throughput against
   batch size, from the requests' own batch sizes and forward times, the knee
-  marked.
+  marked;
+- the queueing curve (queue-saturation): each window's mean queue wait against
+  its utilisation, with the least-squares ρ/(1−ρ) curve through them, and
+  against the arrival rate with the knee and the 70 % operating point.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import pandas as pd
 from diagnose.dump.model import Dump
 from diagnose.facts.batching import throughput_curve
 from diagnose.facts.coldstart import cold_requests, restart_times
+from diagnose.facts.queueing import QueueWindows, queue_windows
 
 GIB = 2**30
 
@@ -46,6 +50,30 @@ class BatchCurve:
     items_per_s: np.ndarray
     forward_ms: np.ndarray
     knee: float | None
+
+
+@dataclass(frozen=True)
+class QueueCurve:
+    windows: QueueWindows
+    fit_scale_ms: float | None  # a in wait = a * rho / (1 - rho), least squares; None without rho
+    knee_rps: float | None
+    recommended_rps: float | None
+
+
+def queue_curve(dump: Dump, report: dict) -> QueueCurve | None:
+    facts = report["facts"]
+    capacity = facts.get("batch.capacity_items_per_s", {}).get("value")
+    found = queue_windows(dump, capacity)
+    if found is None or isinstance(found, str):
+        return None
+    scale = None
+    if found.rho is not None:
+        known = np.isfinite(found.rho)
+        shape = found.rho[known] / (1 - found.rho[known])
+        if np.dot(shape, shape) > 0:
+            scale = float(np.dot(shape, found.wait_ms[known]) / np.dot(shape, shape))
+    value = lambda name: facts.get(name, {}).get("value")  # noqa: E731 - a two-use look-up
+    return QueueCurve(found, scale, value("queue.knee_rps"), value("queue.recommended_rps"))
 
 
 def memory_data(dump: Dump) -> MemoryData | None:
@@ -174,6 +202,53 @@ def draw_batch_curve(data: BatchCurve):
     lines = axis.get_lines()[:1] + forward.get_lines()[:1]
     axis.legend(lines, [line.get_label() for line in lines], loc="lower right")
     axis.set_title("Throughput against batch size, from the requests' own batches", loc="left")
+    return figure
+
+
+def draw_queue_curve(data: QueueCurve):
+    from diagnose.pictures import style
+
+    windows = data.windows
+    panels = 2 if windows.rho is not None else 1
+    figure, axes = style.plt.subplots(1, panels, figsize=(style.WIDTH_IN, 3.4), squeeze=False)
+    by_rate = axes[0, 0]
+    by_rate.scatter(windows.rate_rps, windows.wait_ms, color=style.LATENCY, s=18)
+    for rate, label, height in (
+        (data.knee_rps, "knee", 0.92),
+        (data.recommended_rps, "70 % of the knee", 0.80),
+    ):
+        if rate is not None:
+            by_rate.axvline(rate, color=style.WORSE, linewidth=1.0, linestyle="-" if label == "knee" else ":")
+            by_rate.annotate(
+                f"{label}: {rate:,.1f}/s",
+                (rate, height),
+                xycoords=("data", "axes fraction"),
+                xytext=(4, 0),
+                textcoords="offset points",
+                color=style.WORSE,
+                fontsize=8,
+            )
+    by_rate.set_xlabel("arrival rate per window (requests/s)")
+    by_rate.set_ylabel("mean queue wait (ms)")
+    by_rate.set_title("Queue wait against load", loc="left")
+    if windows.rho is not None:
+        by_rho = axes[0, 1]
+        known = np.isfinite(windows.rho)
+        by_rho.scatter(windows.rho[known], windows.wait_ms[known], color=style.LATENCY, s=18, label="windows")
+        if data.fit_scale_ms is not None:
+            grid = np.linspace(0, min(0.99, max(0.5, float(np.max(windows.rho[known])) + 0.05)), 200)
+            by_rho.plot(
+                grid,
+                data.fit_scale_ms * grid / (1 - grid),
+                color=style.OTHER,
+                linestyle="--",
+                label=f"{data.fit_scale_ms:,.1f} ms x rho / (1 - rho)",
+            )
+        by_rho.set_ylim(0, 1.2 * float(np.nanmax(windows.wait_ms[known])))
+        by_rho.set_xlabel(f"utilisation rho ({windows.rho_how})"[:70])
+        by_rho.set_ylabel("mean queue wait (ms)")
+        by_rho.set_title("Queue wait against utilisation", loc="left")
+        by_rho.legend(loc="upper left")
     return figure
 
 
