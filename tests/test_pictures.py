@@ -214,6 +214,7 @@ def test_the_comparison_pictures_plot_the_compared_figures():
         ("batch-window-too-long", "batch-curve.png"),
         ("oversized-batch", "batch-curve.png"),
         ("queue-saturation", "queueing-curve.png"),
+        ("input-length-shift", "length-shift.png"),
     ],
 )
 def test_a_fired_finding_gets_the_picture_of_its_evidence(run_cli, tmp_path, dump, picture):
@@ -287,3 +288,15 @@ def test_the_queueing_curve_is_the_facts_windows_with_their_knee():
     shape = data.windows.rho / (1 - data.windows.rho)
     residual = data.windows.wait_ms - data.fit_scale_ms * shape
     assert abs(np.dot(residual, shape)) < 1e-6 * np.dot(shape, shape) * data.fit_scale_ms  # least squares
+
+
+def test_the_length_shift_picture_draws_the_line_the_facts_fitted():
+    from diagnose.pictures.evidence import shift_model
+
+    dump, analysis = analyse_path(str(DUMPS / "input-length-shift"))
+    data = shift_model(dump)
+    facts = analysis.report["facts"]
+    assert data.split == facts["latency.shift_at"]["value"]
+    predicted = np.median(data.intercept + data.slope * data.input_len[data.after])
+    actual = np.median(data.served_ms[data.after])
+    assert actual / predicted == pytest.approx(facts["latency.unexplained_ratio"]["value"])

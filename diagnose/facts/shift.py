@@ -73,6 +73,37 @@ def add_shift_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
             facts.add("output_len.explained_share", by_output.share, cite_out)
 
 
+@dataclass(frozen=True)
+class LengthModel:
+    """The input-length model as the facts fit it: what a picture of the shift draws."""
+
+    split: float  # epoch s
+    before: np.ndarray  # bool per request
+    after: np.ndarray
+    input_len: np.ndarray
+    served_ms: np.ndarray  # latency less the waiting stages
+    slope: float  # ms per token, fitted before the split
+    intercept: float
+
+
+def length_model(requests: pd.DataFrame) -> LengthModel | None:
+    """The shift and the line fitted before it, where the facts could fit one."""
+    if "input_len" not in requests.columns:
+        return None
+    latency = requests["latency_ms"].to_numpy(dtype="float64")
+    shift = _shift(requests["ts"].to_numpy(), latency)
+    if shift is None:
+        return None
+    split, early, late, _ = shift
+    served, _ = _served(requests, latency)
+    length = _column(requests, "input_len")
+    known = np.isfinite(length)
+    if (early & known).sum() < 20 or (late & known).sum() < 20:
+        return None
+    slope, intercept = _fit(length[early & known], served[early & known])
+    return LengthModel(split, early & known, late & known, length, served, float(slope), float(intercept))
+
+
 def _served(requests: pd.DataFrame, latency: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Latency less the waiting stages (queue, batch_wait, network, ...), and which were taken off."""
     waits = [column for name, column in stage_columns(requests).items() if stage_kind(name) == "wait"]

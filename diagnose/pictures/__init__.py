@@ -82,6 +82,13 @@ def _evidence_pictures(report: dict, dump: Dump, folder: Path) -> list[Picture]:
             evidence.draw_batch_curve,
             "throughput and forward time against batch size",
         ),
+        "input-length-shift": (
+            "length-shift",
+            lambda: evidence.shift_model(dump),
+            evidence.draw_shift,
+            "each request's served time against its input length before and after the shift, with the line "
+            "fitted before it",
+        ),
         "queue-saturation": (
             "queueing-curve",
             lambda: evidence.queue_curve(dump, report),

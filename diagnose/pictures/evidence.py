@@ -10,6 +10,9 @@ One picture per kind of evidence, drawn when its hypothesis fired:
 - the batch curve (batch-window-too-long, oversized-batch): throughput against
   batch size, from the requests' own batch sizes and forward times, the knee
   marked;
+- latency against input length (input-length-shift): each request's served
+  time (latency less waiting) against its input length before and after the
+  shift, and the line the facts fitted before it, which predicts the after;
 - the queueing curve (queue-saturation): each window's mean queue wait against
   its utilisation, with the least-squares ρ/(1−ρ) curve through them, and
   against the arrival rate with the knee and the 70 % operating point.
@@ -26,6 +29,7 @@ from diagnose.dump.model import Dump
 from diagnose.facts.batching import throughput_curve
 from diagnose.facts.coldstart import cold_requests, restart_times
 from diagnose.facts.queueing import QueueWindows, queue_windows
+from diagnose.facts.shift import LengthModel, length_model
 
 GIB = 2**30
 
@@ -74,6 +78,13 @@ def queue_curve(dump: Dump, report: dict) -> QueueCurve | None:
             scale = float(np.dot(shape, found.wait_ms[known]) / np.dot(shape, shape))
     value = lambda name: facts.get(name, {}).get("value")  # noqa: E731 - a two-use look-up
     return QueueCurve(found, scale, value("queue.knee_rps"), value("queue.recommended_rps"))
+
+
+def shift_model(dump: Dump) -> LengthModel | None:
+    requests = dump.table("requests")
+    if requests is None or "latency_ms" not in requests.columns:
+        return None
+    return length_model(requests)
 
 
 def memory_data(dump: Dump) -> MemoryData | None:
@@ -249,6 +260,33 @@ def draw_queue_curve(data: QueueCurve):
         by_rho.set_ylabel("mean queue wait (ms)")
         by_rho.set_title("Queue wait against utilisation", loc="left")
         by_rho.legend(loc="upper left")
+    return figure
+
+
+def draw_shift(data: LengthModel):
+    from diagnose.pictures import style
+
+    figure, axis = style.plt.subplots(figsize=(style.WIDTH_IN * 0.8, 3.6))
+    for mask, colour, label in (
+        (data.before, style.OTHER, "before the shift"),
+        (data.after, style.LATENCY, "after"),
+    ):
+        rows = np.flatnonzero(mask)
+        rows = rows[:: max(1, rows.size // 3000)]  # a scatter needs no more points than it can show
+        axis.scatter(data.input_len[rows], data.served_ms[rows], s=4, color=colour, alpha=0.5, label=label)
+    lengths = data.input_len[data.before | data.after]
+    grid = np.linspace(np.nanmin(lengths), np.nanmax(lengths), 50)
+    axis.plot(
+        grid,
+        data.intercept + data.slope * grid,
+        color=style.WORSE,
+        linewidth=1.4,
+        label=f"fitted before: {data.intercept:,.1f} ms + {data.slope:.3g} ms/token",
+    )
+    axis.set_xlabel("input length (tokens)")
+    axis.set_ylabel("served time: latency less waiting (ms)")
+    axis.set_title("Latency against input length, before and after the shift", loc="left")
+    axis.legend(loc="upper left", markerscale=3)
     return figure
 
 
