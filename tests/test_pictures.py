@@ -215,6 +215,7 @@ def test_the_comparison_pictures_plot_the_compared_figures():
         ("oversized-batch", "batch-curve.png"),
         ("queue-saturation", "queueing-curve.png"),
         ("input-length-shift", "length-shift.png"),
+        ("gpu-throttling", "clocks.png"),
     ],
 )
 def test_a_fired_finding_gets_the_picture_of_its_evidence(run_cli, tmp_path, dump, picture):
@@ -300,3 +301,14 @@ def test_the_length_shift_picture_draws_the_line_the_facts_fitted():
     predicted = np.median(data.intercept + data.slope * data.input_len[data.after])
     actual = np.median(data.served_ms[data.after])
     assert actual / predicted == pytest.approx(facts["latency.unexplained_ratio"]["value"])
+
+
+def test_the_clock_picture_shows_the_facts_throttled_seconds():
+    from diagnose.pictures.evidence import clock_data
+
+    dump, analysis = analyse_path(str(DUMPS / "gpu-throttling-power-cap"))
+    data = clock_data(dump)
+    facts = analysis.report["facts"]
+    assert dump.table("gpu")["gpu"].nunique() == 1  # one GPU: per second is per row
+    assert data.throttled.mean() == pytest.approx(facts["gpu.throttled_share"]["value"])
+    assert np.median(data.clock_share) == pytest.approx(facts["gpu.sm_clock_ratio.p50"]["value"])

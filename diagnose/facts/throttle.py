@@ -15,7 +15,7 @@ from diagnose.dump.model import Dump
 from diagnose.dump.schema import SLOWING_REASONS, THROTTLE_BITS
 from diagnose.facts.model import Facts
 
-_BUSY_PCT = 10.0
+BUSY_PCT = 10.0
 
 
 def add_throttle_facts(facts: Facts, dump: Dump) -> None:
@@ -23,12 +23,12 @@ def add_throttle_facts(facts: Facts, dump: Dump) -> None:
     if gpu is None or not {"sm_clock_mhz", "max_sm_clock_mhz"} <= set(gpu.columns):
         return
     source = dump.source("gpu")
-    busy = gpu["util_pct"] >= _BUSY_PCT if "util_pct" in gpu.columns else pd.Series(True, index=gpu.index)
+    busy = gpu["util_pct"] >= BUSY_PCT if "util_pct" in gpu.columns else pd.Series(True, index=gpu.index)
     busy_rows = gpu.loc[busy]
     if busy_rows.empty:
         return
     ratio = busy_rows["sm_clock_mhz"] / busy_rows["max_sm_clock_mhz"].where(busy_rows["max_sm_clock_mhz"] > 0)
-    cite = f"{source}: sm_clock_mhz / max_sm_clock_mhz while util_pct >= {_BUSY_PCT:.0f}"
+    cite = f"{source}: sm_clock_mhz / max_sm_clock_mhz while util_pct >= {BUSY_PCT:.0f}"
     facts.add("gpu.sm_clock_ratio.p50", float(ratio.median()), cite)
     if "temp_c" in gpu.columns:
         facts.add("gpu.temp_c.max", float(gpu["temp_c"].max()), f"{source}: temp_c")
@@ -36,10 +36,10 @@ def add_throttle_facts(facts: Facts, dump: Dump) -> None:
         return
     # A day of 8 GPUs is ~700,000 rows but a few dozen distinct values: name each value once.
     codes, values = pd.factorize(busy_rows["throttle_reasons"], use_na_sentinel=True)
-    slowing = [_reason_names(value) & SLOWING_REASONS for value in values]
+    slowing = [reason_names(value) & SLOWING_REASONS for value in values]
     throttled_value = np.array([bool(names) for names in slowing] + [False])
     throttled = throttled_value[codes]  # code -1 (missing) reads the trailing False
-    cite_reasons = f"{source}: throttle_reasons while util_pct >= {_BUSY_PCT:.0f}"
+    cite_reasons = f"{source}: throttle_reasons while util_pct >= {BUSY_PCT:.0f}"
     facts.add("gpu.throttled_share", float(throttled.mean()), cite_reasons)
     rows_per_value = np.bincount(codes[codes >= 0], minlength=len(values))
     counts: Counter[str] = Counter()
@@ -70,7 +70,8 @@ def _add_forward_cost(facts: Facts, dump: Dump, ts: np.ndarray, throttled: np.nd
     )
 
 
-def _reason_names(value: object) -> frozenset[str]:
+def reason_names(value: object) -> frozenset[str]:
+    """NVML's clock-event reasons as names, from a bitmask (number or hex) or ;-joined names."""
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return frozenset()
     if isinstance(value, int | float | np.integer | np.floating):
@@ -78,5 +79,5 @@ def _reason_names(value: object) -> frozenset[str]:
         return frozenset(name for bit, name in THROTTLE_BITS.items() if mask & bit)
     text = str(value).strip().lower()
     if text.startswith("0x"):
-        return _reason_names(int(text, 16))
+        return reason_names(int(text, 16))
     return frozenset(part.strip() for part in text.replace(",", ";").split(";") if part.strip())

@@ -89,6 +89,13 @@ def _evidence_pictures(report: dict, dump: Dump, folder: Path) -> list[Picture]:
             "each request's served time against its input length before and after the shift, with the line "
             "fitted before it",
         ),
+        "gpu-throttling": (
+            "clocks",
+            lambda: evidence.clock_data(dump),
+            evidence.draw_clocks,
+            "the SM clock share of its maximum and the temperature while the GPU worked, throttled seconds "
+            "shaded, and the forward time on the same axis",
+        ),
         "queue-saturation": (
             "queueing-curve",
             lambda: evidence.queue_curve(dump, report),

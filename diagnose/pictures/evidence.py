@@ -13,6 +13,9 @@ One picture per kind of evidence, drawn when its hypothesis fired:
 - latency against input length (input-length-shift): each request's served
   time (latency less waiting) against its input length before and after the
   shift, and the line the facts fitted before it, which predicts the after;
+- clocks against forward time (gpu-throttling): the SM clock as a share of its
+  maximum and the temperature while the GPU worked, throttled seconds shaded,
+  and the requests' forward time on the same time axis;
 - the queueing curve (queue-saturation): each window's mean queue wait against
   its utilisation, with the least-squares ρ/(1−ρ) curve through them, and
   against the arrival rate with the knee and the 70 % operating point.
@@ -26,10 +29,12 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.model import Dump
+from diagnose.dump.schema import SLOWING_REASONS
 from diagnose.facts.batching import throughput_curve
 from diagnose.facts.coldstart import cold_requests, restart_times
 from diagnose.facts.queueing import QueueWindows, queue_windows
 from diagnose.facts.shift import LengthModel, length_model
+from diagnose.facts.throttle import BUSY_PCT, reason_names
 
 GIB = 2**30
 
@@ -78,6 +83,53 @@ def queue_curve(dump: Dump, report: dict) -> QueueCurve | None:
             scale = float(np.dot(shape, found.wait_ms[known]) / np.dot(shape, shape))
     value = lambda name: facts.get(name, {}).get("value")  # noqa: E731 - a two-use look-up
     return QueueCurve(found, scale, value("queue.knee_rps"), value("queue.recommended_rps"))
+
+
+@dataclass(frozen=True)
+class ClockData:
+    times: np.ndarray  # epoch s, one per GPU sample second
+    clock_share: np.ndarray  # SM clock / its maximum, mean over the GPUs at work
+    temp_c: np.ndarray | None  # the hottest GPU
+    throttled: np.ndarray  # bool: a slowing reason on any GPU at work
+    forward_times: np.ndarray | None  # window starts
+    forward_ms: np.ndarray | None  # median forward time per window
+
+
+def clock_data(dump: Dump) -> ClockData | None:
+    gpu = dump.table("gpu")
+    if gpu is None or not {"sm_clock_mhz", "max_sm_clock_mhz"} <= set(gpu.columns):
+        return None
+    frame = gpu.assign(
+        share=pd.to_numeric(gpu["sm_clock_mhz"], errors="coerce")
+        / pd.to_numeric(gpu["max_sm_clock_mhz"], errors="coerce").where(lambda v: v > 0)
+    )
+    if "util_pct" in frame.columns:
+        frame = frame[pd.to_numeric(frame["util_pct"], errors="coerce") >= BUSY_PCT]  # the facts' "at work"
+    if frame.empty:
+        return None
+    if "throttle_reasons" in frame.columns:
+        codes, values = pd.factorize(frame["throttle_reasons"])
+        slowing = np.array([bool(reason_names(v) & SLOWING_REASONS) for v in values] + [False])
+        frame = frame.assign(throttled=slowing[codes])
+    else:
+        frame = frame.assign(throttled=False)
+    per = frame.groupby("ts").agg(share=("share", "mean"), throttled=("throttled", "any"))
+    temp = frame.groupby("ts")["temp_c"].max().reindex(per.index).to_numpy() if "temp_c" in frame else None
+    forward_times = forward = None
+    requests = dump.table("requests")
+    if requests is not None and "stage_forward_ms" in requests.columns:
+        window = 10.0
+        slot = (requests["ts"] // window) * window
+        medians = pd.to_numeric(requests["stage_forward_ms"], errors="coerce").groupby(slot).median()
+        forward_times, forward = medians.index.to_numpy(dtype="float64"), medians.to_numpy(dtype="float64")
+    return ClockData(
+        per.index.to_numpy(dtype="float64"),
+        per["share"].to_numpy(dtype="float64"),
+        temp,
+        per["throttled"].to_numpy(dtype=bool),
+        forward_times,
+        forward,
+    )
 
 
 def shift_model(dump: Dump) -> LengthModel | None:
@@ -287,6 +339,48 @@ def draw_shift(data: LengthModel):
     axis.set_ylabel("served time: latency less waiting (ms)")
     axis.set_title("Latency against input length, before and after the shift", loc="left")
     axis.legend(loc="upper left", markerscale=3)
+    return figure
+
+
+def draw_clocks(data: ClockData):
+    from diagnose.pictures import style
+
+    rows = 2 if data.forward_ms is not None else 1
+    figure, axes = style.plt.subplots(
+        rows, 1, sharex=True, figsize=(style.WIDTH_IN, 2.4 * rows + 0.6), squeeze=False
+    )
+    clock = axes[0, 0]
+    clock.plot(
+        style.dates(data.times),
+        data.clock_share * 100,
+        color=style.OTHER,
+        linewidth=1.0,
+        label="SM clock (% of its maximum)",
+    )
+    clock.set_ylabel("SM clock (% of max)")
+    if data.temp_c is not None:
+        temp = clock.twinx()
+        temp.plot(style.dates(data.times), data.temp_c, color=style.WORSE, linewidth=0.8, alpha=0.7)
+        temp.set_ylabel("hottest GPU (°C)")
+        temp.grid(False)
+    throttled = data.throttled.astype(float)
+    for axis in axes[:, 0]:
+        axis.fill_between(
+            style.dates(data.times),
+            0,
+            1,
+            where=throttled > 0,
+            transform=axis.get_xaxis_transform(),
+            color=style.WORSE,
+            alpha=0.12,
+            linewidth=0,
+        )
+    clock.set_title("Clocks while the GPU worked; throttled seconds shaded", loc="left")
+    if data.forward_ms is not None:
+        forward = axes[1, 0]
+        forward.plot(style.dates(data.forward_times), data.forward_ms, color=style.LATENCY, linewidth=1.2)
+        forward.set_ylabel("forward, median per 10 s (ms)")
+    style.time_axis(axes[-1, 0])
     return figure
 
 
