@@ -216,6 +216,8 @@ def test_the_comparison_pictures_plot_the_compared_figures():
         ("queue-saturation", "queueing-curve.png"),
         ("input-length-shift", "length-shift.png"),
         ("gpu-throttling", "clocks.png"),
+        ("kv-cache-pressure", "engine.png"),
+        ("memory-swapping", "swap.png"),
     ],
 )
 def test_a_fired_finding_gets_the_picture_of_its_evidence(run_cli, tmp_path, dump, picture):
@@ -312,3 +314,31 @@ def test_the_clock_picture_shows_the_facts_throttled_seconds():
     assert dump.table("gpu")["gpu"].nunique() == 1  # one GPU: per second is per row
     assert data.throttled.mean() == pytest.approx(facts["gpu.throttled_share"]["value"])
     assert np.median(data.clock_share) == pytest.approx(facts["gpu.sm_clock_ratio.p50"]["value"])
+
+
+def test_every_rule_has_a_picture_of_its_evidence():
+    from diagnose.judge import default_rules_dir, load_rules
+    from diagnose.pictures import EVIDENCE, SHOWN_BY_STAGES, SHOWN_BY_TIMELINE
+
+    ids = {rule.id for rule in load_rules(default_rules_dir())}
+    assert ids <= set(EVIDENCE) | SHOWN_BY_TIMELINE | SHOWN_BY_STAGES
+    assert not (set(EVIDENCE) & (SHOWN_BY_TIMELINE | SHOWN_BY_STAGES))
+
+
+def test_the_timeline_says_which_finding_it_is_the_evidence_of(run_cli, tmp_path):
+    out = tmp_path / "review.md"
+    run_cli("file", DUMPS / "co-located-contention", "--format", "markdown", "-o", out)
+    assert "**Timeline: the evidence of co-located-contention**" in out.read_text()
+
+
+def test_the_engine_and_swap_pictures_plot_the_recorded_series():
+    from diagnose.pictures.evidence import engine_panel, swap_panel
+
+    dump, _ = analyse_path(str(DUMPS / "kv-cache-pressure"))
+    rows = dict(engine_panel(dump).rows)
+    kv = dict((label, values) for label, _, values in rows["KV cache used (%)"])["KV cache"]
+    assert np.allclose(kv, dump.table("server").groupby("ts")["kv_cache_usage_pct"].max().to_numpy())
+    dump, _ = analyse_path(str(DUMPS / "memory-swapping"))
+    rows = dict(swap_panel(dump).rows)
+    used = rows["swap used (GiB)"][0][2]
+    assert used.max() == pytest.approx(dump.table("system")["swap_used_bytes"].max() / 2**30)

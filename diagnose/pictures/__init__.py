@@ -56,69 +56,115 @@ def render_pictures(report: dict, spikes: SpikeAnalysis, dump: Dump, folder: Pat
                 stages,
             )
         )
+    pictures = _named_as_evidence(pictures, report)
     return pictures + _evidence_pictures(report, dump, folder)
+
+
+# Findings whose evidence is the timeline (something in time lines up with the spikes) or the
+# stage breakdown (a stage's share is the finding); the others have a picture of their own below.
+SHOWN_BY_TIMELINE = frozenset(
+    {
+        "co-located-contention",
+        "profiler-overhead",
+        "engine-stall",
+        "prefill-decode-interference",
+        "coarse-sampling",
+    }
+)
+SHOWN_BY_STAGES = frozenset({"cpu-bound-stage", "compute-bound-forward"})
+
+
+def _named_as_evidence(pictures: list[Picture], report: dict) -> list[Picture]:
+    """The timeline and the stage breakdown say which fired findings they are the evidence of."""
+    fired = [h["id"] for h in report["hypotheses"]]
+    named = []
+    for picture in pictures:
+        shown = SHOWN_BY_TIMELINE if picture.path.name == "timeline.png" else SHOWN_BY_STAGES
+        ids = [rule_id for rule_id in fired if rule_id in shown]
+        title = f"{picture.title}: the evidence of {', '.join(ids)}" if ids else picture.title
+        named.append(Picture(title, picture.path, picture.alt, picture.data))
+    return named
+
+
+# Each finding with a picture of its own: (file name, data from (dump, report), drawing, alt text).
+EVIDENCE = {
+    "memory-fragmentation": (
+        "memory",
+        "memory_data",
+        "draw_memory",
+        "GPU memory with the allocator's reserved and allocated bytes, OOMs marked",
+    ),
+    "cold-start-contamination": (
+        "cold-start",
+        "coldstart_data",
+        "draw_coldstart",
+        "latency against the time since each start, the cold requests marked",
+    ),
+    "batch-window-too-long": (
+        "batch-curve",
+        "batch_curve",
+        "draw_batch_curve",
+        "throughput and forward time against batch size",
+    ),
+    "oversized-batch": (
+        "batch-curve",
+        "batch_curve",
+        "draw_batch_curve",
+        "throughput and forward time against batch size",
+    ),
+    "input-length-shift": (
+        "length-shift",
+        "shift_model",
+        "draw_shift",
+        "each request's served time against its input length before and after the shift, with the line "
+        "fitted before it",
+    ),
+    "gpu-throttling": (
+        "clocks",
+        "clock_data",
+        "draw_clocks",
+        "the SM clock share of its maximum and the temperature while the GPU worked, throttled seconds "
+        "shaded, and the forward time on the same axis",
+    ),
+    "kv-cache-pressure": (
+        "engine",
+        "engine_panel",
+        "draw_panel",
+        "KV cache usage, preemptions, and requests running and waiting over time",
+    ),
+    "memory-swapping": (
+        "swap",
+        "swap_panel",
+        "draw_panel",
+        "swap used and swapped bytes per second over time",
+    ),
+    "queue-saturation": (
+        "queueing-curve",
+        "queue_curve",
+        "draw_queue_curve",
+        "each window's queue wait against its arrival rate and utilisation, with the rho/(1-rho) fit",
+    ),
+}
+_NEEDS_REPORT = frozenset({"batch_curve", "queue_curve"})
 
 
 def _evidence_pictures(report: dict, dump: Dump, folder: Path) -> list[Picture]:
     """The picture of each fired hypothesis's evidence, strongest hypothesis first, each drawn once."""
     from diagnose.pictures import evidence, style
 
-    kinds = {
-        "memory-fragmentation": (
-            "memory",
-            lambda: evidence.memory_data(dump),
-            evidence.draw_memory,
-            "GPU memory with the allocator's reserved and allocated bytes, OOMs marked",
-        ),
-        "cold-start-contamination": (
-            "cold-start",
-            lambda: evidence.coldstart_data(dump),
-            evidence.draw_coldstart,
-            "latency against the time since each start, the cold requests marked",
-        ),
-        "batch-window-too-long": (
-            "batch-curve",
-            lambda: evidence.batch_curve(dump, report),
-            evidence.draw_batch_curve,
-            "throughput and forward time against batch size",
-        ),
-        "input-length-shift": (
-            "length-shift",
-            lambda: evidence.shift_model(dump),
-            evidence.draw_shift,
-            "each request's served time against its input length before and after the shift, with the line "
-            "fitted before it",
-        ),
-        "gpu-throttling": (
-            "clocks",
-            lambda: evidence.clock_data(dump),
-            evidence.draw_clocks,
-            "the SM clock share of its maximum and the temperature while the GPU worked, throttled seconds "
-            "shaded, and the forward time on the same axis",
-        ),
-        "queue-saturation": (
-            "queueing-curve",
-            lambda: evidence.queue_curve(dump, report),
-            evidence.draw_queue_curve,
-            "each window's queue wait against its arrival rate and utilisation, with the rho/(1-rho) fit",
-        ),
-        "oversized-batch": (
-            "batch-curve",
-            lambda: evidence.batch_curve(dump, report),
-            evidence.draw_batch_curve,
-            "throughput and forward time against batch size",
-        ),
-    }
     pictures, drawn = [], set()
     for hypothesis in report["hypotheses"]:
-        if hypothesis["id"] not in kinds:
+        if hypothesis["id"] not in EVIDENCE:
             continue
-        name, data_of, draw, alt = kinds[hypothesis["id"]]
-        data = None if name in drawn else data_of()
+        name, data_of, draw, alt = EVIDENCE[hypothesis["id"]]
+        if name in drawn:
+            continue
+        make = getattr(evidence, data_of)
+        data = make(dump, report) if data_of in _NEEDS_REPORT else make(dump)
         if data is None:
             continue
         path = folder / f"{name}.png"
-        style.save(draw(data), path)
+        style.save(getattr(evidence, draw)(data), path)
         drawn.add(name)
         pictures.append(Picture(f"Evidence: {hypothesis['id']}", path, alt, data))
     return pictures

@@ -16,6 +16,9 @@ One picture per kind of evidence, drawn when its hypothesis fired:
 - clocks against forward time (gpu-throttling): the SM clock as a share of its
   maximum and the temperature while the GPU worked, throttled seconds shaded,
   and the requests' forward time on the same time axis;
+- the engine's memory (kv-cache-pressure): KV cache usage, preemptions, and
+  requests running and waiting, over time;
+- swapping (memory-swapping): swap used and paging rates over time;
 - the queueing curve (queue-saturation): each window's mean queue wait against
   its utilisation, with the least-squares ρ/(1−ρ) curve through them, and
   against the arrival rate with the knee and the 70 % operating point.
@@ -130,6 +133,56 @@ def clock_data(dump: Dump) -> ClockData | None:
         forward_times,
         forward,
     )
+
+
+@dataclass(frozen=True)
+class SeriesPanel:
+    """Rows of server or host series on one time axis: [(title, [(label, times, values)])]."""
+
+    title: str
+    rows: tuple[tuple[str, tuple[tuple[str, np.ndarray, np.ndarray], ...]], ...]
+
+
+def engine_panel(dump: Dump) -> SeriesPanel | None:
+    return _panel(
+        dump,
+        "server",
+        "The engine: KV cache, preemptions, requests running and waiting",
+        (
+            ("KV cache used (%)", (("kv_cache_usage_pct", "KV cache", 1.0),)),
+            ("preemptions / s", (("preemptions_per_s", "preemptions", 1.0),)),
+            ("requests", (("running", "running", 1.0), ("queue_depth", "waiting", 1.0))),
+        ),
+    )
+
+
+def swap_panel(dump: Dump) -> SeriesPanel | None:
+    return _panel(
+        dump,
+        "system",
+        "The host's memory: swap used and paging",
+        (
+            ("swap used (GiB)", (("swap_used_bytes", "swap used", GIB),)),
+            ("swapped (MiB/s)", (("swap_in_per_s", "in", 2**20), ("swap_out_per_s", "out", 2**20))),
+        ),
+    )
+
+
+def _panel(dump: Dump, table: str, title: str, rows) -> SeriesPanel | None:
+    frame = dump.table(table)
+    if frame is None:
+        return None
+    drawn = []
+    for row_title, lines in rows:
+        found = []
+        for column, label, scale in lines:
+            if column in frame.columns:
+                series = _per_second(frame, column, "max")
+                if len(series):
+                    found.append((label, series.index.to_numpy(dtype="float64"), series.to_numpy() / scale))
+        if found:
+            drawn.append((row_title, tuple(found)))
+    return SeriesPanel(title, tuple(drawn)) if drawn else None
 
 
 def shift_model(dump: Dump) -> LengthModel | None:
@@ -380,6 +433,25 @@ def draw_clocks(data: ClockData):
         forward = axes[1, 0]
         forward.plot(style.dates(data.forward_times), data.forward_ms, color=style.LATENCY, linewidth=1.2)
         forward.set_ylabel("forward, median per 10 s (ms)")
+    style.time_axis(axes[-1, 0])
+    return figure
+
+
+def draw_panel(data: SeriesPanel):
+    from diagnose.pictures import style
+
+    rows = len(data.rows)
+    figure, axes = style.plt.subplots(
+        rows, 1, sharex=True, figsize=(style.WIDTH_IN, 1.9 * rows + 0.6), squeeze=False
+    )
+    colours = (style.LATENCY, style.OTHER, style.WORSE)
+    for axis, (title, lines) in zip(axes[:, 0], data.rows, strict=True):
+        for (label, times, values), colour in zip(lines, colours, strict=False):
+            axis.plot(style.dates(times), values, color=colour, linewidth=1.1, label=label)
+        axis.set_title(title, loc="left", fontsize=9)
+        if len(lines) > 1:
+            axis.legend(loc="upper left", ncols=len(lines))
+    figure.suptitle(data.title, x=0.01, ha="left", fontsize=10)
     style.time_axis(axes[-1, 0])
     return figure
 
