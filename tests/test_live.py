@@ -58,10 +58,16 @@ def test_replayed_incident_shows_its_cause_opens_it_and_exports_the_same_markdow
     app, shown = asyncio.run(drive())
     hypothesis = app.report["hypotheses"][0]
     assert "**Verify**" in shown and hypothesis["verify"][0] in shown and hypothesis["remedy"][0] in shown
-    code, expected, _ = run_cli("file", dump, "--format", "markdown")
+    cli = tmp_path / "cli" / app.exported.name  # the same name: the same relative picture links
+    cli.parent.mkdir()
+    code, _, _ = run_cli("file", dump, "--format", "markdown", "-o", cli)
     assert code == 0
     assert app.exported.parent == tmp_path
-    assert app.exported.read_text(encoding="utf-8") == expected
+    assert app.exported.read_text(encoding="utf-8") == cli.read_text(encoding="utf-8")
+    assets = tmp_path / f"{app.exported.stem}.assets"
+    assert sorted(p.name for p in assets.iterdir()) == sorted(
+        p.name for p in (cli.parent / assets.name).iterdir()
+    )
 
 
 def test_charts_mark_the_periodic_episodes_and_the_cited_process(tmp_path):

@@ -65,9 +65,15 @@ class Sampled(Message):
 
 
 class Analysed(Message):
-    def __init__(self, analysis: Analysis, seconds: float) -> None:
+    def __init__(self, analysis: Analysis, seconds: float, window: Dump) -> None:
         super().__init__()
-        self.analysis, self.seconds = analysis, seconds
+        self.analysis, self.seconds, self.window = analysis, seconds, window
+
+
+class Exported(Message):
+    def __init__(self, path: Path, error: OSError | None = None) -> None:
+        super().__init__()
+        self.path, self.error = path, error
 
 
 class AnalysisFailed(Message):
@@ -150,6 +156,7 @@ class LiveApp(App[None]):
         self.window_s = settings.window_s
         self.paused = False
         self.report: dict | None = None  # the latest analysis
+        self._analysed: tuple[Analysis, Dump] | None = None  # and what it was made of, for the pictures
         self.samples = 0
         self.analyses = 0
         self._analysing = False
@@ -243,7 +250,7 @@ class LiveApp(App[None]):
         except Exception as error:  # noqa: BLE001 - shown as a notice; the view stays up
             self.post_message(AnalysisFailed(error))
             return
-        self.post_message(Analysed(analysis, time.perf_counter() - started))
+        self.post_message(Analysed(analysis, time.perf_counter() - started, window))
 
     def on_analysed(self, message: Analysed) -> None:
         self._analysing = False
@@ -251,6 +258,7 @@ class LiveApp(App[None]):
             return
         self.analyses += 1
         self.report, self._analysis_s = message.analysis.report, message.seconds
+        self._analysed = (message.analysis, message.window)
         self._show_hypotheses()
         self._show_stages()
         self._show_charts()
@@ -404,17 +412,35 @@ class LiveApp(App[None]):
         self._tick()
 
     def action_export_markdown(self) -> None:
-        if self.report is None:
+        if self.report is None or self._analysed is None:
             self.notify("no analysis yet; nothing to export", severity="warning", timeout=4)
             return
         path = _free_path(self.settings.export_dir, self._state.host if self._state else "host")
+        self._export(path, *self._analysed)
+
+    @work(thread=True, exclusive=True, group="export")
+    def _export(self, path: Path, analysis: Analysis, window: Dump) -> None:
+        """The Markdown report with its pictures beside it (as file -o writes them), off the UI thread."""
+        from diagnose.pictures import render_pictures
+
         try:
-            path.write_text(render_markdown(self.report), encoding="utf-8")
+            folder = path.parent / f"{path.stem}.assets"
+            drawn = render_pictures(analysis.report, analysis.spikes, window, folder)
+            pictures = [(p.title, f"{folder.name}/{p.path.name}", p.alt) for p in drawn]
+            path.write_text(render_markdown(analysis.report, pictures), encoding="utf-8")
         except OSError as error:
-            self.notify(f"could not write {path}: {error}", severity="error", timeout=8)
+            self.post_message(Exported(path, error))
             return
-        self.exported = path
-        self.notify(f"Markdown report written to {path}", title="exported", timeout=8)
+        self.post_message(Exported(path))
+
+    def on_exported(self, message: Exported) -> None:
+        if self._torn_down():
+            return
+        if message.error is not None:
+            self.notify(f"could not write {message.path}: {message.error}", severity="error", timeout=8)
+            return
+        self.exported = message.path
+        self.notify(f"Markdown report written to {message.path}", title="exported", timeout=8)
 
 
 def _span_of(message: Sampled) -> tuple[float, float]:
