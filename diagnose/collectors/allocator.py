@@ -1,8 +1,10 @@
 """Record the PyTorch caching allocator's figures from inside a serving process.
 
-One line in the service enables it::
+Standard library only: copy ``collectors/torch_allocator.py`` (this same file)
+into the service, or import it where diagnose is installed. One line enables it::
 
-    from diagnose.collectors.allocator import record_allocator; record_allocator("/tmp/allocator.jsonl")
+    from torch_allocator import record_allocator; record_allocator("/tmp/allocator.jsonl")
+    from diagnose.collectors.allocator import record_allocator  # the same, from an installed diagnose
 
 A daemon thread appends, every second, one JSON line per CUDA device with
 ``torch.cuda.memory_stats()`` figures under the dump's ``allocator`` column

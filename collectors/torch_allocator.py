@@ -1,0 +1,1 @@
+../diagnose/collectors/allocator.py
