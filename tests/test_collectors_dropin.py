@@ -135,3 +135,70 @@ def test_timing_outside_a_request_does_nothing():
     with stage("tokenize"):
         pass
     note(input_len=3)  # no request: no error, no record
+
+
+_STUBS = {
+    "nvidia-smi": r"""#!/usr/bin/env bash
+case "$*" in
+  *--query-gpu*)
+    echo "timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], memory.total [MiB], clocks.sm [MHz], clocks.max.sm [MHz], power.draw [W], temperature.gpu, clocks_event_reasons.active"
+    while true; do
+      echo "$(date -u '+%Y/%m/%d %H:%M:%S.000'), 0, GPU-11111111-2222-3333-4444-555555555555, NVIDIA H200, 87 %, 40960 MiB, 143771 MiB, 1980 MHz, 1980 MHz, 512.00 W, 61, 0x0000000000000000"
+      sleep 1
+    done ;;
+  *dmon*)
+    echo "#Date       Time        gpu    pwr  gtemp  mtemp     sm    mem    enc    dec    jpg    ofa   mclk   pclk"
+    echo "#YYYYMMDD   HH:MM:SS    Idx      W      C      C      %      %      %      %      %      %    MHz    MHz"
+    for _ in 1 2 3; do echo "$(date -u '+%Y%m%d   %H:%M:%S')      0    512     61      -     87     40      0      0      0      0   2619   1980"; sleep 1; done ;;
+  *) echo "stub nvidia-smi" ;;
+esac
+""",
+    "curl": r"""#!/usr/bin/env bash
+cat <<'METRICS'
+# HELP vllm:num_requests_running Number of requests currently running on GPU.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="m"} 12.0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model_name="m"} 3.0
+METRICS
+""",
+    "dmesg": "#!/usr/bin/env bash\necho '[Tue Dec  2 05:00:00 2026] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.'\n",
+}
+
+
+def test_the_snapshot_script_collects_what_diagnose_reads_with_stock_tools(tmp_path, run_cli):
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name, body in _STUBS.items():
+        (tools / name).write_text(body)
+        (tools / name).chmod(0o755)
+    out = tmp_path / "snap"
+    env = {"PATH": f"{tools}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    done = subprocess.run(
+        ["bash", str(COLLECTORS / "snapshot.sh"), str(out), "4", "http://127.0.0.1:9/metrics"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "analyse it with: diagnose file" in done.stderr
+    assert {"query-gpu.csv", "dmon.txt", "metrics.prom", "xid.log"} <= {p.name for p in out.iterdir()}
+    code, report_text, err = run_cli("file", out, "--format", "json")
+    assert code == 0, err
+    report = json.loads(report_text)
+    read = {entry["file"]: entry["importer"] for entry in report["evidence"]["importers"]}
+    assert {"query-gpu.csv", "metrics.prom", "xid.log"} <= set(read), read
+    assert report["evidence"]["tables"]["gpu"]["rows"] >= 3
+    assert report["evidence"]["tables"]["server"]["rows"] >= 3
+
+
+def test_the_snapshot_script_refuses_bad_arguments(tmp_path):
+    done = subprocess.run(
+        ["bash", str(COLLECTORS / "snapshot.sh"), str(tmp_path / "x"), "soon"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert done.returncode == 2 and "SECONDS must be a whole number" in done.stderr
