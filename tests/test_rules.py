@@ -186,3 +186,70 @@ def test_every_rule_has_a_generated_page_in_sync_with_its_yaml(run_cli, tmp_path
     committed = {p.name: p.read_text(encoding="utf-8") for p in (ROOT / "docs" / "rules").glob("*.md")}
     assert generated == committed, "run `diagnose rules docs docs/rules` after editing a rule"
     assert set(generated) == {f"{rule.id}.md" for rule in load_rules(default_rules_dir())}
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "problem"),
+    [
+        (
+            ("gpu.util_pct.mean >= 80", "gpu.throttle_reason >= 80"),
+            "conditions.busy.if",
+            "`gpu.throttle_reason` is text; only numbers can be compared with '>='",
+        ),
+        (
+            ("gpu.util_pct.mean >= 80", "gpu.throttle_reason == 3"),
+            "conditions.busy.if",
+            "`gpu.throttle_reason` is text and 3 a number: '==' between them is never true",
+        ),
+        (
+            ("gpu.util_pct.mean >= 80", "gpu.util_pct.mean"),
+            "conditions.busy.if",
+            "is a number; here it must be true or false",
+        ),
+        (
+            ("ramp(host.cpu_pct.mean, 50, 100)", "host.cpu_pct.mean >= 50"),
+            "conditions.hot.strength",
+            "is true or false; here it must be a number",
+        ),
+        (
+            ("gpu.util_pct.mean >= 80", "gpu.throttle_reason + 1 > 2"),
+            "conditions.busy.if",
+            "only numbers can be used in '+'",
+        ),
+        (
+            ("gpu.util_pct.mean >= 80", "gpu.util_pct.mean >= 80 and 5"),
+            "conditions.busy.if",
+            "5 is a number, not a condition for 'and'",
+        ),
+    ],
+)
+def test_a_type_error_in_a_condition_is_refused_at_load_naming_file_rule_and_field(
+    tmp_path, change, field, problem
+):
+    with pytest.raises(RuleError) as error:
+        _rule(tmp_path, RULE.replace(*change))
+    assert error.value.file.endswith("rule.yaml") and error.value.rule == "cpu-bound-stage"
+    assert error.value.field == field
+    assert problem in error.value.problem
+
+
+def test_rules_check_exits_2_on_a_type_error_with_one_line(run_cli, tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "bad.yaml").write_text(RULE.replace("gpu.util_pct.mean >= 80", "gpu.throttle_reason > 1"))
+    code, _, err = run_cli("rules", "check", folder)
+    assert code == 2 and "bad.yaml: rule cpu-bound-stage: conditions.busy.if:" in err and "bug" not in err
+
+
+def test_text_compared_with_text_and_known_of_anything_type_check(tmp_path):
+    text = RULE.replace(
+        "gpu.util_pct.mean >= 80", "gpu.throttle_reason == 'sw_power_cap' and known(gpu.util_pct.mean)"
+    )
+    assert _rule(tmp_path, text).conditions[0].name == "busy"
+
+
+def test_a_fact_of_another_type_at_run_time_skips_its_rule_not_the_analysis(tmp_path):
+    rule = _rule(tmp_path)
+    facts = _facts(gpu__util_pct__mean="very high", host__cpu_pct__mean=90.0)  # a bug in a fact's code
+    [outcome] = judge([rule], facts)
+    assert outcome.status == SKIPPED and "unexpected type" in outcome.missing[0]

@@ -47,7 +47,15 @@ class Outcome:
 
 
 def judge(rules: list[Rule], facts: Facts) -> list[Outcome]:
-    return [evaluate_rule(rule, facts) for rule in rules]
+    """Every rule's outcome. Rules are type-checked at load (judge/types.py); should a fact still hold
+    a value of another type than its catalogue says, that rule is skipped with the reason, not the run."""
+    outcomes = []
+    for rule in rules:
+        try:
+            outcomes.append(evaluate_rule(rule, facts))
+        except expr.ExpressionError as error:
+            outcomes.append(Outcome(rule, SKIPPED, missing=[f"a fact of an unexpected type ({error})"]))
+    return outcomes
 
 
 def evaluate_rule(rule: Rule, facts: Facts) -> Outcome:

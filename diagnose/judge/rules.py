@@ -17,7 +17,7 @@ import yaml
 
 from diagnose.errors import RuleError
 from diagnose.facts.catalogue import CATALOGUE
-from diagnose.judge import expr
+from diagnose.judge import expr, types
 from diagnose.judge.template import Template, TemplateError, compile_template
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -123,6 +123,7 @@ def _build_rule(data: dict, file: str) -> Rule:
             raise fail(
                 "when", f"names {name!r}, which is not one of its conditions ({', '.join(sorted(known))})"
             )
+    _typed(when, dict.fromkeys(known, types.TRUTH), types.TRUTH, when_text, "when", fail)
     return Rule(
         id=rule_id,
         path=file,
@@ -180,8 +181,24 @@ def _conditions(raw: object, field: str, fail) -> tuple[Condition, ...]:
         for fact in sorted(condition.facts):
             if fact not in CATALOGUE:
                 raise fail(where, f"unknown fact {fact!r} (see `diagnose rules facts`)")
+        facts = {name: types.fact_type(spec.unit) for name, spec in CATALOGUE.items()}
+        _typed(condition.test, facts, types.TRUTH, test_text, f"{where}.if", fail)
+        if condition.strength is not None:
+            _typed(
+                condition.strength, facts, types.NUMBER, condition.strength_text, f"{where}.strength", fail
+            )
         built.append(condition)
     return tuple(built)
+
+
+_FACT_TYPES = {name: types.fact_type(spec.unit) for name, spec in CATALOGUE.items()}
+
+
+def _typed(node: expr.Node, facts: dict[str, str], wanted: str, text: str, field: str, fail) -> None:
+    try:
+        types.check(node, facts, wanted, text)
+    except expr.ExpressionError as error:
+        raise fail(field, str(error)) from None
 
 
 def _parse(text: str, field: str, fail) -> expr.Node:
