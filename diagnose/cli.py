@@ -165,12 +165,12 @@ def _parser() -> argparse.ArgumentParser:
         help="list, check or explain the rules",
         description=(
             "list: the rules in use; show ID: a rule's YAML and where it is; check DIR: validate a "
-            "rule folder; facts: what rules may use; docs DIR: write one Markdown page per rule, "
-            "generated from its YAML."
+            "rule folder; test [DIR]: run the rule tests in DIR/tests/ (default: the built-in rules'); "
+            "facts: what rules may use; docs DIR: write one Markdown page per rule, generated from its YAML."
         ),
     )
     rules_cmd.add_argument(
-        "action", nargs="?", choices=("list", "show", "check", "facts", "docs"), default="list"
+        "action", nargs="?", choices=("list", "show", "check", "test", "facts", "docs"), default="list"
     )
     rules_cmd.add_argument("folder", nargs="?", help="the rule folder (check, docs) or the rule's id (show)")
     rules_cmd.add_argument("--rules", type=Path, metavar="DIR", help="list the rules in DIR")
@@ -861,6 +861,17 @@ def _run_rules(args: argparse.Namespace) -> int:
             print(f"ok  {rule.path}  {rule.id}{note}")
         print(f"{len(rules)} rule(s) valid")
         return ExitCode.OK
+    if args.action == "test":
+        from diagnose.judge.testing import run_rule_tests
+
+        folder = args.folder or args.rules or default_rules_dir()
+        results = run_rule_tests(load_rules(folder), folder / "tests")
+        for result in results:
+            mark = "ok  " if result.passed else "FAIL"
+            print(f"{mark} {Path(result.file).name}: {result.case}: {result.got}")
+        failed = sum(not r.passed for r in results)
+        print(f"{len(results) - failed} passed, {failed} failed")
+        return ExitCode.FINDING_AT_THRESHOLD if failed else ExitCode.OK
     if args.action == "docs":
         from diagnose.judge.pages import rule_page
 
