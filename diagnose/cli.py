@@ -407,21 +407,15 @@ def _comparison_pictures(
     output: Path | None, form: str, comparison, before, after
 ) -> list[tuple[str, str, str]]:
     """The latency ECDF and the stage changes: beside a Markdown file, inside an HTML page."""
-    import tempfile
-
-    from diagnose.pictures import render_comparison_pictures
+    from diagnose.pictures import in_memory, render_comparison_pictures
     from diagnose.report.html import inline
 
     latencies = [side.samples.get("latency_ms") for side in (before, after)]
-    if form == "html":
-        with tempfile.TemporaryDirectory(prefix="diagnose-pictures-") as scratch:
-            drawn = render_comparison_pictures(comparison, *latencies, Path(scratch))
-            return inline([(p.title, p.path.read_bytes(), p.alt) for p in drawn])
-    folder = output.parent / f"{output.stem}.assets"
-    drawn = render_comparison_pictures(comparison, *latencies, folder)
-    if drawn:
-        print(f"diagnose: {len(drawn)} pictures written to {folder.resolve()}", file=sys.stderr)
-    return [(p.title, f"{folder.name}/{p.path.name}", p.alt) for p in drawn]
+
+    def draw(folder: Path):
+        return render_comparison_pictures(comparison, *latencies, folder)
+
+    return inline(in_memory(draw)) if form == "html" else _pictures_beside(output, draw)
 
 
 def _add_collection_args(command: argparse.ArgumentParser) -> None:
@@ -604,9 +598,14 @@ def _run_file(args: argparse.Namespace) -> int:
     if output_format == "text":
         text = RENDERERS["text"](report, width=_terminal_width() if args.output is None else 100)
     elif output_format == "markdown" and args.output is not None and not args.no_plots:
-        text = RENDERERS["markdown"](report, _pictures(args.output, report, analysis, dump))
+        text = RENDERERS["markdown"](report, _pictures_beside(args.output, _report_pictures(analysis, dump)))
     elif output_format == "html":
-        text = RENDERERS["html"](report, [] if args.no_plots else _inline_pictures(report, analysis, dump))
+        if args.no_plots:
+            text = RENDERERS["html"](report, [])
+        else:
+            from diagnose.pictures import in_memory
+
+            text = RENDERERS["html"](report, in_memory(_report_pictures(analysis, dump)))
     else:
         text = RENDERERS[output_format](report)
     if args.output is not None:
@@ -637,26 +636,21 @@ def _output_format(args: argparse.Namespace) -> str:
     return args.format or _SUFFIX_FORMATS.get(suffix, "text")
 
 
-def _pictures(output: Path, report: dict, analysis, dump) -> list[tuple[str, str, str]]:
-    """Pictures beside a Markdown report: ``review.md`` gets ``review.assets/*.png``, linked relatively."""
+def _report_pictures(analysis, dump):
+    """What draws a report's pictures into a folder."""
     from diagnose.pictures import render_pictures
 
-    folder = output.parent / f"{output.stem}.assets"
-    drawn = render_pictures(report, analysis.spikes, dump, folder)
-    if drawn:
-        print(f"diagnose: {len(drawn)} pictures written to {folder.resolve()}", file=sys.stderr)
-    return [(p.title, f"{folder.name}/{p.path.name}", p.alt) for p in drawn]
+    return lambda folder: render_pictures(analysis.report, analysis.spikes, dump, folder)
 
 
-def _inline_pictures(report: dict, analysis, dump) -> list[tuple[str, bytes, str]]:
-    """The pictures of a self-contained HTML report: drawn in a scratch folder, kept as bytes."""
-    import tempfile
+def _pictures_beside(output: Path, draw) -> list[tuple[str, str, str]]:
+    """Pictures beside a Markdown file (``review.md`` gets ``review.assets/*.png``), said where."""
+    from diagnose.pictures import beside
 
-    from diagnose.pictures import render_pictures
-
-    with tempfile.TemporaryDirectory(prefix="diagnose-pictures-") as scratch:
-        drawn = render_pictures(report, analysis.spikes, dump, Path(scratch))
-        return [(p.title, p.path.read_bytes(), p.alt) for p in drawn]
+    folder, links = beside(output, draw)
+    if links:
+        print(f"diagnose: {len(links)} pictures written to {folder.resolve()}", file=sys.stderr)
+    return links
 
 
 def _window_arg(text: str | None) -> float | None:

@@ -85,6 +85,7 @@ class Entry:
     window: tuple[str | None, str | None]
     requests: int
     figures: dict[str, float | None]  # each measure's value
+    units: dict[str, str]  # and its unit (ms, rps, bytes, share, pct), as it was measured
     hypotheses: list[tuple[str, float]]
 
 
@@ -186,7 +187,7 @@ class Archive:
         return entry
 
     def add_comparison(self, baseline: int, candidate: int, comparison: Comparison, measured: dict) -> int:
-        expected = self.entry(candidate).expect
+        expected = self._row(candidate)["expect"]
         with self._write() as db:
             cursor = db.execute(
                 "INSERT INTO comparisons (added_at, baseline, candidate, verdict, headline, expected, "
@@ -250,11 +251,9 @@ class Archive:
 
     def entry(self, entry_id: int) -> Entry:
         row = self._row(entry_id)
-        figures = dict(
-            self._db.execute(
-                "SELECT name, value FROM measures WHERE entry = ? ORDER BY position", (entry_id,)
-            )
-        )
+        measures = self._db.execute(
+            "SELECT name, value, unit FROM measures WHERE entry = ? ORDER BY position", (entry_id,)
+        ).fetchall()
         return Entry(
             row["id"],
             row["added_at"],
@@ -265,7 +264,8 @@ class Archive:
             row["dump"],
             (row["window_start"], row["window_end"]),
             row["requests"],
-            figures,
+            {name: value for name, value, _ in measures},
+            {name: unit for name, _, unit in measures},
             [tuple(h) for h in json.loads(row["hypotheses"])],
         )
 
@@ -278,11 +278,9 @@ class Archive:
         return [ComparisonRow(*row[:7], json.loads(row[7])) for row in rows]
 
     def _row(self, entry_id: int) -> sqlite3.Row:
-        self._db.row_factory = sqlite3.Row
-        try:
-            row = self._db.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
-        finally:
-            self._db.row_factory = None
+        cursor = self._db.cursor()
+        cursor.row_factory = sqlite3.Row
+        row = cursor.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
         if row is None:
             known = [str(r[0]) for r in self._db.execute("SELECT id FROM entries ORDER BY id")]
             raise ArchiveError(

@@ -5,20 +5,7 @@ from __future__ import annotations
 from diagnose.archive.store import ComparisonRow, Entry
 from diagnose.compare.render import value_text
 
-_LIST_FIGURES = (("p50", "ms"), ("p99", "ms"), ("throughput", "rps"), ("gpu_mem_peak", "bytes"))
-UNITS = {
-    "throughput": "rps",
-    "request_rate": "rps",
-    "work_rate": "rps",
-    "error_rate": "share",
-    "gpu_util": "pct",
-}
-
-
-def unit_of(name: str) -> str:
-    if name in UNITS:
-        return UNITS[name]
-    return "bytes" if "_mem_" in name else "ms"
+_LIST_FIGURES = ("p50", "p99", "throughput", "gpu_mem_peak")
 
 
 def entries_table(entries: list[Entry]) -> str:
@@ -43,7 +30,7 @@ def entries_table(entries: list[Entry]) -> str:
             e.label or "-",
             _short(e.change),
             f"{e.requests:,}",
-            *(value_text(e.figures.get(name), unit) for name, unit in _LIST_FIGURES),
+            *(value_text(e.figures.get(name), e.units.get(name, "")) for name in _LIST_FIGURES),
             f"{e.hypotheses[0][0]} {e.hypotheses[0][1]:.2f}" if e.hypotheses else "-",
         )
         for e in entries
@@ -60,7 +47,7 @@ def entry_text(entry: Entry, comparisons: list[ComparisonRow]) -> str:
         if value:
             lines.append(f"  {name}: {value}")
     lines += ["", "figures:"]
-    lines += [f"  {name:<24} {value_text(value, unit_of(name))}" for name, value in entry.figures.items()]
+    lines += [f"  {name:<24} {value_text(value, entry.units[name])}" for name, value in entry.figures.items()]
     lines += ["", "hypotheses:" if entry.hypotheses else "hypotheses: none"]
     lines += [f"  {rule_id} {score:.2f}" for rule_id, score in entry.hypotheses]
     if comparisons:
@@ -88,7 +75,7 @@ def trend_table(entries: list[Entry], metric: str) -> str:
                 f"#{e.id}",
                 e.added_at[:16].replace("T", " "),
                 e.label or "-",
-                value_text(value, unit_of(metric)),
+                value_text(value, e.units[metric]),
                 step,
             )
         )

@@ -91,7 +91,7 @@ def compare_evidence(before: Evidence, after: Evidence, after_requests: Requests
             f"only the {'after' if before.requests == 0 else 'before'} dump has request latencies: "
             "no latency can be compared"
         )
-    traffic = Traffic(None, False, None, False, [], [], None, None, [], [])
+    traffic = Traffic.unchecked()
     if before.requests and after.requests:
         traffic = compare_traffic(before, after, after_requests)
     found = (

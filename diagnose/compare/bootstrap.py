@@ -9,8 +9,8 @@ resampled with replacement (the non-overlapping block bootstrap),
 each side independently, ``REPLICATES`` times.
 
 A million requests resampled a thousand times would be slow, so a side is held
-as one histogram per block on a fine grid shared by both sides (log-spaced for
-positive values); a replicate's distribution is a weighted sum of its blocks'
+as one histogram per block on a fine grid spanning its values (log-spaced when
+they are all positive); a replicate's distribution is a weighted sum of its blocks'
 histograms, one matrix product for all replicates, and a quantile is read from
 it by interpolation within a bin. The grid's discretisation is removed by
 centring each replicate on the same statistic of the unresampled histogram; the
@@ -126,14 +126,14 @@ def replicate_weights(blocks: Blocks, salt: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Grid:
-    """Bin edges shared by both sides; log-spaced when every value is positive."""
+    """Bin edges spanning the values; log-spaced when every value is positive."""
 
     edges: np.ndarray
     log: bool
 
     @classmethod
-    def spanning(cls, *samples: np.ndarray) -> Grid:
-        values = np.concatenate([s[np.isfinite(s)] for s in samples])
+    def spanning(cls, values: np.ndarray) -> Grid:
+        values = values[np.isfinite(values)]
         low, high = (float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
         if low > 0:
             return cls(np.geomspace(low, high * (1 + 1e-9), _BINS + 1), True)
@@ -165,9 +165,9 @@ class Resampled:
         self.sample_weights = None if sample_weights is None else sample_weights[keep]
         block = blocks.index[keep]
         mass = np.ones(self.values.size) if sample_weights is None else self.sample_weights
-        self._block, self._mass_of, self._blocks = block, mass, blocks
+        self._block, self._sample_mass, self._blocks = block, mass, blocks
         self._sums = np.bincount(block, mass * self.values, minlength=blocks.count)
-        self._mass = np.bincount(block, mass, minlength=blocks.count)
+        self._block_mass = np.bincount(block, mass, minlength=blocks.count)
         self._weights = weights
         self._grid = grid
 
@@ -177,7 +177,7 @@ class Resampled:
     def quantiles(self, qs: list[float]) -> list[float]:
         """Exact quantiles of the raw values (weighted where the side is re-weighted), in one pass."""
         if self.sample_weights is not None:
-            return [weighted_quantile(self.values, self.sample_weights, q) for q in qs]
+            return weighted_quantiles(self.values, self.sample_weights, qs)
         return [float(v) for v in np.quantile(self.values, qs)]
 
     def mean(self) -> float:
@@ -187,7 +187,7 @@ class Resampled:
     def _histograms(self) -> np.ndarray:
         """One histogram per block on the shared grid: built only where a quantile is resampled."""
         cells = self._block * _BINS + self._grid.bins(self.values)
-        counts = np.bincount(cells, self._mass_of, minlength=self._blocks.count * _BINS)
+        counts = np.bincount(cells, self._sample_mass, minlength=self._blocks.count * _BINS)
         return counts.reshape(self._blocks.count, _BINS)
 
     def replicate_quantiles(self, qs: list[float]) -> np.ndarray:
@@ -204,7 +204,7 @@ class Resampled:
 
     def replicate_means(self) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
-            return (self._weights @ self._sums) / (self._weights @ self._mass)
+            return (self._weights @ self._sums) / (self._weights @ self._block_mass)
 
     def replicate_sums(self) -> np.ndarray:
         return self._weights @ self._sums
@@ -234,12 +234,17 @@ def _shift(boot: np.ndarray, centre: float, exact: float, log: bool) -> np.ndarr
 
 def weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
     """The q-quantile of values with weights (the inverted weighted empirical distribution)."""
+    return weighted_quantiles(values, weights, [q])[0]
+
+
+def weighted_quantiles(values: np.ndarray, weights: np.ndarray, qs: list[float]) -> list[float]:
+    """Several weighted quantiles from one sort."""
     order = np.argsort(values, kind="stable")
     cumulative = np.cumsum(weights[order])
     if cumulative.size == 0 or cumulative[-1] <= 0:
-        return float("nan")
-    position = np.searchsorted(cumulative, q * cumulative[-1], side="left")
-    return float(values[order][min(position, values.size - 1)])
+        return [float("nan")] * len(qs)
+    positions = np.searchsorted(cumulative, np.array(qs) * cumulative[-1], side="left")
+    return [float(values[order][min(p, values.size - 1)]) for p in positions]
 
 
 def interval(replicates: np.ndarray) -> tuple[float, float]:

@@ -94,11 +94,12 @@ def _order(key: str) -> int:
 def background(dump: Dump) -> dict[str, float]:
     """Other processes' CPU (95th percentile over time, % of a core) and GPU memory (peak), where recorded."""
     found = {}
+    servers = server_pids(dump)
     for key, table, column, q in (
         ("cpu", "processes", "cpu_pct", 0.95),
         ("gpu_mem", "gpu_processes", "mem_used_bytes", 1.0),
     ):
-        value = _others(dump, table, column, q)
+        value = _others(dump, servers, table, column, q)
         if value is not None:
             found[key] = value
     return found
@@ -114,11 +115,10 @@ _BACKGROUND = {
 }
 
 
-def _others(dump: Dump, table: str, column: str, q: float) -> float | None:
+def _others(dump: Dump, servers: set[int], table: str, column: str, q: float) -> float | None:
     frame = dump.table(table)
     if frame is None or not {"pid", column} <= set(frame.columns):
         return None
-    servers = server_pids(dump)
     pids = pd.to_numeric(frame["pid"], errors="coerce")
     values = pd.to_numeric(frame[column], errors="coerce").where(~pids.isin(servers), 0.0).fillna(0.0)
     per_sample = values.groupby(frame["ts"].to_numpy()).sum()

@@ -19,7 +19,7 @@ from diagnose.compare.bootstrap import Blocks, Grid, Resampled, replicate_weight
 from diagnose.dump.model import Dump
 from diagnose.dump.schema import stage_columns
 from diagnose.facts.coldstart import cold_requests
-from diagnose.facts.latency import failed_requests
+from diagnose.facts.latency import failed_requests, status_words
 from diagnose.facts.stages import declared_kinds, stage_kind
 
 LATENCY_QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99, "p999": 0.999}
@@ -188,7 +188,9 @@ def _errors_and_rates(side: Requests) -> list[Measure]:
     answered = np.ones(len(side.frame))
     if "status" in side.frame.columns:
         failed = (
-            failed_requests(side.frame["status"]).astype("Float64").to_numpy(dtype="float64", na_value=np.nan)
+            failed_requests(status_words(side.frame["status"]))
+            .astype("Float64")
+            .to_numpy(dtype="float64", na_value=np.nan)
         )
         if np.isfinite(failed).any():
             errors = Resampled(failed, side.blocks, ones, side.weights)
@@ -245,9 +247,9 @@ def measure_series(dump: Dump, salt: int) -> list[Measure]:
         series = _series(dump, table, column, combine)
         if series is None:
             continue
-        ts, values = series
         source = f"{dump.source(table)}: {column}"
-        peak, steady = float(np.nanmax(values)), _resampled(ts, values, salt)
+        blocks, resampled = _resampled(*series, salt)
+        peak, steady = float(np.nanmax(series[1])), resampled.quantile(0.5)
         found += [
             Measure(
                 f"{name}_peak",
@@ -266,9 +268,9 @@ def measure_series(dump: Dump, salt: int) -> list[Measure]:
                 "bytes",
                 "lower",
                 "relative",
-                steady[1].quantile(0.5),
-                steady[1].replicate_quantiles([0.5])[0].astype("float32"),
-                steady[0].method,
+                steady,
+                resampled.replicate_quantiles([0.5])[0].astype("float32"),
+                blocks.method,
                 source,
             ),
             Measure(
@@ -277,7 +279,7 @@ def measure_series(dump: Dump, salt: int) -> list[Measure]:
                 "bytes",
                 None,
                 "difference",
-                peak - steady[1].quantile(0.5),
+                peak - steady,
                 None,
                 _GAP_METHOD,
                 source,
@@ -308,11 +310,7 @@ def _resampled(ts: np.ndarray, values: np.ndarray, salt: int) -> tuple[Blocks, R
 
 
 def _series(dump: Dump, table: str, column: str, combine: str) -> tuple[np.ndarray, np.ndarray] | None:
-    frame = dump.table(table)
-    if frame is None or column not in frame.columns:
+    per_sample = dump.per_sample(table, column, combine)
+    if per_sample is None or len(per_sample) < 2:
         return None
-    values = pd.to_numeric(frame[column], errors="coerce")
-    per_second = values.groupby(frame["ts"].to_numpy()).agg(combine).dropna()
-    if len(per_second) < 2:
-        return None
-    return per_second.index.to_numpy(dtype="float64"), per_second.to_numpy(dtype="float64")
+    return per_sample.index.to_numpy(dtype="float64"), per_sample.to_numpy(dtype="float64")

@@ -39,6 +39,11 @@ class FigureChange:
     verdict: str  # better, worse, no significant change, not tested, informational
     source: str
 
+    @property
+    def interval_excludes_zero(self) -> bool:
+        """The change is significant by its interval (False where it has none)."""
+        return self.low is not None and self.high is not None and not (self.low <= 0 <= self.high)
+
 
 @dataclass(frozen=True)
 class LengthCheck:
@@ -64,6 +69,11 @@ class Traffic:
     coverage: float | None  # the share of the before side's mix its strata cover
     service: list[FigureChange]  # latency less waiting, (re-weighted,) where the load differed
     notes: list[str]
+
+    @classmethod
+    def unchecked(cls) -> Traffic:
+        """No traffic to compare: a side without request latencies."""
+        return cls(None, False, None, False, [], [], None, None, [], [])
 
     @property
     def same(self) -> bool:

@@ -18,7 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -82,9 +82,11 @@ class Elsewhere:
 
 
 def to_json(evidence: Evidence) -> dict:
-    data = asdict(evidence)
+    """The evidence as JSON-ready data (shallow: its arrays are packed, never deep-copied first)."""
+    data = {item.name: getattr(evidence, item.name) for item in fields(evidence)}
     data["measures"] = [
-        {**asdict(m), "replicates": None if m.replicates is None else _packed(m.replicates)}
+        {item.name: getattr(m, item.name) for item in fields(m)}
+        | {"replicates": None if m.replicates is None else _packed(m.replicates)}
         for m in evidence.measures.values()
     ]
     data["samples"] = {name: _packed(values) for name, values in evidence.samples.items()}

@@ -57,8 +57,13 @@ def compare_traffic(before: Evidence, after: Evidence, after_requests: Requests 
                 f"the length mixes barely overlap: the after requests cover {coverage:.0%} of the before "
                 "mix, so even the re-weighted figures compare different work"
             )
-    if after_requests is not None and (differing or rate_differs or work_differs):
-        measured = {m.name: m for m in latency_measures(after_requests, weights)}
+    if differing or rate_differs or work_differs:
+        # Re-weighted, the after side is measured anew; otherwise its own measures already hold these.
+        measured = (
+            {m.name: m for m in latency_measures(after_requests, weights)}
+            if weights is not None
+            else after.measures
+        )
         pairs = [(name, m) for name, m in measured.items() if name in before.measures]
         if differing:
             reweighted = [change(before.measures[n], m) for n, m in pairs if not n.startswith("service_")]
@@ -82,9 +87,7 @@ def _differs(figure: FigureChange | None) -> bool:
     return bool(
         figure is not None
         and figure.change is not None
-        and figure.low is not None
-        and figure.high is not None
-        and not (figure.low <= 0 <= figure.high)
+        and figure.interval_excludes_zero
         and abs(figure.change) >= RATE_TOLERANCE
     )
 

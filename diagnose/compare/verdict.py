@@ -13,6 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from diagnose.compare.measure import LATENCY_QUANTILES
 from diagnose.compare.model import (
     BETTER,
     IMPROVED,
@@ -48,7 +49,7 @@ GATE_FIGURES = (
 )  # and stage_<name>_p50 / stage_<name>_p99
 
 
-_LATENCY_NAMES = ("p50", "p95", "p99", "p999", "mean")
+_LATENCY_NAMES = (*LATENCY_QUANTILES, "mean")
 
 
 def decisive_figures(figures: list[FigureChange], traffic: Traffic) -> dict[str, FigureChange]:
@@ -192,7 +193,7 @@ def gate(
             continue
         bad = tolerance.direction or (1 if figure.better != "higher" else -1)
         moved = figure.change * bad
-        significant = figure.low is None or figure.high is None or not (figure.low <= 0 <= figure.high)
+        significant = figure.low is None or figure.high is None or figure.interval_excludes_zero
         if moved > tolerance.limit and significant and math.isfinite(moved):
             limit = f"{'+' if bad > 0 else '-'}{tolerance.limit:.0%}"
             tripped.append(

@@ -277,13 +277,13 @@ _SEPARATOR = "\x1f"
 def _overlap(slots: np.ndarray, pid_codes: np.ndarray) -> bool:
     """Whether two of these pids (as codes 0..n-1) were sampled at the same slot.
 
-    Counted on a dense mark of (slot, pid) cells: a day of samples sorts slowly, and marks need no sort.
+    Distinct (slot, pid) pairs against distinct slots, counted by hashing (``pd.unique``): a day of
+    samples sorts slowly, and a dense mark of every (slot, pid) cell would grow with a cron job's
+    many pids.
     """
     slots = slots.astype("int64")
-    width = int(pid_codes.max()) + 1
-    cells = np.zeros((int(slots.max()) + 1) * width, dtype=bool)
-    cells[slots * width + pid_codes] = True
-    return bool(np.count_nonzero(cells) > np.count_nonzero(np.bincount(slots)))
+    pairs = slots * (int(pid_codes.max()) + 1) + pid_codes
+    return bool(len(pd.unique(pairs)) > len(pd.unique(slots)))
 
 
 def server_pids(dump: Dump) -> set[int]:

@@ -40,6 +40,15 @@ class Dump:
         gaps = np.diff(np.unique(frame["ts"].to_numpy()))
         return float(np.median(gaps)) if gaps.size else None
 
+    def per_sample(self, name: str, column: str, combine: str) -> pd.Series | None:
+        """``column`` of a table combined per sample time (``"max"`` over GPUs, ``"sum"`` over devices),
+        indexed by epoch seconds; None where the table or column is absent."""
+        frame = self.tables.get(name)
+        if frame is None or column not in frame.columns:
+            return None
+        values = pd.to_numeric(frame[column], errors="coerce")
+        return values.groupby(frame["ts"].to_numpy()).agg(combine).dropna()
+
     def between(self, start: float, end: float) -> Dump:
         """The dump cut to start <= ts <= end: the window a live view or a replay analyses.
 

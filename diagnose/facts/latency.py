@@ -39,8 +39,8 @@ def add_latency_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None
         facts.add(f"latency.{name}_ms", summary.latency_ms[name], cite)
     _add_windows(facts, ts[valid], values, source, duration)
     if "status" in requests.columns:
-        status = requests["status"].astype("string").str.strip().str.lower()
-        failed = failed_requests(requests["status"])
+        status = status_words(requests["status"])
+        failed = failed_requests(status)
         if failed.notna().any():
             facts.add("requests.error_rate", float(failed.dropna().astype(bool).mean()), f"{source}: status")
             facts.add("requests.oom_count", int((status == "oom").sum()), f"{source}: status")
@@ -49,12 +49,16 @@ def add_latency_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None
         facts.add("latency.p99_over_slo", summary.latency_ms["p99"] / summary.slo_p99_ms, cite)
 
 
-def failed_requests(status: pd.Series) -> pd.Series:
-    """Per request: True failed, False succeeded, missing where no status was logged.
+def status_words(status: pd.Series) -> pd.Series:
+    """The status column as lower-case text without spaces around it: what ``failed_requests`` reads."""
+    return status.astype("string").str.strip().str.lower()
+
+
+def failed_requests(words: pd.Series) -> pd.Series:
+    """Per request (from ``status_words``): True failed, False succeeded, missing where none was logged.
 
     A status succeeds if it says so in words or is an HTTP code below 400.
     """
-    words = status.astype("string").str.strip().str.lower()
     succeeded = words.isin(_SUCCESS) | words.str.fullmatch(r"[123]\d\d(?:\.0)?").fillna(False)
     return (~succeeded).astype("boolean").mask(words.isna())
 

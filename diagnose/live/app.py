@@ -421,12 +421,12 @@ class LiveApp(App[None]):
     @work(thread=True, exclusive=True, group="export")
     def _export(self, path: Path, analysis: Analysis, window: Dump) -> None:
         """The Markdown report with its pictures beside it (as file -o writes them), off the UI thread."""
-        from diagnose.pictures import render_pictures
+        from diagnose.pictures import beside, render_pictures
 
         try:
-            folder = path.parent / f"{path.stem}.assets"
-            drawn = render_pictures(analysis.report, analysis.spikes, window, folder)
-            pictures = [(p.title, f"{folder.name}/{p.path.name}", p.alt) for p in drawn]
+            _, pictures = beside(
+                path, lambda folder: render_pictures(analysis.report, analysis.spikes, window, folder)
+            )
             path.write_text(render_markdown(analysis.report, pictures), encoding="utf-8")
         except OSError as error:
             self.post_message(Exported(path, error))

@@ -7,11 +7,14 @@ imported only here and only when pictures are asked for).
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from diagnose.detect import SpikeAnalysis
 from diagnose.dump.model import Dump
+from diagnose.pictures import evidence
 from diagnose.pictures.stages import draw_stages, stage_data
 from diagnose.pictures.timeline import draw_timeline, timeline_data
 
@@ -22,6 +25,21 @@ class Picture:
     path: Path  # where it was written
     alt: str  # what it shows, for a reader who cannot see it
     data: object = None  # the dataclass it was drawn from: what tests and the gallery check
+
+
+def beside(output: Path, draw: Callable[[Path], list[Picture]]) -> tuple[Path, list[tuple[str, str, str]]]:
+    """Pictures for a Markdown file: drawn into ``review.assets/`` beside ``review.md``, linked relatively.
+
+    Returns the folder and (title, relative link, alt) per picture.
+    """
+    folder = output.parent / f"{output.stem}.assets"
+    return folder, [(p.title, f"{folder.name}/{p.path.name}", p.alt) for p in draw(folder)]
+
+
+def in_memory(draw: Callable[[Path], list[Picture]]) -> list[tuple[str, bytes, str]]:
+    """Pictures for a self-contained page: drawn in a scratch folder, kept as (title, PNG bytes, alt)."""
+    with tempfile.TemporaryDirectory(prefix="diagnose-pictures-") as scratch:
+        return [(p.title, p.path.read_bytes(), p.alt) for p in draw(Path(scratch))]
 
 
 def render_pictures(report: dict, spikes: SpikeAnalysis, dump: Dump, folder: Path) -> list[Picture]:
@@ -86,85 +104,80 @@ def _named_as_evidence(pictures: list[Picture], report: dict) -> list[Picture]:
     return named
 
 
-# Each finding with a picture of its own: (file name, data from (dump, report), drawing, alt text).
+# Each finding with a picture of its own: (file name, its data from (dump, report), drawing, alt text).
 EVIDENCE = {
     "memory-fragmentation": (
         "memory",
-        "memory_data",
-        "draw_memory",
+        lambda dump, report: evidence.memory_data(dump),
+        evidence.draw_memory,
         "GPU memory with the allocator's reserved and allocated bytes, OOMs marked",
     ),
     "cold-start-contamination": (
         "cold-start",
-        "coldstart_data",
-        "draw_coldstart",
+        lambda dump, report: evidence.coldstart_data(dump),
+        evidence.draw_coldstart,
         "latency against the time since each start, the cold requests marked",
     ),
     "batch-window-too-long": (
         "batch-curve",
-        "batch_curve",
-        "draw_batch_curve",
+        evidence.batch_curve,
+        evidence.draw_batch_curve,
         "throughput and forward time against batch size",
     ),
     "oversized-batch": (
         "batch-curve",
-        "batch_curve",
-        "draw_batch_curve",
+        evidence.batch_curve,
+        evidence.draw_batch_curve,
         "throughput and forward time against batch size",
     ),
     "input-length-shift": (
         "length-shift",
-        "shift_model",
-        "draw_shift",
+        lambda dump, report: evidence.shift_model(dump),
+        evidence.draw_shift,
         "each request's served time against its input length before and after the shift, with the line "
         "fitted before it",
     ),
     "gpu-throttling": (
         "clocks",
-        "clock_data",
-        "draw_clocks",
+        lambda dump, report: evidence.clock_data(dump),
+        evidence.draw_clocks,
         "the SM clock share of its maximum and the temperature while the GPU worked, throttled seconds "
         "shaded, and the forward time on the same axis",
     ),
     "kv-cache-pressure": (
         "engine",
-        "engine_panel",
-        "draw_panel",
+        lambda dump, report: evidence.engine_panel(dump),
+        evidence.draw_panel,
         "KV cache usage, preemptions, and requests running and waiting over time",
     ),
     "memory-swapping": (
         "swap",
-        "swap_panel",
-        "draw_panel",
+        lambda dump, report: evidence.swap_panel(dump),
+        evidence.draw_panel,
         "swap used and swapped bytes per second over time",
     ),
     "queue-saturation": (
         "queueing-curve",
-        "queue_curve",
-        "draw_queue_curve",
+        evidence.queue_curve,
+        evidence.draw_queue_curve,
         "each window's queue wait against its arrival rate and utilisation, with the rho/(1-rho) fit",
     ),
 }
-_NEEDS_REPORT = frozenset({"batch_curve", "queue_curve"})
 
 
 def _evidence_pictures(report: dict, dump: Dump, folder: Path) -> list[Picture]:
     """The picture of each fired hypothesis's evidence, strongest hypothesis first, each drawn once."""
-    from diagnose.pictures import evidence, style
+    from diagnose.pictures import style
 
     pictures, drawn = [], set()
     for hypothesis in report["hypotheses"]:
         if hypothesis["id"] not in EVIDENCE:
             continue
         name, data_of, draw, alt = EVIDENCE[hypothesis["id"]]
-        if name in drawn:
-            continue
-        make = getattr(evidence, data_of)
-        data = make(dump, report) if data_of in _NEEDS_REPORT else make(dump)
-        if data is None:
+        if name in drawn or (data := data_of(dump, report)) is None:
             continue
         path = folder / f"{name}.png"
-        style.save(getattr(evidence, draw)(data), path)
+        style.save(draw(data), path)
         drawn.add(name)
         pictures.append(Picture(f"Evidence: {hypothesis['id']}", path, alt, data))
     return pictures

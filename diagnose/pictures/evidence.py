@@ -169,17 +169,13 @@ def swap_panel(dump: Dump) -> SeriesPanel | None:
 
 
 def _panel(dump: Dump, table: str, title: str, rows) -> SeriesPanel | None:
-    frame = dump.table(table)
-    if frame is None:
-        return None
     drawn = []
     for row_title, lines in rows:
         found = []
         for column, label, scale in lines:
-            if column in frame.columns:
-                series = _per_second(frame, column, "max")
-                if len(series):
-                    found.append((label, series.index.to_numpy(dtype="float64"), series.to_numpy() / scale))
+            series = dump.per_sample(table, column, "max")
+            if series is not None and len(series):
+                found.append((label, series.index.to_numpy(dtype="float64"), series.to_numpy() / scale))
         if found:
             drawn.append((row_title, tuple(found)))
     return SeriesPanel(title, tuple(drawn)) if drawn else None
@@ -193,20 +189,15 @@ def shift_model(dump: Dump) -> LengthModel | None:
 
 
 def memory_data(dump: Dump) -> MemoryData | None:
-    allocator = dump.table("allocator")
-    if allocator is None or "reserved_bytes" not in allocator.columns:
+    found = {
+        "GPU used (fullest GPU)": dump.per_sample("gpu", "mem_used_bytes", "max"),
+        "reserved (allocator)": dump.per_sample("allocator", "reserved_bytes", "sum"),
+        "allocated (allocator)": dump.per_sample("allocator", "allocated_bytes", "sum"),
+        "largest free block": dump.per_sample("allocator", "largest_free_block_bytes", "sum"),
+    }
+    if found["reserved (allocator)"] is None:
         return None
-    series = {}
-    for column, label in (
-        ("reserved_bytes", "reserved (allocator)"),
-        ("allocated_bytes", "allocated (allocator)"),
-        ("largest_free_block_bytes", "largest free block"),
-    ):
-        if column in allocator.columns:
-            series[label] = _per_second(allocator, column, "sum")
-    gpu = dump.table("gpu")
-    if gpu is not None and "mem_used_bytes" in gpu.columns:
-        series = {"GPU used (fullest GPU)": _per_second(gpu, "mem_used_bytes", "max"), **series}
+    series = {label: values for label, values in found.items() if values is not None}
     times = np.unique(np.concatenate([s.index.to_numpy(dtype="float64") for s in series.values()]))
     lines = tuple((label, s.reindex(times).to_numpy(dtype="float64") / GIB) for label, s in series.items())
     return MemoryData(times, lines, _ooms(dump))
@@ -454,11 +445,6 @@ def draw_panel(data: SeriesPanel):
     figure.suptitle(data.title, x=0.01, ha="left", fontsize=10)
     style.time_axis(axes[-1, 0])
     return figure
-
-
-def _per_second(frame: pd.DataFrame, column: str, combine: str) -> pd.Series:
-    values = pd.to_numeric(frame[column], errors="coerce")
-    return values.groupby(frame["ts"].to_numpy()).agg(combine).dropna()
 
 
 def _ooms(dump: Dump) -> tuple[float, ...]:

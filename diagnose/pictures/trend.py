@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from diagnose.archive.store import Entry
-from diagnose.archive.views import unit_of
 
 
 @dataclass(frozen=True)
@@ -23,7 +22,7 @@ def trend_data(entries: list[Entry], metric: str) -> TrendData | None:
     if not having:
         return None
     labels = tuple(f"#{e.id} {e.label}" if e.label else f"#{e.id}" for e in having)
-    return TrendData(metric, unit_of(metric), labels, tuple(float(e.figures[metric]) for e in having))
+    return TrendData(metric, having[0].units[metric], labels, tuple(float(e.figures[metric]) for e in having))
 
 
 def draw_trend(data: TrendData):
