@@ -1,6 +1,6 @@
 """What recording costs the host: the recorder's CPU time per sample.
 
-    python benchmarks/bench_record.py [--seconds 30] [--processes 300]
+    python benchmarks/bench_record.py [--seconds 30] [--processes 300] [--ring]
 
 Starts ``--processes`` idle processes (so the process table looks like a busy
 host's), runs ``diagnose record`` for ``--seconds`` at 1 s, and reads the
@@ -8,7 +8,9 @@ recorder's CPU time from the OS: for the whole process (getrusage of the
 child, start-up and imports included) and for the sampling loop alone (the
 manifest's ``recorder_cpu_s``, from ``time.process_time``). Where
 ``nvidia-smi`` exists, the cost of calling ``nvidia-smi --query-gpu`` once a
-second for the same time is measured the same way, for comparison.
+second for the same time is measured the same way, for comparison. With
+``--ring`` the recorder runs as the flight recorder (``--ring 30m`` and a P99
+trigger), whose ring and trigger checks must fit the same budget.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--processes", type=int, default=300)
+    parser.add_argument("--ring", action="store_true", help="measure the flight recorder instead")
     args = parser.parse_args()
+    ring = ["--ring", "30m", "--trigger", "p99_ms > 500 for 10s"] if args.ring else []
     idle = [subprocess.Popen(["sleep", str(args.seconds + 60)]) for _ in range(args.processes)]
     try:
         with tempfile.TemporaryDirectory() as scratch:
@@ -52,18 +56,21 @@ def main() -> None:
                     str(folder),
                     "--duration",
                     f"{args.seconds}s",
+                    *ring,
                 ],
                 check=True,
                 capture_output=True,
             )
             whole = _children_cpu() - before
-            manifest = yaml.safe_load((folder / "manifest.yaml").read_text())
+            last = sorted((folder / ".ring").glob("segment-*"))[-1] if args.ring else folder
+            manifest = yaml.safe_load((last / "manifest.yaml").read_text())
     finally:
         for process in idle:
             process.kill()
             process.wait()
     samples, loop = manifest["samples"], manifest["recorder_cpu_s"]
-    print(f"host: {args.processes} extra idle processes; recorded {samples} samples in {args.seconds} s")
+    mode = "flight recorder (--ring 30m, one trigger)" if args.ring else "one dump"
+    print(f"host: {args.processes} extra idle processes; {mode}: {samples} samples in {args.seconds} s")
     print(
         f"diagnose record, whole process: {whole:.2f} CPU s = {whole / args.seconds * 100:.2f} % of a core "
         f"(start-up and imports included)"

@@ -41,3 +41,17 @@ def parse_duration(text: str) -> float:
     if total <= 0:
         raise InputError(f"the duration must be positive, got {text!r}")
     return total
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """``"512M"``, ``"2G"``, ``"1.5GiB"`` or ``"4096"`` -> bytes (K, M, G, T are powers of 1024)."""
+    match = _SIZE.match(text or "")
+    if not match:
+        raise InputError(f"expected a size such as 512M, 2G or 1.5GiB, got {text!r}")
+    size = float(match.group(1)) * 1024 ** "_kmgt".index(match.group(2).lower() or "_")
+    if size < 1:
+        raise InputError(f"the size must be positive, got {text!r}")
+    return int(size)

@@ -13,6 +13,8 @@ from diagnose.cli import main
 settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True)
 settings.load_profile("deterministic")
 
+pytest_plugins = ["tests.helpers.service"]  # the loopback service fixture, for the recorder's tests
+
 ROOT = Path(__file__).resolve().parents[1]
 DUMPS = ROOT / "fixtures" / "dumps"
 SHARED_DATA = ROOT.parent / "shared" / "data"

@@ -202,3 +202,74 @@ def test_the_snapshot_script_refuses_bad_arguments(tmp_path):
         timeout=10,
     )
     assert done.returncode == 2 and "SECONDS must be a whole number" in done.stderr
+
+
+# -- deployment files for the flight recorder ------------------------------------------------------
+
+
+def _accepted_by_the_cli(args: list[str]) -> None:
+    """The deployment's command line parses, and its triggers and spans are valid, in this version."""
+    from diagnose.cli import _parser
+    from diagnose.collectors.triggers import parse_trigger
+    from diagnose.units import parse_duration, parse_size
+
+    parsed = _parser().parse_args(args)
+    assert parsed.command == "record" and parsed.ring
+    for span in (parsed.ring, parsed.after, parsed.cooldown, parsed.trigger_window):
+        parse_duration(span)
+    parse_size(parsed.ring_max_size)
+    assert parsed.trigger and all(parse_trigger(text) for text in parsed.trigger)
+
+
+def test_the_systemd_unit_runs_a_flight_recorder_this_version_accepts():
+    import configparser
+    import shlex
+
+    unit = COLLECTORS / "systemd" / "diagnose-flight-recorder.service"
+    text = unit.read_text(encoding="utf-8").replace("\\\n", " ")
+    sections = configparser.ConfigParser(interpolation=None, strict=False)
+    sections.read_string(text)
+    service = sections["Service"]
+    program, *args = shlex.split(service["ExecStart"])
+    assert program.endswith("/diagnose")
+    _accepted_by_the_cli(args)
+    assert service["ExecReload"] == "/bin/kill -USR1 $MAINPID"  # systemctl reload = dump now
+    assert service["KillSignal"] in ("SIGINT", "SIGTERM")  # the signals the recorder stops cleanly on
+
+
+def test_the_systemd_unit_passes_systemd_analyze(tmp_path):
+    import shutil
+
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed")
+    unit = tmp_path / "diagnose-flight-recorder.service"
+    unit.write_text((COLLECTORS / "systemd" / unit.name).read_text(encoding="utf-8"), encoding="utf-8")
+    result = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60)
+    problems = [
+        line
+        for line in (result.stdout + result.stderr).splitlines()
+        if unit.name in line and "/usr/local/bin/diagnose" not in line  # not installed on a test host
+    ]
+    assert not problems, problems
+
+
+def test_the_daemonset_sees_the_host_reads_nvml_and_takes_no_gpu():
+    import yaml
+
+    documents = list(
+        yaml.safe_load_all((COLLECTORS / "kubernetes" / "flight-recorder-daemonset.yaml").read_text())
+    )
+    (daemonset,) = [d for d in documents if d["kind"] == "DaemonSet"]
+    pod = daemonset["spec"]["template"]["spec"]
+    assert pod["hostPID"] is True and pod["hostNetwork"] is True
+    (container,) = pod["containers"]
+    _accepted_by_the_cli(container["args"])
+    env = {item["name"]: item["value"] for item in container["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all" and "utility" in env["NVIDIA_DRIVER_CAPABILITIES"]
+    resources = json.dumps(container["resources"])
+    assert "nvidia.com/gpu" not in resources  # a monitor must not take a GPU from the scheduler
+    output = container["args"][container["args"].index("-o") + 1]
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert output in mounts  # the dumps outlive the pod, on the node
+    assert pod["terminationGracePeriodSeconds"] >= 30  # time to write a pending dump on stop

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -15,43 +14,7 @@ import psutil
 import pytest
 
 from diagnose.dump import load_dump
-from tests.conftest import ROOT
-
-SERVICE = ROOT / "tests" / "helpers" / "fake_service.py"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_for(condition, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting")
-
-
-@pytest.fixture
-def service(tmp_path):
-    port, log = _free_port(), tmp_path / "requests.jsonl"
-    process = subprocess.Popen([sys.executable, str(SERVICE), str(port), str(log)])
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            urllib.request.urlopen(f"{url}/metrics", timeout=0.5).read()
-            return True
-        except OSError:
-            return False
-
-    _wait_for(up)
-    yield url, log
-    process.terminate()
-    process.wait(timeout=10)
+from tests.helpers.service import wait_for
 
 
 def _load(url: str, stop: threading.Event) -> None:
@@ -121,7 +84,7 @@ def test_a_recording_killed_with_sigkill_is_still_a_valid_dump(tmp_path):
         [sys.executable, "-m", "diagnose", "record", "-o", str(folder), "--no-gpu"], stderr=subprocess.DEVNULL
     )
     try:
-        _wait_for(
+        wait_for(
             lambda: (
                 (folder / "system.csv").exists()
                 and len((folder / "system.csv").read_text().splitlines()) >= 3

@@ -101,6 +101,10 @@ class DumpWriter:
         self.manifest.update(fields)
         self._write_manifest()
 
+    def bytes_written(self) -> int:
+        """The tables' size on disk so far (after a flush): what a bounded ring counts."""
+        return sum(os.fstat(handle.fileno()).st_size for handle in self._files.values())
+
     def _csv(self, table: str) -> csv.DictWriter:
         if table not in self._writers:
             handle = self._handle(table, f"{table}.csv")

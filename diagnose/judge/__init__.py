@@ -1,17 +1,33 @@
-"""Judging: YAML rules over facts, ending in ranked hypotheses."""
+"""Judging: YAML rules over facts, ending in ranked hypotheses.
 
-from diagnose.judge.engine import FIRED, RULED_OUT, SKIPPED, EvidenceLine, Outcome, judge
-from diagnose.judge.rules import Rule, default_rules_dir, load_rule_file, load_rules
+The names below load on first use (PEP 562), so a module that needs only the
+expression language (the flight recorder's triggers) does not pay for the
+engine and the fact catalogue.
+"""
 
-__all__ = [
-    "FIRED",
-    "RULED_OUT",
-    "SKIPPED",
-    "EvidenceLine",
-    "Outcome",
-    "Rule",
-    "default_rules_dir",
-    "judge",
-    "load_rule_file",
-    "load_rules",
-]
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "FIRED": "diagnose.judge.engine",
+    "RULED_OUT": "diagnose.judge.engine",
+    "SKIPPED": "diagnose.judge.engine",
+    "EvidenceLine": "diagnose.judge.engine",
+    "Outcome": "diagnose.judge.engine",
+    "judge": "diagnose.judge.engine",
+    "Rule": "diagnose.judge.rules",
+    "default_rules_dir": "diagnose.judge.rules",
+    "load_rule_file": "diagnose.judge.rules",
+    "load_rules": "diagnose.judge.rules",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'diagnose.judge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value

@@ -3,8 +3,10 @@
     python tests/helpers/fake_service.py PORT LOG_PATH
 
 POST or GET /infer "serves" a request in a few milliseconds and appends one
-JSON line to LOG_PATH; GET /metrics exposes vLLM-named metrics through
-prometheus_client. It stops by itself after 60 s in case a test forgets it.
+JSON line to LOG_PATH; GET /burst?ms=M&seconds=S makes every request of the
+next S seconds take M ms longer (a latency burst for the flight recorder's
+test); GET /metrics exposes vLLM-named metrics through prometheus_client. It
+stops by itself after 60 s in case a test forgets it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -25,6 +28,7 @@ WAITING = Gauge("vllm:num_requests_waiting", "waiting", registry=REGISTRY)
 QUEUE = Histogram("vllm:request_queue_time_seconds", "queue time", registry=REGISTRY)
 E2E = Histogram("vllm:e2e_request_latency_seconds", "latency", registry=REGISTRY)
 LOCK = threading.Lock()
+BURST = {"until": 0.0, "ms": 0.0}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -36,9 +40,16 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(body)
             return
+        if self.path.startswith("/burst"):
+            query = parse_qs(urlparse(self.path).query)
+            BURST["ms"] = float(query["ms"][0])
+            BURST["until"] = time.time() + float(query["seconds"][0])
+            self.send_response(200)
+            self.end_headers()
+            return
         start = time.time()
         RUNNING.inc()
-        time.sleep(0.004)
+        time.sleep(0.004 + (BURST["ms"] / 1000 if start < BURST["until"] else 0.0))
         RUNNING.dec()
         latency = time.time() - start
         SUCCESS.inc()
@@ -51,7 +62,7 @@ class Handler(BaseHTTPRequestHandler):
                     {
                         "ts": start,
                         "latency_ms": latency * 1000,
-                        "stage_forward_ms": 4.0,
+                        "stage_forward_ms": latency * 1000,
                         "input_len": 32,
                         "status": "ok",
                     }
