@@ -213,7 +213,6 @@ def _add_flight_args(command: argparse.ArgumentParser) -> None:
     )
     command.add_argument(
         "--ring-max-size",
-        default="1G",
         metavar="SIZE",
         help="--ring: the most disk the ring may use (default 1G); the oldest minutes go first",
     )
@@ -226,19 +225,16 @@ def _add_flight_args(command: argparse.ArgumentParser) -> None:
     )
     command.add_argument(
         "--after",
-        default="1m",
         metavar="SPAN",
         help="--ring: how long to keep recording after a trigger before the dump is written (default 1m)",
     )
     command.add_argument(
         "--cooldown",
-        default="10m",
         metavar="SPAN",
         help="--ring: no second dump within SPAN of a trigger (default 10m; SIGUSR1 is always honoured)",
     )
     command.add_argument(
         "--trigger-window",
-        default="10s",
         metavar="SPAN",
         help="--ring: the request signals (p99_ms, rps, ...) are over the requests of the last SPAN "
         "(default 10s)",
@@ -811,9 +807,17 @@ def _flight_recorder(args: argparse.Namespace):
     """The sink of ``record --ring``, or None; the flight recorder's options without --ring are refused."""
     from diagnose.units import parse_duration, parse_size
 
+    flight_only = {
+        "--trigger": args.trigger,
+        "--after": args.after,
+        "--cooldown": args.cooldown,
+        "--trigger-window": args.trigger_window,
+        "--ring-max-size": args.ring_max_size,
+    }
     if args.ring is None:
-        if args.trigger:
-            raise InputError("--trigger needs --ring SPAN: the flight recorder is what triggers dump")
+        given = [option for option, value in flight_only.items() if value]
+        if given:
+            raise InputError(f"{', '.join(given)} need --ring SPAN: they set up the flight recorder")
         return None
     from diagnose.collectors.flight import FlightOptions, FlightRecorder
     from diagnose.collectors.triggers import parse_trigger
@@ -821,11 +825,11 @@ def _flight_recorder(args: argparse.Namespace):
     options = FlightOptions(
         folder=args.output,
         keep_s=parse_duration(args.ring),
-        max_bytes=parse_size(args.ring_max_size),
+        max_bytes=parse_size(args.ring_max_size or "1G"),
         triggers=tuple(parse_trigger(text) for text in args.trigger),
-        after_s=parse_duration(args.after),
-        cooldown_s=parse_duration(args.cooldown),
-        window_s=parse_duration(args.trigger_window),
+        after_s=parse_duration(args.after or "1m"),
+        cooldown_s=parse_duration(args.cooldown or "10m"),
+        window_s=parse_duration(args.trigger_window or "10s"),
     )
     if args.output.exists() and not args.output.is_dir():
         raise InputError(f"{args.output}: exists and is not a folder; --ring -o needs a folder")

@@ -216,8 +216,8 @@ def _accepted_by_the_cli(args: list[str]) -> None:
     parsed = _parser().parse_args(args)
     assert parsed.command == "record" and parsed.ring
     for span in (parsed.ring, parsed.after, parsed.cooldown, parsed.trigger_window):
-        parse_duration(span)
-    parse_size(parsed.ring_max_size)
+        assert span is None or parse_duration(span)
+    assert parsed.ring_max_size is None or parse_size(parsed.ring_max_size)
     assert parsed.trigger and all(parse_trigger(text) for text in parsed.trigger)
 
 

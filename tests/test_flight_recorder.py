@@ -306,3 +306,10 @@ def test_dump_now_asks_the_running_recorder_and_kill_9_leaves_the_ring_readable(
         float(line.split(",")[0]) for line in (segments[-1] / "system.csv").read_text().splitlines()[1:]
     )
     assert starts.min() < killed_at
+
+
+def test_flight_options_without_ring_are_refused(run_cli, tmp_path):
+    code, _, err = run_cli("record", "-o", tmp_path / "d", "--trigger", "p99_ms > 1", "--after", "5s")
+    assert code == 2 and "--trigger, --after need --ring SPAN" in err
+    code, _, err = run_cli("record", "-o", tmp_path / "d", "--ring", "1m", "--trigger", "p99 > 1")
+    assert code == 2 and "no signal named p99" in err and not (tmp_path / "d").exists()
