@@ -24,6 +24,8 @@ examples:
   diagnose compare before/ after/                  did the change help, under comparable conditions?
   diagnose archive add after/ --label v1.4-int8    keep its figures in the performance archive
   diagnose record -o incident/ --duration 15m      record this host into a dump
+  diagnose record -o incidents/ --ring 30m --trigger 'p99_ms > 500 for 10s'   flight recorder
+  diagnose pull --prometheus URL --instance gpu-7 --from now-1h -o d/   a window from Prometheus
   diagnose live                                    watch this host as the hypotheses form
   diagnose rules                                   list the rules
   diagnose rules check my-rules/                   validate your own rule folder
@@ -156,6 +158,7 @@ def _parser() -> argparse.ArgumentParser:
     record_cmd.set_defaults(handler=_run_record)
 
     _add_live_cmd(commands)
+    _add_pull_cmd(commands)
 
     formats_cmd = commands.add_parser(
         "formats",
@@ -573,6 +576,89 @@ def _add_collection_args(command: argparse.ArgumentParser) -> None:
         action="store_true",
         help="exit 2 at start if a source given above cannot be read (default: warn and record the rest)",
     )
+
+
+def _add_pull_cmd(commands: argparse._SubParsersAction) -> None:
+    pull_cmd = commands.add_parser(
+        "pull",
+        help="read a host's window from Prometheus (or Thanos, Mimir, VictoriaMetrics) into a dump",
+        description=(
+            "Read node_exporter, dcgm-exporter and the serving engine's metrics for one host (or every "
+            "host, --all-instances) between --from and --to through the Prometheus HTTP API, and write "
+            "a dump that diagnose file reads. The manifest says which query gave which column, at "
+            "what step. docs/pull.md has the mapping."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "examples:\n"
+            "  diagnose pull --prometheus http://prometheus:9090 --instance gpu-node-7 \\\n"
+            "      --from 2026-12-02T02:50:00Z --to 2026-12-02T03:20:00Z -o incident-0412/\n"
+            "  diagnose pull --prometheus https://thanos.internal --bearer-token-file ~/.thanos-token \\\n"
+            "      --all-instances --job 'gpu-.*' --from now-12h --to now -o sweep/   # + sweep/fleet.md"
+        ),
+    )
+    pull_cmd.add_argument("--prometheus", required=True, metavar="URL", help="the server's base URL")
+    which = pull_cmd.add_mutually_exclusive_group(required=True)
+    which.add_argument("--instance", metavar="HOST", help="the host (its instance label, any port)")
+    which.add_argument(
+        "--all-instances",
+        action="store_true",
+        help="every host with an up series: one dump each in -o, and fleet.md/fleet.json",
+    )
+    pull_cmd.add_argument("--job", metavar="REGEX", help="--all-instances: only the hosts of these jobs")
+    pull_cmd.add_argument(
+        "--from", dest="start", required=True, metavar="TIME", help="ISO-8601 with zone, epoch, now-1h"
+    )
+    pull_cmd.add_argument("--to", dest="end", default="now", metavar="TIME", help="as --from (default now)")
+    pull_cmd.add_argument(
+        "--step", metavar="SPAN", help="resolution (default: the scrape interval, read from the data)"
+    )
+    pull_cmd.add_argument("-o", "--output", type=Path, required=True, help="the dump folder to create")
+    pull_cmd.add_argument("--bearer-token-file", type=Path, metavar="FILE", help="a bearer token in FILE")
+    pull_cmd.add_argument("--bearer-token-env", metavar="VAR", help="a bearer token in $VAR")
+    pull_cmd.add_argument("--basic-auth-file", type=Path, metavar="FILE", help="user:password in FILE")
+    pull_cmd.add_argument("--basic-auth-env", metavar="VAR", help="user:password in $VAR")
+    pull_cmd.add_argument("--ca-file", type=Path, metavar="FILE", help="the CA bundle for an https URL")
+    pull_cmd.add_argument(
+        "--timeout", type=_positive, default=30.0, metavar="S", help="seconds per request (default 30)"
+    )
+    pull_cmd.add_argument("--rules", type=Path, metavar="DIR", help="--all-instances: diagnose with DIR")
+    pull_cmd.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
+    pull_cmd.set_defaults(handler=_run_pull)
+
+
+def _run_pull(args: argparse.Namespace) -> int:
+    from diagnose.pull import Auth, PrometheusClient, pull, sweep
+    from diagnose.pull.pull import parse_time
+    from diagnose.units import parse_duration
+
+    if args.job and not args.all_instances:
+        raise InputError("--job selects hosts for --all-instances; with --instance it does not apply")
+    auth = Auth.from_options(
+        args.bearer_token_file, args.bearer_token_env, args.basic_auth_file, args.basic_auth_env
+    )
+    client = PrometheusClient(args.prometheus, auth, args.ca_file, args.timeout)
+    start, end = parse_time(args.start), parse_time(args.end)
+    step = parse_duration(args.step) if args.step else None
+    say = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    if args.all_instances:
+        results = sweep(client, start, end, args.output, args.job, step, args.rules, say=say)
+        failed = [r for r in results if r.problem]
+        print(
+            f"diagnose: {len(results) - len(failed)} of {len(results)} hosts pulled and analysed into "
+            f"{args.output}/; the summary: {args.output / 'fleet.md'}",
+            file=sys.stderr,
+        )
+        return ExitCode.OK
+    summary = pull(client, args.instance, start, end, args.output, step, say=say)
+    tables = ", ".join(f"{table} {rows}" for table, rows in summary.rows.items()) or "no rows"
+    print(
+        f"diagnose: pulled {summary.instance} at {summary.step_s:g} s into {args.output} ({tables})"
+        + (f"; not found: {', '.join(summary.missing)}" if summary.missing else "")
+        + f"; analyse it with: diagnose file {args.output}",
+        file=sys.stderr,
+    )
+    return ExitCode.OK
 
 
 def _add_live_cmd(commands: argparse._SubParsersAction) -> None:

@@ -1,0 +1,252 @@
+"""Which PromQL gives which dump column: node_exporter, dcgm-exporter and the serving engines.
+
+Each column is one query over the series of one host (``{sel}``: the
+``instance`` label's host part, whatever the exporter's port). Counters are
+turned into per-second rates by Prometheus itself: ``irate`` over three scrape
+intervals when the step is the scrape interval (the rate between the last two
+scrapes, as ``diagnose record`` computes it), ``rate`` over the step plus one
+scrape when the step is coarser. The serving engines' queries come from the
+same name map the recorder uses (:mod:`diagnose.engine_metrics`); latency
+histograms also give per-step percentiles from their own buckets
+(``histogram_quantile``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diagnose.engine_metrics import ENGINES, EngineMap
+
+_REGEX_META = set(r".^$*+?()[]{}|\\")
+
+
+@dataclass(frozen=True)
+class Column:
+    table: str  # system, gpu or server
+    column: str
+    query: str  # with {sel}, {rate} and {w} to fill in
+    needs: tuple[str, ...]  # the metric names it reads: absent ones skip the column
+    source: str  # the exporter, for the manifest
+
+
+def selector(instance: str) -> str:
+    """Every series of a host: ``instance`` is host:port, and each exporter has its own port."""
+    escaped = "".join("\\\\" + c if c in _REGEX_META else c for c in instance)
+    return f'instance=~"{escaped}(:[0-9]+)?"'
+
+
+def rate_window(step_s: float, scrape_s: float) -> tuple[str, str]:
+    """(function, window) for counters at this step."""
+    if step_s <= scrape_s:
+        return "irate", f"{max(1, round(3 * scrape_s))}s"
+    return "rate", f"{max(1, round(step_s + scrape_s))}s"
+
+
+def _counter(name: str, filters: str = "") -> str:
+    return f"{{rate}}({name}{{{{{filters}{{sel}}}}}}[{{w}}])"
+
+
+_NODE = "node_exporter"
+SYSTEM = [
+    Column(
+        "system",
+        "cpu_pct",
+        "100 * (1 - avg(" + _counter("node_cpu_seconds_total", 'mode="idle",') + "))",
+        ("node_cpu_seconds_total",),
+        _NODE,
+    ),
+    Column(
+        "system",
+        "cpu_count",
+        'count(node_cpu_seconds_total{{mode="idle",{sel}}})',
+        ("node_cpu_seconds_total",),
+        _NODE,
+    ),
+    Column("system", "load1", "max(node_load1{{{sel}}})", ("node_load1",), _NODE),
+    Column(
+        "system",
+        "mem_used_bytes",
+        "max(node_memory_MemTotal_bytes{{{sel}}} - node_memory_MemAvailable_bytes{{{sel}}})",
+        ("node_memory_MemTotal_bytes", "node_memory_MemAvailable_bytes"),
+        _NODE,
+    ),
+    Column(
+        "system",
+        "mem_total_bytes",
+        "max(node_memory_MemTotal_bytes{{{sel}}})",
+        ("node_memory_MemTotal_bytes",),
+        _NODE,
+    ),
+    Column(
+        "system",
+        "swap_used_bytes",
+        "max(node_memory_SwapTotal_bytes{{{sel}}} - node_memory_SwapFree_bytes{{{sel}}})",
+        ("node_memory_SwapTotal_bytes", "node_memory_SwapFree_bytes"),
+        _NODE,
+    ),
+    # pswpin/pswpout count pages; 4 KiB pages, as on x86-64 and most arm64 kernels
+    Column(
+        "system",
+        "swap_in_per_s",
+        "4096 * sum(" + _counter("node_vmstat_pswpin") + ")",
+        ("node_vmstat_pswpin",),
+        _NODE,
+    ),
+    Column(
+        "system",
+        "swap_out_per_s",
+        "4096 * sum(" + _counter("node_vmstat_pswpout") + ")",
+        ("node_vmstat_pswpout",),
+        _NODE,
+    ),
+    Column(
+        "system",
+        "disk_read_bytes_per_s",
+        "sum(" + _counter("node_disk_read_bytes_total") + ")",
+        ("node_disk_read_bytes_total",),
+        _NODE,
+    ),
+    Column(
+        "system",
+        "disk_write_bytes_per_s",
+        "sum(" + _counter("node_disk_written_bytes_total") + ")",
+        ("node_disk_written_bytes_total",),
+        _NODE,
+    ),
+    Column(
+        "system",
+        "net_rx_bytes_per_s",
+        "sum(" + _counter("node_network_receive_bytes_total", 'device!="lo",') + ")",
+        ("node_network_receive_bytes_total",),
+        _NODE,
+    ),
+    Column(
+        "system",
+        "net_tx_bytes_per_s",
+        "sum(" + _counter("node_network_transmit_bytes_total", 'device!="lo",') + ")",
+        ("node_network_transmit_bytes_total",),
+        _NODE,
+    ),
+]
+
+_DCGM = "dcgm-exporter"
+_MIB = 1024 * 1024
+
+
+def _per_gpu(expression: str) -> str:
+    return f"max by (gpu) ({expression})"
+
+
+GPU = [
+    Column("gpu", "util_pct", _per_gpu("DCGM_FI_DEV_GPU_UTIL{{{sel}}}"), ("DCGM_FI_DEV_GPU_UTIL",), _DCGM),
+    Column(
+        "gpu",
+        "sm_active_pct",
+        _per_gpu("100 * DCGM_FI_PROF_SM_ACTIVE{{{sel}}}"),
+        ("DCGM_FI_PROF_SM_ACTIVE",),
+        _DCGM,
+    ),
+    Column(
+        "gpu",
+        "mem_bw_util_pct",
+        _per_gpu("DCGM_FI_DEV_MEM_COPY_UTIL{{{sel}}}"),
+        ("DCGM_FI_DEV_MEM_COPY_UTIL",),
+        _DCGM,
+    ),
+    Column(
+        "gpu",
+        "mem_used_bytes",
+        _per_gpu(f"{_MIB} * DCGM_FI_DEV_FB_USED{{{{{{sel}}}}}}"),
+        ("DCGM_FI_DEV_FB_USED",),
+        _DCGM,
+    ),
+    Column(
+        "gpu",
+        "mem_total_bytes",
+        _per_gpu(f"{_MIB} * (DCGM_FI_DEV_FB_USED{{{{{{sel}}}}}} + DCGM_FI_DEV_FB_FREE{{{{{{sel}}}}}})"),
+        ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"),
+        _DCGM,
+    ),
+    Column(
+        "gpu", "sm_clock_mhz", _per_gpu("DCGM_FI_DEV_SM_CLOCK{{{sel}}}"), ("DCGM_FI_DEV_SM_CLOCK",), _DCGM
+    ),
+    Column(
+        "gpu", "power_w", _per_gpu("DCGM_FI_DEV_POWER_USAGE{{{sel}}}"), ("DCGM_FI_DEV_POWER_USAGE",), _DCGM
+    ),
+    Column("gpu", "temp_c", _per_gpu("DCGM_FI_DEV_GPU_TEMP{{{sel}}}"), ("DCGM_FI_DEV_GPU_TEMP",), _DCGM),
+    Column(
+        "gpu",
+        "throttle_reasons",
+        _per_gpu("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{{{sel}}}"),
+        ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",),
+        _DCGM,
+    ),
+    Column(  # its name since DCGM 3.3
+        "gpu",
+        "throttle_reasons",
+        _per_gpu("DCGM_FI_DEV_CLOCKS_EVENT_REASONS{{{sel}}}"),
+        ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS",),
+        _DCGM,
+    ),
+    Column(
+        "gpu",
+        "pcie_tx_bytes_per_s",
+        _per_gpu("DCGM_FI_PROF_PCIE_TX_BYTES{{{sel}}}"),
+        ("DCGM_FI_PROF_PCIE_TX_BYTES",),
+        _DCGM,
+    ),
+    Column(
+        "gpu",
+        "pcie_rx_bytes_per_s",
+        _per_gpu("DCGM_FI_PROF_PCIE_RX_BYTES{{{sel}}}"),
+        ("DCGM_FI_PROF_PCIE_RX_BYTES",),
+        _DCGM,
+    ),
+]
+XID_QUERY = _per_gpu("DCGM_FI_DEV_XID_ERRORS{{{sel}}}")
+XID_METRIC = "DCGM_FI_DEV_XID_ERRORS"
+
+
+def engine_columns(engine: str, names: set[str]) -> list[Column]:
+    """The server table's queries for an engine, from the recorder's own name map, for the names present."""
+    mapping: EngineMap = ENGINES[engine]
+    source = f"{engine} /metrics"
+    columns: list[Column] = []
+    for column, (candidates, scale) in mapping.gauges.items():
+        present = next((name for name in candidates if name in names), None)
+        if present:
+            columns.append(
+                Column("server", column, f"{scale:g} * sum({present}{{{{{{sel}}}}}})", (present,), source)
+            )
+    taken = {c.column for c in columns}
+    for column, counter in mapping.rates.items():
+        name = counter if counter in names else counter.removesuffix("_total")  # older exporters' counters
+        if column not in taken and name in names:
+            columns.append(Column("server", column, "sum(" + _counter(name) + ")", (name,), source))
+            taken.add(column)
+    for column, ratio in [*mapping.ratios.items(), *mapping.fallbacks.items()]:
+        numerator, denominator = _present(ratio.numerator, names), _present(ratio.denominator, names)
+        if column in taken or not (numerator and denominator):
+            continue
+        query = f"{ratio.scale:g} * sum({_counter(numerator)}) / sum({_counter(denominator)})"
+        columns.append(Column("server", column, query, (numerator, denominator), source))
+        taken.add(column)
+        histogram = numerator.removesuffix("_sum")
+        if column.endswith("_ms") and f"{histogram}_bucket" in names:
+            for q in (0.5, 0.99):
+                buckets = _counter(f"{histogram}_bucket")
+                quantile = f"{ratio.scale:g} * histogram_quantile({q:g}, sum by (le) ({buckets}))"
+                name = f"{column.removesuffix('_ms')}_p{int(q * 100)}_ms"
+                columns.append(Column("server", name, quantile, (f"{histogram}_bucket",), source))
+    return columns
+
+
+def _present(name: str, names: set[str]) -> str | None:
+    if name in names:
+        return name
+    bare = name.removesuffix("_total")
+    return bare if bare in names else None
+
+
+def fill(column: Column, sel: str, rate: str, window: str) -> str:
+    return column.query.format(sel=sel, rate=rate, w=window)

@@ -1,0 +1,100 @@
+"""A host's exporters in one page, for diagnose pull's test against a real Prometheus (loopback only).
+
+    python tests/helpers/fake_exporter.py PORT HOST_NUMBER SERVED_LOG
+
+Serves node_exporter, dcgm-exporter and vLLM metric names on /metrics with
+values that change every 3 s, and appends what it served (time and values)
+to SERVED_LOG, so the test can compare the pulled dump with what was served
+at those times. Host 1 reports an Xid 79 on GPU 0 from 10 s after start.
+Stops by itself after 180 s.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+GIB, MIB = 1 << 30, 1 << 20
+START = time.time()
+
+
+def values(host: int, now: float) -> dict[str, float]:
+    phase = int(now // 3)
+    elapsed = now - START
+    return {
+        "load1": float(phase % 10 + host),
+        "mem_available": float(64 * GIB - (10 + phase % 5) * GIB),
+        "idle0": 0.5 * elapsed,  # each CPU half busy: cpu_pct 50
+        "idle1": 0.5 * elapsed,
+        "util0": float((phase * 7) % 100),
+        "util1": 50.0 + host,
+        "fb_used0": float(1000 + (phase % 7) * 100),
+        "xid0": 79.0 if host == 1 and elapsed > 10 else 0.0,
+        "waiting": float(phase % 4),
+        "success": 5.0 * elapsed,  # 5 requests a second
+    }
+
+
+def page(host: int, v: dict[str, float]) -> str:
+    lines = [
+        f"node_load1 {v['load1']}",
+        f"node_memory_MemTotal_bytes {64 * GIB}",
+        f"node_memory_MemAvailable_bytes {v['mem_available']}",
+        f'node_cpu_seconds_total{{cpu="0",mode="idle"}} {v["idle0"]}',
+        f'node_cpu_seconds_total{{cpu="1",mode="idle"}} {v["idle1"]}',
+    ]
+    for gpu in (0, 1):
+        labels = (
+            f'gpu="{gpu}",UUID="GPU-{host}-{gpu}",modelName="NVIDIA H100 80GB HBM3",Hostname="node-{host}"'
+        )
+        used = v["fb_used0"] if gpu == 0 else 2000.0
+        lines += [
+            f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} {v['util0'] if gpu == 0 else v['util1']}",
+            f"DCGM_FI_DEV_FB_USED{{{labels}}} {used}",
+            f"DCGM_FI_DEV_FB_FREE{{{labels}}} {81559 - used}",
+            f"DCGM_FI_DEV_XID_ERRORS{{{labels}}} {v['xid0'] if gpu == 0 else 0}",
+        ]
+    served = v["success"]
+    lines += [
+        f'vllm:num_requests_waiting{{model_name="m"}} {v["waiting"]}',
+        f'vllm:request_success_total{{model_name="m"}} {served}',
+        # every request takes 0.2 s: all of them fall in the (0.1, 0.25] bucket
+        'vllm:e2e_request_latency_seconds_bucket{model_name="m",le="0.1"} 0',
+        f'vllm:e2e_request_latency_seconds_bucket{{model_name="m",le="0.25"}} {served}',
+        f'vllm:e2e_request_latency_seconds_bucket{{model_name="m",le="+Inf"}} {served}',
+        f'vllm:e2e_request_latency_seconds_sum{{model_name="m"}} {0.2 * served}',
+        f'vllm:e2e_request_latency_seconds_count{{model_name="m"}} {served}',
+        f"process_start_time_seconds {START}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        now = time.time()
+        v = values(self.server.host, now)
+        body = page(self.server.host, v).encode()
+        with self.server.lock, open(self.server.log, "a", encoding="utf-8") as log:
+            log.write(json.dumps({"t": now, **v}) + "\n")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def main() -> None:
+    port, host, log = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.host, server.log, server.lock = host, log, threading.Lock()
+    threading.Timer(180, server.shutdown).start()
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

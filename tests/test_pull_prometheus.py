@@ -1,0 +1,224 @@
+"""`diagnose pull` against a real Prometheus server scraping exporters the test runs (no mocked HTTP).
+
+The server is the distribution's ``prometheus`` (``.ci/run`` installs it where
+it is missing); it scrapes two fake hosts every second for about half a
+minute, then the tests pull windows through its HTTP API and compare the
+dumps with what the exporters logged that they served.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+import yaml
+
+from diagnose.dump import load_dump
+from diagnose.errors import InputError
+from diagnose.pull import Auth, PrometheusClient
+from diagnose.pull.pull import parse_time
+from diagnose.pull.queries import selector
+from tests.conftest import ROOT
+from tests.helpers.service import free_port, wait_for
+
+EXPORTER = ROOT / "tests" / "helpers" / "fake_exporter.py"
+GIB = 1 << 30
+SCRAPED_S = 30
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory):
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.skip("the prometheus server is not installed (.ci/run installs Debian's package)")
+    folder = tmp_path_factory.mktemp("prometheus")
+    exporters, targets = [], []
+    for host in (1, 2):
+        port, log = free_port(), folder / f"served-{host}.jsonl"
+        exporters.append(subprocess.Popen([sys.executable, str(EXPORTER), str(port), str(host), str(log)]))
+        targets.append(
+            f'      - targets: ["127.0.0.1:{port}"]\n        labels: {{instance: "gpu-node-{host}:9100"}}'
+        )
+    config = folder / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        "scrape_configs:\n  - job_name: gpu-nodes\n    static_configs:\n" + "\n".join(targets) + "\n"
+    )
+    port = free_port()
+    server = subprocess.Popen(
+        [binary, f"--config.file={config}", f"--storage.tsdb.path={folder / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        try:
+            return urllib.request.urlopen(f"{url}/-/ready", timeout=1).status == 200
+        except OSError:
+            return False
+
+    try:
+        wait_for(ready, timeout=60)
+        began = time.time()
+        time.sleep(SCRAPED_S)
+        yield url, folder, began
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        for exporter in exporters:
+            exporter.terminate()
+            exporter.wait(timeout=10)
+
+
+def _served(folder, host: int) -> tuple[list[float], list[dict]]:
+    lines = [json.loads(line) for line in (folder / f"served-{host}.jsonl").read_text().splitlines()]
+    return [line["t"] for line in lines], lines
+
+
+def _diagnose(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "diagnose", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def _pull(url: str, out, *args: str) -> subprocess.CompletedProcess:
+    return _diagnose("pull", "--prometheus", url, "-o", str(out), *args)
+
+
+def test_a_pulled_dump_holds_what_the_exporter_served_at_those_times(prometheus, tmp_path):
+    url, folder, began = prometheus
+    start, end = began + 2, time.time() - 1
+    result = _pull(url, tmp_path / "d", "--instance", "gpu-node-1", "--from", f"{start}", "--to", f"{end}")
+    assert result.returncode == 0, result.stderr
+    dump = load_dump(str(tmp_path / "d"))
+    times, served = _served(folder, 1)
+
+    def candidates(ts: float) -> list[dict]:
+        """What the last scrape at or before ts served (and the one before: the scrape's own stamp is
+        taken just before the exporter answers)."""
+        index = bisect.bisect_right(times, ts + 0.25)
+        return served[max(0, index - 2) : index]
+
+    system, gpu, server = dump.table("system"), dump.table("gpu"), dump.table("server")
+    assert len(system) >= SCRAPED_S - 6 and set(gpu["gpu"]) == {0, 1}
+    exact = 0
+    for row in system.itertuples():
+        seen = candidates(row.ts)
+        assert row.load1 in [s["load1"] for s in seen]
+        assert row.mem_used_bytes in [64 * GIB - s["mem_available"] for s in seen]
+        exact += row.load1 == seen[-1]["load1"]
+    assert exact >= 0.8 * len(system)
+    for row in gpu.itertuples():
+        seen = candidates(row.ts)
+        if row.gpu == 0:
+            assert row.util_pct in [s["util0"] for s in seen]
+            assert row.mem_used_bytes in [s["fb_used0"] * (1 << 20) for s in seen]
+        else:
+            assert row.util_pct == 51
+    for row in server.itertuples():
+        assert row.queue_depth in [s["waiting"] for s in candidates(row.ts)]
+    # counters became rates, histograms means and per-step percentiles from their own buckets
+    cpu, rps = system["cpu_pct"].dropna(), server["throughput_rps"].dropna()
+    assert len(cpu) >= len(system) - 2 and cpu.between(45, 55).all()
+    assert rps.between(4.5, 5.5).all() and server["e2e_ms"].dropna().round(3).eq(200).all()
+    assert server["e2e_p50_ms"].dropna().between(100, 250).all()
+    # dcgm-exporter's Xid gauge: the change to 79 is an event when it happened
+    xid_from = next(s["t"] for s in served if s["xid0"])
+    (xid,) = dump.table("events").query("kind == 'xid'").itertuples()
+    assert xid_from - 0.5 <= xid.ts <= xid_from + 1.5 and xid.message == "Xid 79"
+    manifest = yaml.safe_load((tmp_path / "d" / "manifest.yaml").read_text())
+    assert manifest["interval_s"] == 1 and manifest["pulled"]["scrape_interval_s"] == pytest.approx(
+        1, abs=0.1
+    )
+    assert {s["status"] for s in manifest["sources"].values()} == {"ok"}
+    assert "DCGM_FI_DEV_GPU_UTIL" in manifest["pulled"]["queries"]["gpu"]["util_pct"]
+    analysed = _diagnose("file", str(tmp_path / "d"), "--format", "json")
+    assert analysed.returncode == 0, analysed.stderr
+
+
+def test_a_sweep_writes_one_dump_per_host_and_the_fleet_summary(prometheus, tmp_path):
+    url, _, began = prometheus
+    out = tmp_path / "sweep"
+    result = _pull(url, out, "--all-instances", "--job", "gpu-.*", "--from", f"{began + 2}", "--to", "now")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["gpu-node-1", "gpu-node-2"]
+    for host in ("gpu-node-1", "gpu-node-2"):
+        assert len(load_dump(str(out / host)).table("gpu")) > 0
+    fleet = json.loads((out / "fleet.json").read_text())
+    assert [h["host"] for h in fleet["hosts"]] == ["gpu-node-1", "gpu-node-2"]
+    assert all(h["problem"] is None and h["dump"] for h in fleet["hosts"])
+    table = (out / "fleet.md").read_text()
+    assert "| gpu-node-1 |" in table and "| gpu-node-2 |" in table
+
+
+def test_an_unknown_host_is_an_error_that_names_the_hosts_there(prometheus, tmp_path):
+    url, _, _ = prometheus
+    result = _pull(url, tmp_path / "d", "--instance", "gpu-node-9", "--from", "now-20s")
+    assert result.returncode == 2
+    assert (
+        "no series for instance 'gpu-node-9'" in result.stderr and "gpu-node-1, gpu-node-2" in result.stderr
+    )
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_token_is_sent_but_lands_nowhere_and_a_coarse_step_is_said(prometheus, tmp_path):
+    url, _, began = prometheus
+    token = tmp_path / "token"
+    token.write_text("s3cr3t-t0ken-value\n")
+    result = _pull(
+        url, tmp_path / "d", "--instance", "gpu-node-2", "--from", f"{began + 2}", "--step", "5s",
+        "--bearer-token-file", str(token),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    written = "".join(p.read_text() for p in (tmp_path / "d").iterdir())
+    assert "s3cr3t" not in written + result.stdout + result.stderr
+    manifest = yaml.safe_load((tmp_path / "d" / "manifest.yaml").read_text())
+    assert manifest["interval_s"] == 5 and any("coarse" in note for note in manifest["pulled"]["notes"])
+    assert "coarse" in result.stderr
+
+
+# -- without a server ------------------------------------------------------------------------------
+
+
+def test_times_are_read_with_their_zone_or_relative_to_now():
+    now = 1_796_000_000.0
+    assert parse_time("now", now) == now and parse_time("now-1h", now) == now - 3600
+    assert parse_time("-90s", now) == now - 90 and parse_time("1795999000", now) == 1_795_999_000
+    assert parse_time("2026-12-02T03:00:00+08:00") == parse_time("2026-12-01T19:00:00Z")
+    with pytest.raises(InputError, match="say the zone"):
+        parse_time("2026-12-02T03:00:00")
+
+
+def test_the_selector_matches_a_host_on_any_port_and_escapes_it():
+    assert selector("10.0.0.7") == 'instance=~"10\\\\.0\\\\.0\\\\.7(:[0-9]+)?"'
+
+
+def test_credentials_come_from_a_file_or_a_variable_and_never_from_the_url(tmp_path, monkeypatch):
+    (tmp_path / "pair").write_text("alice:pw\n")
+    assert Auth.from_options(basic_auth_file=tmp_path / "pair").basic == ("alice", "pw")
+    monkeypatch.setenv("PROM_TOKEN", "t")
+    assert Auth.from_options(bearer_token_env="PROM_TOKEN").headers() == {"Authorization": "Bearer t"}
+    (tmp_path / "empty").write_text("")
+    for kwargs, said in [
+        ({"bearer_token_file": tmp_path / "empty"}, "is empty"),
+        ({"bearer_token_env": "NOT_SET_ANYWHERE"}, "not set or empty"),
+        ({"basic_auth_file": tmp_path / "missing"}, "cannot read"),
+        ({"bearer_token_env": "PROM_TOKEN", "basic_auth_file": tmp_path / "pair"}, "not both"),
+    ]:
+        with pytest.raises(InputError, match=said):
+            Auth.from_options(**kwargs)
+    with pytest.raises(InputError, match="not the URL"):
+        PrometheusClient("http://alice:pw@prometheus:9090")
+
+
+def test_a_server_that_does_not_answer_is_exit_2_naming_it(tmp_path):
+    url = f"http://127.0.0.1:{free_port()}"
+    result = _pull(url, tmp_path / "d", "--instance", "h", "--from", "now-1m")
+    assert result.returncode == 2 and f"{url}: cannot connect" in result.stderr
