@@ -154,8 +154,13 @@ def test_a_sweep_writes_one_dump_per_host_and_the_fleet_summary(prometheus, tmp_
     fleet = json.loads((out / "fleet.json").read_text())
     assert [h["host"] for h in fleet["hosts"]] == ["gpu-node-1", "gpu-node-2"]
     assert all(h["problem"] is None and h["dump"] for h in fleet["hosts"])
-    table = (out / "fleet.md").read_text()
-    assert "| gpu-node-1 |" in table and "| gpu-node-2 |" in table
+    # host 1's GPUs are thermally throttled, host 2's are not: the summary says which host shows it
+    likely = {h["host"]: {f["id"] for f in h["findings"] if f["score"] >= 0.5} for h in fleet["hosts"]}
+    assert "gpu-throttling" in likely["gpu-node-1"] and "gpu-throttling" not in likely["gpu-node-2"]
+    lines = (out / "fleet.md").read_text().splitlines()
+    column = [cell.strip() for cell in lines[4].split("|")].index("gpu-throttling")
+    rows = {line.split("|")[1].strip(): line.split("|") for line in lines[6:]}
+    assert rows["gpu-node-1"][column].strip() and not rows["gpu-node-2"][column].strip()
 
 
 def test_an_unknown_host_is_an_error_that_names_the_hosts_there(prometheus, tmp_path):
@@ -168,8 +173,8 @@ def test_an_unknown_host_is_an_error_that_names_the_hosts_there(prometheus, tmp_
     assert not (tmp_path / "d").exists()
 
 
-def test_a_token_is_sent_but_lands_nowhere_and_a_coarse_step_is_said(prometheus, tmp_path):
-    url, _, began = prometheus
+def test_a_token_is_sent_but_lands_nowhere_a_coarse_step_is_said_and_a_restart_seen(prometheus, tmp_path):
+    url, folder, began = prometheus
     token = tmp_path / "token"
     token.write_text("s3cr3t-t0ken-value\n")
     result = _pull(
@@ -182,6 +187,11 @@ def test_a_token_is_sent_but_lands_nowhere_and_a_coarse_step_is_said(prometheus,
     manifest = yaml.safe_load((tmp_path / "d" / "manifest.yaml").read_text())
     assert manifest["interval_s"] == 5 and any("coarse" in note for note in manifest["pulled"]["notes"])
     assert "coarse" in result.stderr
+    # the engine's process start time moved: a restart, in the events and the manifest
+    (restart,) = load_dump(str(tmp_path / "d")).table("events").query("kind == 'restart'").itertuples()
+    _, served = _served(folder, 2)
+    assert restart.ts == max(s["process_start"] for s in served)
+    assert len(manifest["process_start"]) == 1
 
 
 # -- without a server ------------------------------------------------------------------------------

@@ -170,8 +170,22 @@ GPU = [
     Column(
         "gpu", "sm_clock_mhz", _per_gpu("DCGM_FI_DEV_SM_CLOCK{{{sel}}}"), ("DCGM_FI_DEV_SM_CLOCK",), _DCGM
     ),
+    Column(  # not in dcgm-exporter's default counters: add it to see throttling as a share of the maximum
+        "gpu",
+        "max_sm_clock_mhz",
+        _per_gpu("DCGM_FI_DEV_MAX_SM_CLOCK{{{sel}}}"),
+        ("DCGM_FI_DEV_MAX_SM_CLOCK",),
+        _DCGM,
+    ),
     Column(
         "gpu", "power_w", _per_gpu("DCGM_FI_DEV_POWER_USAGE{{{sel}}}"), ("DCGM_FI_DEV_POWER_USAGE",), _DCGM
+    ),
+    Column(
+        "gpu",
+        "power_limit_w",
+        _per_gpu("DCGM_FI_DEV_POWER_MGMT_LIMIT{{{sel}}}"),
+        ("DCGM_FI_DEV_POWER_MGMT_LIMIT",),
+        _DCGM,
     ),
     Column("gpu", "temp_c", _per_gpu("DCGM_FI_DEV_GPU_TEMP{{{sel}}}"), ("DCGM_FI_DEV_GPU_TEMP",), _DCGM),
     Column(

@@ -5,7 +5,9 @@
 Serves node_exporter, dcgm-exporter and vLLM metric names on /metrics with
 values that change every 3 s, and appends what it served (time and values)
 to SERVED_LOG, so the test can compare the pulled dump with what was served
-at those times. Host 1 reports an Xid 79 on GPU 0 from 10 s after start.
+at those times. Host 1's GPUs are held at 60 % of their maximum clock by
+thermal slowdown, and GPU 0 reports an Xid 79 from 10 s after start;
+host 2's server restarts (its process start time moves) 15 s after start.
 Stops by itself after 180 s.
 """
 
@@ -29,12 +31,14 @@ def values(host: int, now: float) -> dict[str, float]:
         "mem_available": float(64 * GIB - (10 + phase % 5) * GIB),
         "idle0": 0.5 * elapsed,  # each CPU half busy: cpu_pct 50
         "idle1": 0.5 * elapsed,
-        "util0": float((phase * 7) % 100),
+        "util0": float(60 + (phase * 7) % 40),
         "util1": 50.0 + host,
         "fb_used0": float(1000 + (phase % 7) * 100),
         "xid0": 79.0 if host == 1 and elapsed > 10 else 0.0,
         "waiting": float(phase % 4),
         "success": 5.0 * elapsed,  # 5 requests a second
+        # host 2's server "restarts" 15 s after start: its process start time moves
+        "process_start": START + 15 if host == 2 and elapsed > 15 else START,
     }
 
 
@@ -51,7 +55,12 @@ def page(host: int, v: dict[str, float]) -> str:
             f'gpu="{gpu}",UUID="GPU-{host}-{gpu}",modelName="NVIDIA H100 80GB HBM3",Hostname="node-{host}"'
         )
         used = v["fb_used0"] if gpu == 0 else 2000.0
+        hot = host == 1  # thermal slowdown (NVML's 0x20) holds the SM clock at 60 % of its maximum
         lines += [
+            f"DCGM_FI_DEV_SM_CLOCK{{{labels}}} {1188 if hot else 1980}",
+            f"DCGM_FI_DEV_MAX_SM_CLOCK{{{labels}}} 1980",
+            f"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{{{labels}}} {0x20 if hot else 0}",
+            f"DCGM_FI_DEV_GPU_TEMP{{{labels}}} {89 if hot else 61}",
             f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} {v['util0'] if gpu == 0 else v['util1']}",
             f"DCGM_FI_DEV_FB_USED{{{labels}}} {used}",
             f"DCGM_FI_DEV_FB_FREE{{{labels}}} {81559 - used}",
@@ -67,7 +76,7 @@ def page(host: int, v: dict[str, float]) -> str:
         f'vllm:e2e_request_latency_seconds_bucket{{model_name="m",le="+Inf"}} {served}',
         f'vllm:e2e_request_latency_seconds_sum{{model_name="m"}} {0.2 * served}',
         f'vllm:e2e_request_latency_seconds_count{{model_name="m"}} {served}',
-        f"process_start_time_seconds {START}",
+        f"process_start_time_seconds {v['process_start']}",
     ]
     return "\n".join(lines) + "\n"
 
