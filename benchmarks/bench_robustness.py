@@ -48,7 +48,9 @@ def run(seeds: int) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seeds", type=int, default=3)
     args = parser.parse_args()
     rows = run(args.seeds)
@@ -62,7 +64,8 @@ def main() -> None:
             ac3 = sum(r is not None and r <= 3 for r in ranks) / len(ranks)
             above = sorted({a for r in mine for a in r["above"]})
             shown = ", ".join("-" if r is None else str(r) for r in ranks)
-            print(f"| {variation.name} | {variation.cause} | {ac1:.2f} | {ac3:.2f} | {shown} | {', '.join(above)} |")
+            figures = f"{ac1:.2f} | {ac3:.2f} | {shown}"
+            print(f"| {variation.name} | {variation.cause} | {figures} | {', '.join(above)} |")
         else:
             alarms = sorted({a for r in mine for a in r["likely"]})
             print(f"| {variation.name} | (none) | | | | {'; '.join(alarms) or 'quiet'} |")

@@ -106,11 +106,19 @@ CATALOGUE: dict[str, FactSpec] = {
     "gpu.util_pct.p95": FactSpec("pct", "gpu: util_pct", "95th percentile GPU utilisation"),
     "gpu.mem_used_pct.max": FactSpec("pct", "gpu: mem_used_bytes, mem_total_bytes", "peak GPU memory use"),
     "gpu.sm_clock_ratio.p50": FactSpec(
-        "ratio", "gpu: sm_clock_mhz, max_sm_clock_mhz", "median SM clock / its maximum while busy"
+        "ratio",
+        "gpu: sm_clock_mhz, max_sm_clock_mhz",
+        "median SM clock / its maximum while busy, of the most throttled GPU",
+    ),
+    "gpu.sm_clock_ratio.throttled_p50": FactSpec(
+        "ratio",
+        "gpu: sm_clock_mhz, max_sm_clock_mhz, throttle_reasons",
+        "the same median, in the busy samples that report a slowing reason",
     ),
     "gpu.throttled_share": FactSpec(
-        "ratio", "gpu: throttle_reasons", "busy samples held down by a throttle reason"
+        "ratio", "gpu: throttle_reasons", "busy samples of the most throttled GPU held down by a reason"
     ),
+    "gpu.throttle_gpu": FactSpec("name", "gpu: sm_clock_mhz", "the GPU the throttle facts are of"),
     "gpu.throttle_reason": FactSpec("name", "gpu: throttle_reasons", "the most frequent slowing reason"),
     "gpu.temp_c.max": FactSpec("c", "gpu: temp_c", "highest GPU temperature"),
     "gpu.throttle_forward_cost": FactSpec(

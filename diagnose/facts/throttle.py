@@ -1,7 +1,14 @@
-"""Is the GPU held below its clocks under load, why, and what does it cost the forward pass?
+"""Is a GPU held below its clocks under load, why, and what does it cost the forward pass?
 
 Only working samples count (utilisation of at least 10 %): an idle GPU drops
-its clocks on purpose, and says so with the gpu_idle reason. Throttle reasons may be NVML's bitmask or names.
+its clocks on purpose, and says so with the gpu_idle reason. Throttle reasons
+may be NVML's bitmask or names.
+
+Each GPU is judged on its own, and the worst one is reported by name: one GPU
+of eight held down is a real cause that an average over the eight hides. And
+a GPU is judged by its clocks *while a slowing reason is reported*, not by
+its median over all its working time: a GPU that throttles in spells (40 % of
+the time, say) has a median clock at its maximum and is throttled all the same.
 """
 
 from __future__ import annotations
@@ -28,26 +35,57 @@ def add_throttle_facts(facts: Facts, dump: Dump) -> None:
     if busy_rows.empty:
         return
     ratio = busy_rows["sm_clock_mhz"] / busy_rows["max_sm_clock_mhz"].where(busy_rows["max_sm_clock_mhz"] > 0)
-    cite = f"{source}: sm_clock_mhz / max_sm_clock_mhz while util_pct >= {BUSY_PCT:.0f}"
-    facts.add("gpu.sm_clock_ratio.p50", float(ratio.median()), cite)
+    throttled = throttled_rows(busy_rows)
+    ids = busy_rows["gpu"].to_numpy() if "gpu" in busy_rows.columns else np.zeros(len(busy_rows), dtype=int)
+    worst = _worst_gpu(ids, ratio.to_numpy(dtype="float64"), throttled)
+    mine = ids == worst
+    named = f"GPU {worst}" if "gpu" in busy_rows.columns else "the GPU"
+    facts.add("gpu.throttle_gpu", named, f"{source}: the GPU with the most throttled working time")
+    cite = f"{source}: sm_clock_mhz / max_sm_clock_mhz of {named} while util_pct >= {BUSY_PCT:.0f}"
+    facts.add("gpu.sm_clock_ratio.p50", float(np.nanmedian(ratio.to_numpy()[mine])), cite)
     if "temp_c" in gpu.columns:
         facts.add("gpu.temp_c.max", float(gpu["temp_c"].max()), f"{source}: temp_c")
-    if "throttle_reasons" not in gpu.columns:
+    if throttled is None:
         return
-    # A day of 8 GPUs is ~700,000 rows but a few dozen distinct values: name each value once.
-    codes, values = pd.factorize(busy_rows["throttle_reasons"], use_na_sentinel=True)
-    slowing = [reason_names(value) & SLOWING_REASONS for value in values]
-    throttled_value = np.array([bool(names) for names in slowing] + [False])
-    throttled = throttled_value[codes]  # code -1 (missing) reads the trailing False
-    cite_reasons = f"{source}: throttle_reasons while util_pct >= {BUSY_PCT:.0f}"
-    facts.add("gpu.throttled_share", float(throttled.mean()), cite_reasons)
-    rows_per_value = np.bincount(codes[codes >= 0], minlength=len(values))
+    cite_reasons = f"{source}: throttle_reasons of {named} while util_pct >= {BUSY_PCT:.0f}"
+    facts.add("gpu.throttled_share", float(throttled[mine].mean()), cite_reasons)
+    if throttled[mine].any():
+        facts.add(
+            "gpu.sm_clock_ratio.throttled_p50",
+            float(np.nanmedian(ratio.to_numpy()[mine & throttled])),
+            f"{cite}, in the samples that report a slowing reason",
+        )
     counts: Counter[str] = Counter()
-    for names, rows in zip(slowing, rows_per_value, strict=True):
-        counts.update(dict.fromkeys(names, int(rows)))
+    for value, rows in busy_rows.loc[mine & throttled, "throttle_reasons"].value_counts().items():
+        counts.update(dict.fromkeys(reason_names(value) & SLOWING_REASONS, int(rows)))
     if counts:
         facts.add("gpu.throttle_reason", counts.most_common(1)[0][0], cite_reasons)
-    _add_forward_cost(facts, dump, busy_rows["ts"].to_numpy(), throttled)
+    _add_forward_cost(facts, dump, busy_rows["ts"].to_numpy()[mine], throttled[mine])
+
+
+def throttled_rows(rows: pd.DataFrame) -> np.ndarray | None:
+    """Per row: does it report a reason that holds clocks down under load? None without reasons."""
+    if "throttle_reasons" not in rows.columns:
+        return None
+    # A day of 8 GPUs is ~700,000 rows but a few dozen distinct values: name each value once.
+    codes, values = pd.factorize(rows["throttle_reasons"], use_na_sentinel=True)
+    slowing = np.array([bool(reason_names(value) & SLOWING_REASONS) for value in values] + [False])
+    return slowing[codes]  # code -1 (missing) reads the trailing False
+
+
+def _worst_gpu(ids: np.ndarray, ratio: np.ndarray, throttled: np.ndarray | None) -> object:
+    """The GPU with the largest throttled share of its working time (without reasons: the lowest clocks)."""
+    best, key = None, None
+    for gpu in pd.unique(ids):
+        mine = ids == gpu
+        candidate = (
+            (float(throttled[mine].mean()), -float(np.nanmedian(ratio[mine])))
+            if throttled is not None
+            else (0.0, -float(np.nanmedian(ratio[mine])))
+        )
+        if key is None or candidate > key:
+            best, key = gpu, candidate
+    return best.item() if isinstance(best, np.generic) else best
 
 
 def _add_forward_cost(facts: Facts, dump: Dump, ts: np.ndarray, throttled: np.ndarray) -> None:

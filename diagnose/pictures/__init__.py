@@ -139,10 +139,10 @@ EVIDENCE = {
     ),
     "gpu-throttling": (
         "clocks",
-        lambda dump, report: evidence.clock_data(dump),
+        lambda dump, report: evidence.clock_data(dump, _fact(report, "gpu.throttle_gpu")),
         evidence.draw_clocks,
-        "the SM clock share of its maximum and the temperature while the GPU worked, throttled seconds "
-        "shaded, and the forward time on the same axis",
+        "the SM clock share of its maximum and the temperature while the most throttled GPU worked, its "
+        "throttled seconds shaded, and the forward time on the same axis",
     ),
     "kv-cache-pressure": (
         "engine",
@@ -163,6 +163,12 @@ EVIDENCE = {
         "each window's queue wait against its arrival rate and utilisation, with the rho/(1-rho) fit",
     ),
 }
+
+
+def _fact(report: dict, name: str) -> object:
+    """A fact's value from the report, or None."""
+    fact = report.get("facts", {}).get(name)
+    return fact.get("value") if isinstance(fact, dict) else None
 
 
 def _evidence_pictures(report: dict, dump: Dump, folder: Path) -> list[Picture]:

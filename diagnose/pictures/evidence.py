@@ -32,12 +32,11 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.model import Dump
-from diagnose.dump.schema import SLOWING_REASONS
 from diagnose.facts.batching import throughput_curve
 from diagnose.facts.coldstart import cold_requests, restart_times
 from diagnose.facts.queueing import QueueWindows, queue_windows
 from diagnose.facts.shift import LengthModel, length_model
-from diagnose.facts.throttle import BUSY_PCT, reason_names
+from diagnose.facts.throttle import BUSY_PCT, throttled_rows
 
 GIB = 2**30
 
@@ -98,10 +97,14 @@ class ClockData:
     forward_ms: np.ndarray | None  # median forward time per window
 
 
-def clock_data(dump: Dump) -> ClockData | None:
+def clock_data(dump: Dump, gpu_name: str | None = None) -> ClockData | None:
+    """The GPU the facts name (``gpu.throttle_gpu``, "GPU 5"), or all of them averaged."""
     gpu = dump.table("gpu")
     if gpu is None or not {"sm_clock_mhz", "max_sm_clock_mhz"} <= set(gpu.columns):
         return None
+    index = gpu_name.removeprefix("GPU ") if gpu_name else None
+    if index is not None and "gpu" in gpu.columns and index.isdigit():
+        gpu = gpu[pd.to_numeric(gpu["gpu"], errors="coerce") == int(index)]
     frame = gpu.assign(
         share=pd.to_numeric(gpu["sm_clock_mhz"], errors="coerce")
         / pd.to_numeric(gpu["max_sm_clock_mhz"], errors="coerce").where(lambda v: v > 0)
@@ -110,12 +113,8 @@ def clock_data(dump: Dump) -> ClockData | None:
         frame = frame[pd.to_numeric(frame["util_pct"], errors="coerce") >= BUSY_PCT]  # the facts' "at work"
     if frame.empty:
         return None
-    if "throttle_reasons" in frame.columns:
-        codes, values = pd.factorize(frame["throttle_reasons"])
-        slowing = np.array([bool(reason_names(v) & SLOWING_REASONS) for v in values] + [False])
-        frame = frame.assign(throttled=slowing[codes])
-    else:
-        frame = frame.assign(throttled=False)
+    throttled = throttled_rows(frame)
+    frame = frame.assign(throttled=False if throttled is None else throttled)
     per = frame.groupby("ts").agg(share=("share", "mean"), throttled=("throttled", "any"))
     temp = frame.groupby("ts")["temp_c"].max().reindex(per.index).to_numpy() if "temp_c" in frame else None
     forward_times = forward = None

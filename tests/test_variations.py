@@ -1,0 +1,31 @@
+"""One draw of each of the second generator's variations (fixtures/variations.py), analysed as diagnose
+file does: the true cause ranks first, and healthy dumps and near misses get no likely finding.
+
+benchmarks/bench_robustness.py draws more seeds and prints the per-cause table.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnose.pipeline import analyse
+from fixtures.variations import VARIATIONS, write_variation
+
+# Variations the diagnosis still misses: each is a known gap (see the issue notes), not a passing case.
+KNOWN_MISSES: dict[str, str] = {
+    "input-shift-in-the-tail": "input-length-shift reads medians only",
+    "colocated-job-named-like-the-server": "a job with the server's name is not told apart by pid",
+    "swap-growth-without-paging-rates": "memory-swapping needs paging rates",
+}
+
+
+@pytest.mark.parametrize("variation", VARIATIONS, ids=[v.name for v in VARIATIONS])
+def test_the_cause_ranks_first_and_quiet_dumps_stay_quiet(variation, tmp_path):
+    if variation.name in KNOWN_MISSES:
+        pytest.xfail(KNOWN_MISSES[variation.name])
+    report = analyse(str(write_variation(variation, tmp_path / variation.name, seed=7)))
+    ranked = [(h["id"], h["score"]) for h in report["hypotheses"]]
+    if variation.cause is None:
+        assert [h for h in ranked if h[1] >= 0.5] == [], ranked
+    else:
+        assert ranked and ranked[0][0] == variation.cause, ranked
