@@ -15,7 +15,6 @@ from fixtures.variations import VARIATIONS, write_variation
 KNOWN_MISSES: dict[str, str] = {
     "input-shift-in-the-tail": "input-length-shift reads medians only",
     "colocated-job-named-like-the-server": "a job with the server's name is not told apart by pid",
-    "swap-growth-without-paging-rates": "memory-swapping needs paging rates",
 }
 
 

@@ -130,10 +130,12 @@ CATALOGUE: dict[str, FactSpec] = {
         "pct", "system: mem_used_bytes, mem_total_bytes", "peak host memory use"
     ),
     "host.swapping_share": FactSpec(
-        "ratio", "system: swap_in_per_s or swap_out_per_s", "samples with swap traffic"
+        "ratio",
+        "system: swap_in_per_s or swap_out_per_s (else swap_used_bytes)",
+        "samples with swap traffic (or swap use growing)",
     ),
     "host.swap_traffic_per_s.p95": FactSpec(
-        "bytes", "system: swap_in_per_s or swap_out_per_s", "P95 swap traffic a second"
+        "bytes", "system: swap_in_per_s or swap_out_per_s (else swap_used_bytes)", "P95 swap traffic a second"
     ),
     "host.swap_throughput_ratio": FactSpec(
         "factor", "system: swap rates and requests", "requests per second while swapping / otherwise"

@@ -21,16 +21,29 @@ def add_host_memory_facts(facts: Facts, dump: Dump) -> None:
         facts.add(
             "host.mem_used_pct.max", float(used.max() * 100), f"{source}: mem_used_bytes / mem_total_bytes"
         )
-    rates = [c for c in ("swap_in_per_s", "swap_out_per_s") if c in system.columns]
-    if not rates:
+    _add_rss_growth(facts, dump)
+    traffic, cite = _swap_traffic(system, source)
+    if traffic is None:
         return
-    traffic = system[rates].fillna(0).sum(axis=1)
     paging = (traffic >= _PAGING_BYTES_PER_S).to_numpy()
-    cite = f"{source}: {', '.join(rates)}"
     facts.add("host.swapping_share", float(paging.mean()), cite)
     facts.add("host.swap_traffic_per_s.p95", float(np.percentile(traffic, 95)), cite)
     _add_throughput_during_paging(facts, dump, system["ts"].to_numpy(), paging)
-    _add_rss_growth(facts, dump)
+
+
+def _swap_traffic(system: pd.DataFrame, source: str) -> tuple[pd.Series | None, str]:
+    """Bytes a second moved to or from swap: the paging rates where recorded; else the growth of swap
+    in use, which is a lower bound on what was swapped out (gigabytes of growth are swapping even
+    where no one recorded the rates, as a node_exporter without vmstat or a hand-made dump)."""
+    rates = [c for c in ("swap_in_per_s", "swap_out_per_s") if c in system.columns]
+    if rates and system[rates].notna().any().any():
+        return system[rates].fillna(0).sum(axis=1), f"{source}: {', '.join(rates)}"
+    if "swap_used_bytes" not in system.columns or len(system) < 3:
+        return None, ""
+    used = pd.to_numeric(system["swap_used_bytes"], errors="coerce")
+    elapsed = system["ts"].diff()
+    growth = (used.diff() / elapsed.where(elapsed > 0)).clip(lower=0).fillna(0.0)
+    return growth, f"{source}: growth of swap_used_bytes (no paging rates; a lower bound on swap-out)"
 
 
 def _add_throughput_during_paging(facts: Facts, dump: Dump, ts: np.ndarray, paging: np.ndarray) -> None:
