@@ -163,6 +163,19 @@ def test_two_servers_that_differ_only_in_a_port_stay_two_signals():
     assert sorted(s.meta["pids"][0] for s in signals) == [201, 202]
 
 
+def test_a_job_named_like_the_server_is_told_apart_by_pid_while_they_coexist():
+    """The same name and no command line (a GPU's process table): the runs of the job that coexist with
+    the server are another process, and the job's runs, one after another, stay one signal."""
+    rows = (
+        _process_rows(401, "", 0, 400, 80.0)
+        + _process_rows(501, "", 60, 90, 40.0)
+        + _process_rows(502, "", 300, 330, 40.0)
+    )
+    signals = sorted(_cpu_signals(rows), key=lambda s: s.meta["pids"])
+    assert [s.meta["pids"] for s in signals] == [[401], [501, 502]]
+    assert np.nansum(signals[1].values > 0) == 60
+
+
 def test_kernel_threads_without_a_command_line_that_differ_in_numbers_stay_apart():
     rows = [
         {**row, "name": f"kworker/{cpu}:1-mm_percpu_wq", "cmdline": ""}

@@ -14,7 +14,6 @@ from fixtures.variations import VARIATIONS, write_variation
 # Variations the diagnosis still misses: each is a known gap (see the issue notes), not a passing case.
 KNOWN_MISSES: dict[str, str] = {
     "input-shift-in-the-tail": "input-length-shift reads medians only",
-    "colocated-job-named-like-the-server": "a job with the server's name is not told apart by pid",
 }
 
 

@@ -266,7 +266,35 @@ def _instances(identity: np.ndarray, slots: np.ndarray, pids: np.ndarray) -> lis
             programs += [rows[exact[rows] == code] for code in codes]
         else:
             programs.append(rows)
-    return programs
+    return [track for rows in programs for track in _tracks(rows, slots, pid_codes)]
+
+
+def _tracks(rows: np.ndarray, slots: np.ndarray, pid_codes: np.ndarray) -> list[np.ndarray]:
+    """One program's rows split into processes that never run at once.
+
+    Two processes of the same name and command line alive at the same time are two processes (a
+    periodic job called ``python`` beside a server called ``python``, seen in a GPU's process table
+    that has no command line); one after the other, they are one program's runs. Each pid, in the
+    order they appear, joins the first track whose last pid ended before it began (the fewest
+    tracks for an interval graph), so a job's runs stay one signal beside the server's.
+    """
+    if not _overlap(slots[rows], pid_codes[rows]):
+        return [rows]
+    spans = (
+        pd.DataFrame({"pid": pid_codes[rows], "slot": slots[rows]}).groupby("pid")["slot"].agg(["min", "max"])
+    )
+    track_of: dict[int, int] = {}
+    ends: list[int] = []
+    for pid, first, last in spans.sort_values(["min", "max"]).itertuples():
+        free = next((t for t, end in enumerate(ends) if end < first), None)
+        if free is None:
+            ends.append(last)
+            free = len(ends) - 1
+        else:
+            ends[free] = last
+        track_of[pid] = free
+    track = pd.Series(pid_codes[rows]).map(track_of).to_numpy()
+    return [rows[track == t] for t in range(len(ends))]
 
 
 _NUMBER = r"\d+(?:\.\d+)?"

@@ -42,7 +42,7 @@ def add_throttle_facts(facts: Facts, dump: Dump) -> None:
     named = f"GPU {worst}" if "gpu" in busy_rows.columns else "the GPU"
     facts.add("gpu.throttle_gpu", named, f"{source}: the GPU with the most throttled working time")
     cite = f"{source}: sm_clock_mhz / max_sm_clock_mhz of {named} while util_pct >= {BUSY_PCT:.0f}"
-    facts.add("gpu.sm_clock_ratio.p50", float(np.nanmedian(ratio.to_numpy()[mine])), cite)
+    facts.add("gpu.sm_clock_ratio.p50", float(_median(ratio.to_numpy()[mine])), cite)
     if "temp_c" in gpu.columns:
         facts.add("gpu.temp_c.max", float(gpu["temp_c"].max()), f"{source}: temp_c")
     if throttled is None:
@@ -52,7 +52,7 @@ def add_throttle_facts(facts: Facts, dump: Dump) -> None:
     if throttled[mine].any():
         facts.add(
             "gpu.sm_clock_ratio.throttled_p50",
-            float(np.nanmedian(ratio.to_numpy()[mine & throttled])),
+            float(_median(ratio.to_numpy()[mine & throttled])),
             f"{cite}, in the samples that report a slowing reason",
         )
     counts: Counter[str] = Counter()
@@ -73,15 +73,21 @@ def throttled_rows(rows: pd.DataFrame) -> np.ndarray | None:
     return slowing[codes]  # code -1 (missing) reads the trailing False
 
 
+def _median(values: np.ndarray) -> float:
+    """The median of the finite values; NaN (no warning) when there are none."""
+    finite = values[np.isfinite(values)]
+    return float(np.median(finite)) if finite.size else float("nan")
+
+
 def _worst_gpu(ids: np.ndarray, ratio: np.ndarray, throttled: np.ndarray | None) -> object:
     """The GPU with the largest throttled share of its working time (without reasons: the lowest clocks)."""
     best, key = None, None
     for gpu in pd.unique(ids):
         mine = ids == gpu
         candidate = (
-            (float(throttled[mine].mean()), -float(np.nanmedian(ratio[mine])))
+            (float(throttled[mine].mean()), -float(_median(ratio[mine])))
             if throttled is not None
-            else (0.0, -float(np.nanmedian(ratio[mine])))
+            else (0.0, -float(_median(ratio[mine])))
         )
         if key is None or candidate > key:
             best, key = gpu, candidate
@@ -100,7 +106,7 @@ def _add_forward_cost(facts: Facts, dump: Dump, ts: np.ndarray, throttled: np.nd
     state = throttled[nearest]
     if state.sum() < 20 or (~state).sum() < 20:
         return
-    cost = np.nanmedian(forward[state]) / np.nanmedian(forward[~state])
+    cost = _median(forward[state]) / _median(forward[~state])
     facts.add(
         "gpu.throttle_forward_cost",
         float(cost),
