@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from diagnose.dump.schema import SUCCESS_CODE, SUCCESS_WORDS
 from diagnose.errors import InputError
 from diagnose.judge.expr import ExpressionError, Node, evaluate, names, parse
 from diagnose.judge.types import TRUTH, check
@@ -49,7 +50,7 @@ SIGNALS = {
 }
 _EVENT = re.compile(r"^\s*event\s+([A-Za-z_][A-Za-z0-9_]*)\s*$")
 _FOR = re.compile(r"^(?P<expr>.*?)\s+for\s+(?P<duration>\S+)\s*$")
-_OK = frozenset({"ok", "success", "200", ""})
+_SUCCESS_CODE = re.compile(SUCCESS_CODE)
 
 
 @dataclass(frozen=True)
@@ -213,7 +214,9 @@ def _latency(row: dict) -> float | None:
 
 
 def _ok(row: dict) -> bool:
-    return str(row.get("status", "")).strip().lower() in _OK
+    """As the analysis reads a status (diagnose.dump.schema); a request that logs none succeeded."""
+    word = str(row.get("status", "") or "").strip().lower()
+    return not word or word in SUCCESS_WORDS or bool(_SUCCESS_CODE.fullmatch(word))
 
 
 def _number(value: object) -> float | None:

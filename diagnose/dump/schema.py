@@ -127,6 +127,10 @@ SLOWING_REASONS = frozenset(
     {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 )
 
+# A request's status succeeds if it says so in words or is an HTTP code below 400 (lower-case, stripped).
+SUCCESS_WORDS = ("ok", "success", "succeeded", "completed", "done")
+SUCCESS_CODE = r"[123]\d\d(?:\.0)?"
+
 EVENTS_TABLE = "events"
 MANIFEST_FILE = "manifest.yaml"
 

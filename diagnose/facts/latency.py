@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from diagnose.dump.schema import SUCCESS_CODE, SUCCESS_WORDS
 from diagnose.facts.model import Facts
 
 PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
 _TARGET_WINDOWS = 30
 _MIN_WINDOW_S = 60.0
 # A request succeeded if its status says so in words or as an HTTP code below 400.
-_SUCCESS = ("ok", "success", "succeeded", "completed", "done")
 _NICE_WINDOWS_S = (60, 120, 300, 600, 900, 1800, 3600, 7200, 14400)
 
 
@@ -59,7 +59,7 @@ def failed_requests(words: pd.Series) -> pd.Series:
 
     A status succeeds if it says so in words or is an HTTP code below 400.
     """
-    succeeded = words.isin(_SUCCESS) | words.str.fullmatch(r"[123]\d\d(?:\.0)?").fillna(False)
+    succeeded = words.isin(SUCCESS_WORDS) | words.str.fullmatch(SUCCESS_CODE).fillna(False)
     return (~succeeded).astype("boolean").mask(words.isna())
 
 

@@ -12,6 +12,7 @@ step, not one scrape).
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 import re
@@ -211,7 +212,7 @@ def _xid_events(
     keep: it is a note, not an event stamped at the window's start.
     """
     events = []
-    for labels, points in client.query_range(fill(_xid_column(), sel, "", ""), start, end, step):
+    for labels, points in client.query_range(XID_QUERY.format(sel=sel), start, end, step):
         gpu = _gpu_index(labels.get("gpu"))
         if points and points[0][1]:
             notes.append(f"GPU {gpu}'s last Xid before the window: {points[0][1]:g} (its time is not kept)")
@@ -219,10 +220,6 @@ def _xid_events(
             if value and value != last:
                 events.append({"ts": ts, "kind": "xid", "gpu": gpu, "message": f"Xid {value:g}"})
     return events
-
-
-def _xid_column() -> Column:
-    return Column("events", "xid", XID_QUERY, (XID_METRIC,), "dcgm-exporter")
 
 
 def _restarts(
@@ -279,8 +276,6 @@ def _cell(value: object) -> object:
 
 
 def _write_events(path: Path, events: list[dict]) -> int:
-    import json
-
     with open(path, "w", encoding="utf-8") as handle:
         for event in sorted(events, key=lambda e: e["ts"]):
             handle.write(json.dumps(event) + "\n")
