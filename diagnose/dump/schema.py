@@ -7,8 +7,10 @@ is numeric whatever table it is in, so new columns need no code change.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 TABLE_SUFFIXES = (".csv", ".csv.gz", ".jsonl", ".jsonl.gz", ".parquet")
 UNIT_SUFFIXES = ("_bytes", "_pct", "_ms", "_s", "_w", "_c", "_mhz", "_per_s")
