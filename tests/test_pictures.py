@@ -218,6 +218,8 @@ def test_the_comparison_pictures_plot_the_compared_figures():
         ("gpu-throttling", "clocks.png"),
         ("kv-cache-pressure", "engine.png"),
         ("memory-swapping", "swap.png"),
+        ("prefill-decode-interference", "interference.png"),
+        ("coarse-sampling", "sampling.png"),
     ],
 )
 def test_a_fired_finding_gets_the_picture_of_its_evidence(run_cli, tmp_path, dump, picture):
@@ -342,3 +344,43 @@ def test_the_engine_and_swap_pictures_plot_the_recorded_series():
     rows = dict(swap_panel(dump).rows)
     used = rows["swap used (GiB)"][0][2]
     assert used.max() == pytest.approx(dump.table("system")["swap_used_bytes"].max() / 2**30)
+
+
+def test_the_interference_picture_compares_the_requests_the_facts_compared():
+    from diagnose.pictures.evidence import interference_data
+
+    dump, analysis = analyse_path(str(DUMPS / "prefill-decode-interference"))
+    data = interference_data(dump)
+    facts = analysis.report["facts"]
+    assert data.ratio == pytest.approx(facts["tpot.long_prefill_ratio"]["value"])
+    assert data.threshold_tokens == facts["llm.long_prompt_tokens"]["value"]
+    share = data.during_relative.size / (data.during_relative.size + data.clear_relative.size)
+    assert share == pytest.approx(facts["tpot.long_prefill_share"]["value"])
+    # The minute drawn: its bars start inside it, and a bar marked as overlapped has a long prefill within it.
+    assert ((data.first >= data.window[0]) & (data.first < data.window[1])).all()
+    crossing = [
+        ((data.long_prefills > a) & (data.long_prefills <= b)).any()
+        for a, b in zip(data.first, data.last, strict=True)
+    ]
+    assert np.array_equal(np.array(crossing), data.overlapped)
+    assert data.overlapped.any() and (~data.overlapped).any()
+
+
+def test_a_healthy_llm_service_gets_no_evidence_picture(run_cli, tmp_path):
+    out = tmp_path / "review.md"
+    assert run_cli("file", DUMPS / "llm-healthy", "--format", "markdown", "-o", out)[0] == 0
+    drawn = {path.name for path in (tmp_path / "review.assets").iterdir()}
+    assert drawn <= {"timeline.png", "stages.png"}
+
+
+def test_the_sampling_picture_shows_each_series_at_its_own_interval():
+    from diagnose.pictures.evidence import SPIKE_S, sampling_data
+
+    dump, analysis = analyse_path(str(DUMPS / "coarse-sampling"))
+    data = sampling_data(dump)
+    assert data.rows[0][1] == analysis.report["facts"]["sampling.interval_s"]["value"]  # the finest first
+    for name, interval, times in data.rows:
+        assert interval == dump.median_interval(name)
+        assert np.allclose(np.diff(times), interval)
+    assert data.spike[1] - data.spike[0] == SPIKE_S
+    assert data.has_requests is False

@@ -10,6 +10,8 @@ Each figure's source says which.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -52,7 +54,32 @@ def add_llm_shift_facts(facts: Facts, requests: pd.DataFrame, source: str) -> No
     add_generation_shift_facts(facts, requests, source, ttft, tpot)
 
 
-def add_interference_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
+@dataclass(frozen=True)
+class InterferenceSplit:
+    """The generating requests split by whether a long prompt was prefilled while they generated.
+
+    The facts read its medians; the report's picture draws it (diagnose.pictures.evidence).
+    """
+
+    threshold: float  # prompt tokens from which a prompt counts as long
+    long_prefills: np.ndarray  # epoch s of each long prompt's first token, sorted
+    first: np.ndarray  # each request's first and last token, epoch s
+    last: np.ndarray
+    tpot: np.ndarray  # ms per output token
+    relative: np.ndarray  # TPOT over the median of its minute
+    usable: np.ndarray  # bool: generating, short prompt, times known
+    overlapped: np.ndarray  # bool: a long prefill came between its first and last token
+
+    @property
+    def during(self) -> np.ndarray:
+        return self.usable & self.overlapped
+
+    @property
+    def clear(self) -> np.ndarray:
+        return self.usable & ~self.overlapped
+
+
+def interference_split(requests: pd.DataFrame) -> InterferenceSplit | str | None:
     """Does generation slow down while long prompts are prefilled beside it?
 
     Without chunked prefill, a step that prefills a long prompt takes as long
@@ -61,33 +88,31 @@ def add_interference_facts(facts: Facts, requests: pd.DataFrame, source: str) ->
     requests are split by whether a long prompt (at least LONG_PROMPT_FACTOR x
     the median prompt) was prefilled while they were generating, i.e. whether
     that prompt's first token came between their own first and last token,
-    and their median TPOTs compared, each TPOT taken relative to the median of
-    its minute. Busy periods, and a system that slowed down, raise TPOT for
-    everyone in them; comparing within the minute, and by the prompts' length
-    rather than their number, keeps both out of it.
+    each TPOT taken relative to the median of its minute. Busy periods, and a
+    system that slowed down, raise TPOT for everyone in them; comparing within
+    the minute, and by the prompts' length rather than their number, keeps
+    both out of it.
+
+    None where the log lacks what it needs; a reason (text) where there are too few requests.
     """
     ttft, _ = _ttft(requests)
     tpot, _ = _tpot(requests)
     if ttft is None or tpot is None or "input_len" not in requests.columns:
-        return
+        return None
     arrival = _column(requests, "ts")
     prompt = _column(requests, "input_len")
     first = arrival + ttft / 1000
     last = arrival + _column(requests, "latency_ms") / 1000
     known_prompt = prompt[np.isfinite(prompt) & (prompt > 0)]
     if known_prompt.size < _MIN_REQUESTS:
-        return
+        return None
     threshold = LONG_PROMPT_FACTOR * float(np.median(known_prompt))
     long_prefills = np.sort(first[(prompt >= threshold) & np.isfinite(first)])
-    cite = f"{source}: ts, input_len, latency_ms and first-token times ({len(long_prefills)} prompts of >= "
-    cite += f"{threshold:,.0f} tokens)"
     if long_prefills.size < MIN_LONG_PROMPTS:
-        facts.cannot(
-            _INTERFERENCE_FACTS,
+        return (
             f"{MIN_LONG_PROMPTS} prompts of {LONG_PROMPT_FACTOR:g}x the median length "
-            f"({threshold:,.0f} tokens) or more; {source} has {long_prefills.size}",
+            f"({threshold:,.0f} tokens) or more; the log has {long_prefills.size}"
         )
-        return
     usable = (
         np.isfinite(tpot) & np.isfinite(first) & np.isfinite(last) & (last > first) & (prompt < threshold)
     )
@@ -97,17 +122,30 @@ def add_interference_facts(facts: Facts, requests: pd.DataFrame, source: str) ->
     # Each TPOT against the median of its own minute: a system that slowed down (or sped up) for other
     # reasons moves both groups alike, and must not read as interference.
     relative = tpot / _local_median(first, tpot, usable)
-    during, clear = relative[usable & overlapped], relative[usable & ~overlapped]
-    if during.size < _MIN_GROUP or clear.size < _MIN_GROUP:
-        facts.cannot(
-            _INTERFERENCE_FACTS,
-            f"{_MIN_GROUP} requests generating during a long prefill and "
-            f"{_MIN_GROUP} not ({during.size} and {clear.size})",
+    split = InterferenceSplit(threshold, long_prefills, first, last, tpot, relative, usable, overlapped)
+    during, clear = int(split.during.sum()), int(split.clear.sum())
+    if during < _MIN_GROUP or clear < _MIN_GROUP:
+        return (
+            f"{_MIN_GROUP} requests generating during a long prefill and {_MIN_GROUP} not "
+            f"({during} and {clear})"
         )
+    return split
+
+
+def add_interference_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
+    """TPOT while long prompts were prefilled against TPOT while none was (interference_split)."""
+    split = interference_split(requests)
+    if split is None:
         return
-    facts.add("llm.long_prompt_tokens", threshold, cite)
-    facts.add("tpot.during_long_prefill_p50_ms", float(np.median(tpot[usable & overlapped])), cite)
-    facts.add("tpot.clear_p50_ms", float(np.median(tpot[usable & ~overlapped])), cite)
+    if isinstance(split, str):
+        facts.cannot(_INTERFERENCE_FACTS, split.replace("the log", source, 1))
+        return
+    cite = f"{source}: ts, input_len, latency_ms and first-token times "
+    cite += f"({len(split.long_prefills)} prompts of >= {split.threshold:,.0f} tokens)"
+    during, clear = split.relative[split.during], split.relative[split.clear]
+    facts.add("llm.long_prompt_tokens", split.threshold, cite)
+    facts.add("tpot.during_long_prefill_p50_ms", float(np.median(split.tpot[split.during])), cite)
+    facts.add("tpot.clear_p50_ms", float(np.median(split.tpot[split.clear])), cite)
     ratio = float(np.median(during) / np.median(clear))
     facts.add("tpot.long_prefill_ratio", ratio, f"{cite}; each TPOT against the median of its minute")
     facts.add("tpot.long_prefill_share", float(during.size / (during.size + clear.size)), cite)

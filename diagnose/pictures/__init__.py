@@ -85,8 +85,6 @@ SHOWN_BY_TIMELINE = frozenset(
         "co-located-contention",
         "profiler-overhead",
         "engine-stall",
-        "prefill-decode-interference",
-        "coarse-sampling",
     }
 )
 SHOWN_BY_STAGES = frozenset({"cpu-bound-stage", "compute-bound-forward"})
@@ -155,6 +153,20 @@ EVIDENCE = {
         lambda dump, report: evidence.swap_panel(dump),
         evidence.draw_panel,
         "swap used and swapped bytes per second over time",
+    ),
+    "prefill-decode-interference": (
+        "interference",
+        lambda dump, report: evidence.interference_data(dump),
+        evidence.draw_interference,
+        "in the minute with the most interfered requests, each generating request from its first to its "
+        "last token at its time per output token, with the long prompts' prefills; beside it, TPOT relative "
+        "to its minute during a long prefill and clear of one",
+    ),
+    "coarse-sampling": (
+        "sampling",
+        lambda dump, report: evidence.sampling_data(dump),
+        evidence.draw_sampling,
+        "the sample instants of each time series over a stretch of the dump, with a 15 s spike to scale",
     ),
     "queue-saturation": (
         "queueing-curve",

@@ -21,7 +21,16 @@ One picture per kind of evidence, drawn when its hypothesis fired:
 - swapping (memory-swapping): swap used and paging rates over time;
 - the queueing curve (queue-saturation): each window's mean queue wait against
   its utilisation, with the least-squares ρ/(1−ρ) curve through them, and
-  against the arrival rate with the knee and the 70 % operating point.
+  against the arrival rate with the knee and the 70 % operating point;
+- generation against long prefills (prefill-decode-interference): in the
+  minute with the most interfered requests, each generating request as a bar
+  from its first to its last token at the height of its time per output
+  token, the long prompts' prefills as lines across them; beside it, the
+  distribution of TPOT relative to its minute's median, during a long prefill
+  and clear of one, as the facts compared them;
+- the sampling grid (coarse-sampling): each time series' sample instants over
+  a stretch of the dump, with a 15 s spike drawn to scale: what falls between
+  samples is not in the evidence.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import pandas as pd
 from diagnose.dump.model import Dump
 from diagnose.facts.batching import throughput_curve
 from diagnose.facts.coldstart import cold_requests, restart_times
+from diagnose.facts.llm import LOCAL_WINDOW_S, interference_split
 from diagnose.facts.queueing import QueueWindows, queue_windows
 from diagnose.facts.shift import LengthModel, length_model
 from diagnose.facts.throttle import BUSY_PCT, throttled_rows
@@ -443,6 +453,162 @@ def draw_panel(data: SeriesPanel):
             axis.legend(loc="upper left", ncols=len(lines))
     figure.suptitle(data.title, x=0.01, ha="left", fontsize=10)
     style.time_axis(axes[-1, 0])
+    return figure
+
+
+@dataclass(frozen=True)
+class InterferenceData:
+    window: tuple[float, float]  # the minute drawn on the left, epoch s
+    first: np.ndarray  # the generating requests in it: first and last token (epoch s), TPOT (ms)
+    last: np.ndarray
+    tpot_ms: np.ndarray
+    overlapped: np.ndarray  # bool: a long prompt was prefilled while it generated
+    long_prefills: np.ndarray  # epoch s, within the window
+    during_relative: np.ndarray  # TPOT / its minute's median, over the whole dump
+    clear_relative: np.ndarray
+    threshold_tokens: float
+
+    @property
+    def ratio(self) -> float:
+        return float(np.median(self.during_relative) / np.median(self.clear_relative))
+
+
+_MAX_BARS = 400  # a busy minute holds thousands of requests; every k-th is drawn
+
+
+def interference_data(dump: Dump) -> InterferenceData | None:
+    """The split the facts compared (diagnose.facts.llm.interference_split), and its busiest minute."""
+    requests = dump.table("requests")
+    if requests is None or "latency_ms" not in requests.columns:
+        return None
+    split = interference_split(requests)
+    if split is None or isinstance(split, str):
+        return None
+    minute = np.floor(split.first / LOCAL_WINDOW_S)
+    counts = pd.Series(minute[split.during]).value_counts()
+    start = float(counts.sort_index().idxmax() * LOCAL_WINDOW_S)  # the earliest of the busiest
+    window = (start, start + LOCAL_WINDOW_S)
+    inside = np.flatnonzero(split.usable & (split.first >= window[0]) & (split.first < window[1]))
+    inside = inside[:: max(1, -(-inside.size // _MAX_BARS))]
+    prefills = split.long_prefills
+    return InterferenceData(
+        window,
+        split.first[inside],
+        split.last[inside],
+        split.tpot[inside],
+        split.overlapped[inside],
+        prefills[(prefills >= window[0]) & (prefills <= max(window[1], float(split.last[inside].max())))],
+        split.relative[split.during],
+        split.relative[split.clear],
+        split.threshold,
+    )
+
+
+def draw_interference(data: InterferenceData):
+    from diagnose.pictures import style
+
+    figure, (bars, spread) = style.plt.subplots(
+        1, 2, figsize=(style.WIDTH_IN, 3.8), gridspec_kw={"width_ratios": [1.7, 1]}, layout="constrained"
+    )
+    for overlapped, colour, label in ((False, style.LATENCY_LIGHT, "clear"), (True, style.WORSE, "during")):
+        chosen = data.overlapped == overlapped
+        bars.hlines(
+            data.tpot_ms[chosen],
+            style.dates(data.first[chosen]),
+            style.dates(data.last[chosen]),
+            color=colour,
+            linewidth=1.4,
+            label=f"generating {label} a long prefill",
+        )
+    for ts in data.long_prefills:
+        bars.axvline(style.dates(np.array([ts]))[0], color=style.OTHER, linewidth=0.8, linestyle="--")
+    bars.plot([], [], color=style.OTHER, linewidth=0.8, linestyle="--", label="a long prompt's first token")
+    bars.set_xlim(style.dates(np.array(data.window)))
+    bars.set_ylim(bottom=0)
+    bars.set_ylabel("time per output token (ms)")
+    style.time_axis(bars)
+    figure.suptitle(
+        f"Generation while long prompts (>= {data.threshold_tokens:,.0f} tokens) were prefilled",
+        x=0.01,
+        ha="left",
+        fontsize=10,
+    )
+    bars.set_title(
+        "The busiest minute: each request from its first to its last token", loc="left", fontsize=9
+    )
+    bars.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, fontsize=8)
+    both = np.concatenate([data.during_relative, data.clear_relative])
+    edges = np.linspace(0, float(np.nanpercentile(both, 99)) * 1.05, 41)
+    for values, colour, label in (
+        (data.clear_relative, style.LATENCY_LIGHT, "clear"),
+        (data.during_relative, style.WORSE, "during a long prefill"),
+    ):
+        spread.hist(values, bins=edges, density=True, histtype="step", color=colour, linewidth=1.4)
+        spread.axvline(np.median(values), color=colour, linewidth=1.0)
+        spread.plot([], [], color=colour, label=f"{label} ({values.size:,}), median {np.median(values):.2f}")
+    spread.set_xlabel("TPOT / median TPOT of its minute")
+    spread.set_yticks([])
+    spread.set_title(f"The whole dump: {data.ratio:.2f}x during a long prefill", loc="left", fontsize=9)
+    spread.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=8)
+    return figure
+
+
+@dataclass(frozen=True)
+class SamplingData:
+    window: tuple[float, float]  # the stretch drawn, epoch s
+    rows: tuple[tuple[str, float, np.ndarray], ...]  # (table, median interval s, sample times in the window)
+    spike: tuple[float, float]  # a SPIKE_S spike drawn to scale, starting just after a sample
+    has_requests: bool
+
+
+SPIKE_S = 15.0  # the rule's own yardstick: a spike of seconds, as users feel it
+_SERIES = ("system", "gpu", "processes", "server", "allocator", "gpu_processes")
+
+
+def sampling_data(dump: Dump) -> SamplingData | None:
+    """Where each time series has samples, over ten of the coarsest interval (at least 5 minutes)."""
+    intervals = {name: gap for name in _SERIES if (gap := dump.median_interval(name)) is not None}
+    if not intervals:
+        return None
+    times = {name: np.unique(dump.table(name)["ts"].to_numpy(dtype="float64")) for name in intervals}
+    start = min(float(t[0]) for t in times.values())
+    end = max(float(t[-1]) for t in times.values())
+    window = (start, min(end, start + max(300.0, 10 * max(intervals.values()))))
+    rows = tuple(
+        (name, intervals[name], t[(t >= window[0]) & (t <= window[1])])
+        for name, t in sorted(times.items(), key=lambda item: intervals[item[0]])
+    )
+    finest = rows[0][2]
+    # The spike begins just after one of the finest series' samples, midway through the stretch.
+    after = finest[np.searchsorted(finest, (window[0] + window[1]) / 2) - 1] if finest.size else window[0]
+    spike_start = float(after) + 0.5
+    requests = dump.table("requests")
+    has_requests = requests is not None and len(requests) > 0
+    return SamplingData(window, rows, (spike_start, spike_start + SPIKE_S), has_requests)
+
+
+def draw_sampling(data: SamplingData):
+    from diagnose.pictures import style
+
+    figure, axis = style.plt.subplots(figsize=(style.WIDTH_IN, 0.55 * len(data.rows) + 1.6))
+    axis.axvspan(*style.dates(np.array(data.spike)), color=style.EPISODE, alpha=0.18, linewidth=0)
+    labels = []
+    for row, (name, interval, times) in enumerate(data.rows):
+        axis.vlines(style.dates(times), row - 0.35, row + 0.35, color=style.LATENCY, linewidth=1.0)
+        seen = int(((times >= data.spike[0]) & (times <= data.spike[1])).sum())
+        labels.append(f"{name}: every {interval:g} s ({seen} in the spike)")
+    axis.set_yticks(range(len(data.rows)), labels)
+    axis.set_ylim(-0.7, len(data.rows) - 0.3)
+    axis.invert_yaxis()
+    axis.grid(False, axis="y")
+    pad = 0.02 * (data.window[1] - data.window[0])  # samples on the stretch's ends stay off the spine
+    axis.set_xlim(style.dates(np.array([data.window[0] - pad, data.window[1] + pad])))
+    style.time_axis(axis)
+    requests = "per-request latencies logged" if data.has_requests else "no per-request latencies"
+    axis.set_title(
+        f"Sample instants of each time series; shaded: a {SPIKE_S:g} s spike to scale ({requests})",
+        loc="left",
+    )
     return figure
 
 
