@@ -140,6 +140,36 @@ def test_a_pulled_dump_holds_what_the_exporter_served_at_those_times(prometheus,
     assert analysed.returncode == 0, analysed.stderr
 
 
+def test_process_exporter_groups_are_pulled_as_processes_and_named_as_groups(prometheus, tmp_path):
+    url, folder, began = prometheus
+    start, end = began + 4, time.time() - 1
+    result = _pull(url, tmp_path / "d", "--instance", "gpu-node-1", "--from", f"{start}", "--to", f"{end}")
+    assert result.returncode == 0, result.stderr
+    processes = load_dump(str(tmp_path / "d")).table("processes")
+    assert set(processes["group"]) == {"vllm", "backup"} and "pid" not in processes.columns
+    vllm, backup = (processes[processes["group"] == g] for g in ("vllm", "backup"))
+    assert (
+        vllm["cpu_pct"].dropna().between(140, 160).all() and backup["cpu_pct"].dropna().between(20, 30).all()
+    )
+    # the tokenizer thread (one of its name) at 90 %, not the 30 python threads' 30 % in sum
+    assert vllm["max_thread_cpu_pct"].dropna().between(85, 95).all()
+    times, served = _served(folder, 1)
+    for row in vllm.itertuples():
+        near = served[bisect.bisect_right(times, row.ts - 2.5) : bisect.bisect_right(times, row.ts + 1.0)]
+        assert row.rss_bytes in [s["vllm_rss"] for s in near]
+    manifest = yaml.safe_load((tmp_path / "d" / "manifest.yaml").read_text())
+    assert manifest["sources"]["process_exporter"]["status"] == "ok"
+    report = json.loads(_diagnose("file", str(tmp_path / "d"), "--format", "json").stdout)
+    assert report["facts"]["thread.busiest.process"]["value"] == "process-exporter group vllm"
+    assert report["facts"]["thread.busiest.cpu_pct"]["value"] == pytest.approx(90, abs=5)
+    assert "thread.busiest.pid" not in report["facts"]
+    # a host without process-exporter has no such source, and no dead source for it either
+    result = _pull(url, tmp_path / "e", "--instance", "gpu-node-2", "--from", f"{start}", "--to", f"{end}")
+    assert result.returncode == 0, result.stderr
+    manifest = yaml.safe_load((tmp_path / "e" / "manifest.yaml").read_text())
+    assert "process_exporter" not in manifest["sources"] and not (tmp_path / "e" / "processes.csv").exists()
+
+
 def test_a_sweep_writes_one_dump_per_host_and_the_fleet_summary(prometheus, tmp_path):
     url, _, began = prometheus
     out = tmp_path / "sweep"

@@ -16,6 +16,7 @@ import pandas as pd
 from diagnose.compare.model import Difference
 from diagnose.detect.signals import server_pids
 from diagnose.dump.model import Dump
+from diagnose.dump.processes import GROUP, process_ids
 from diagnose.units import human_bytes
 
 GIB = 2**30
@@ -117,9 +118,9 @@ _BACKGROUND = {
 
 def _others(dump: Dump, servers: set[int], table: str, column: str, q: float) -> float | None:
     frame = dump.table(table)
-    if frame is None or not {"pid", column} <= set(frame.columns):
+    if frame is None or column not in frame.columns or not {"pid", GROUP} & set(frame.columns):
         return None
-    pids = pd.to_numeric(frame["pid"], errors="coerce")
+    pids = process_ids(frame)
     values = pd.to_numeric(frame[column], errors="coerce").where(~pids.isin(servers), 0.0).fillna(0.0)
     per_sample = values.groupby(frame["ts"].to_numpy()).sum()
     return float(per_sample.quantile(q)) if len(per_sample) else None

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.model import Dump
+from diagnose.dump.processes import GROUP, process_ids
 from diagnose.dump.schema import COLUMNS, stage_columns
 
 _MIN_REQUESTS_PER_WINDOW = 10
@@ -73,11 +74,15 @@ def build_signals(dump: Dump, server_pids: set[int] | None = None) -> list[Signa
             ]
     for table, columns in _PROCESS_COLUMNS.items():
         frame = dump.table(table)
-        if frame is None or "pid" not in frame.columns:
+        if frame is None or not {"pid", GROUP} & set(frame.columns):
             continue
-        # An idle row (nvidia-smi pmon prints "-" for every field) names no process.
-        pid = _identifiers(frame["pid"])
+        # An idle row (nvidia-smi pmon prints "-" for every field) names no process; a
+        # process-exporter group has a negative number (diagnose.dump.processes).
+        pid = process_ids(frame)
         frame = frame.loc[pid.notna()].assign(pid=pid[pid.notna()].astype("int64"))
+        if GROUP in frame.columns:  # a group is named by its group name where no process name is given
+            named = frame["name"] if "name" in frame.columns else pd.Series(pd.NA, index=frame.index)
+            frame = frame.assign(name=named.astype("string").fillna(frame[GROUP].astype("string")))
         present = tuple(c for c in columns if c in frame.columns)
         if len(frame) and present:
             signals += _process_signals(frame, table, present, step, server_pids or set())
@@ -220,7 +225,9 @@ def _process_signals(
     groups: dict[str, np.ndarray] = {}
     for rows in _instances(identity, slots, pids):
         unique_pids = np.unique(pids[rows])
-        if unique_pids.size == 1:
+        if unique_pids.size == 1 and unique_pids[0] < 0:  # a process-exporter group: its name is all it has
+            groups[f"group={name.iloc[rows[-1]]}"] = rows
+        elif unique_pids.size == 1:
             groups[f"pid={int(unique_pids[0])}"] = rows
         else:
             key = f"name={str(identity[rows[-1]]).split(_SEPARATOR)[0]}"
@@ -233,11 +240,13 @@ def _process_signals(
             series = np.bincount(slots[rows], np.nan_to_num(values[rows]), minlength=sampled.size)
             series[~sampled] = np.nan
             row = rows[-1]
+            ids = {int(p) for p in np.unique(pids[rows])}
             meta = {
-                "pids": sorted(int(p) for p in np.unique(pids[rows])),
+                "pids": sorted(p for p in ids if p >= 0),
                 "name": str(name.iloc[row]),
                 "cmdline": str(cmdline.iloc[row]),
-                "server": bool(set(int(p) for p in np.unique(pids[rows])) & server_pids),
+                "server": bool(ids & server_pids),
+                **({"group": str(name.iloc[row])} if min(ids) < 0 else {}),
             }
             candidates.append(Signal(f"{table}.{column}[{key}]", "process", float(start), step, series, meta))
         candidates.sort(key=lambda s: -np.nanmax(s.values))
@@ -317,6 +326,8 @@ def _overlap(slots: np.ndarray, pid_codes: np.ndarray) -> bool:
 def server_pids(dump: Dump) -> set[int]:
     """The serving process(es): the manifest's server_pid(s), else the heaviest steady process.
 
+    Process ids as :func:`diagnose.dump.processes.process_ids` numbers them (a group is negative).
+
     A co-located job is, by definition, some other process; this tells them apart.
     """
     declared = dump.manifest.extra.get("server_pid") or dump.manifest.extra.get("server_pids")
@@ -326,9 +337,9 @@ def server_pids(dump: Dump) -> set[int]:
     found: set[int] = set()
     for table, column in (("gpu_processes", "mem_used_bytes"), ("processes", "cpu_pct")):
         frame = dump.table(table)
-        if frame is None or not {"pid", column} <= set(frame.columns):
+        if frame is None or column not in frame.columns or not {"pid", GROUP} & set(frame.columns):
             continue
-        frame = frame.assign(pid=_identifiers(frame["pid"])).dropna(subset=["pid"])
+        frame = frame.assign(pid=process_ids(frame)).dropna(subset=["pid"])
         presence = frame.groupby("pid")["ts"].count() / max(frame["ts"].nunique(), 1)
         steady = presence[presence >= 0.9].index
         medians = frame[frame["pid"].isin(steady)].groupby("pid")[column].median().dropna()

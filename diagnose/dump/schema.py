@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
+GROUP = "group"  # processes: process-exporter's group name, in place of a pid (diagnose.dump.processes)
 TABLE_SUFFIXES = (".csv", ".csv.gz", ".jsonl", ".jsonl.gz", ".parquet")
 UNIT_SUFFIXES = ("_bytes", "_pct", "_ms", "_s", "_w", "_c", "_mhz", "_per_s")
 
@@ -28,7 +29,7 @@ TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
         TableSpec("system", (), frozenset({"cpu_count", "load1"})),
-        TableSpec("processes", ("pid",), frozenset({"pid", "num_threads"})),
+        TableSpec("processes", ("pid", GROUP), frozenset({"pid", "num_threads", "num_procs"})),
         TableSpec("gpu", ("gpu",), frozenset({"gpu"})),
         TableSpec("gpu_processes", ("gpu", "pid"), frozenset({"gpu", "pid"})),
         TableSpec("allocator", ("pid",), frozenset({"pid", "num_alloc_retries", "num_ooms"})),

@@ -142,6 +142,9 @@ CATALOGUE: dict[str, FactSpec] = {
     ),
     "host.rss_growth.bytes": FactSpec("bytes", "processes: rss_bytes", "largest growth of one process's RSS"),
     "host.rss_growth.pid": FactSpec("id", "processes: rss_bytes", "the process whose RSS grew most"),
+    "host.rss_growth.process": FactSpec(
+        "name", "processes: rss_bytes", "that process as the report names it (pid or process-exporter group)"
+    ),
     "host.rss_growth.name": FactSpec("name", "processes: rss_bytes, name", "its name"),
     "sampling.interval_s": FactSpec("s", "a time-series table", "the finest sampling interval in the dump"),
     "sampling.has_requests": FactSpec("bool", "any table", "the dump has per-request latencies"),
@@ -153,6 +156,9 @@ CATALOGUE: dict[str, FactSpec] = {
         "pct", "processes: max_thread_cpu_pct", "P95 of the busiest thread's CPU (100 = a core)"
     ),
     "thread.busiest.pid": FactSpec("id", "processes: max_thread_cpu_pct", "its process id"),
+    "thread.busiest.process": FactSpec(
+        "name", "processes: max_thread_cpu_pct", "its process as the report names it (pid or group)"
+    ),
     "thread.busiest.name": FactSpec("name", "processes: max_thread_cpu_pct", "its process name"),
     "thread.busiest.process_cpu_pct": FactSpec(
         "pct", "processes: cpu_pct", "mean CPU of that whole process (100 = a core)"
@@ -179,6 +185,9 @@ CATALOGUE: dict[str, FactSpec] = {
     "spikes.throughput.coincidence": FactSpec("ratio", _SPIKES, "latency episodes with a throughput episode"),
     "spikes.colocated.signal": FactSpec("name", _COLOCATED, "best-aligned signal of a non-server process"),
     "spikes.colocated.pid": FactSpec("name", _COLOCATED, "its process id(s)"),
+    "spikes.colocated.process": FactSpec(
+        "name", _COLOCATED, "that process as the report names it: pid(s) or process-exporter group"
+    ),
     "spikes.colocated.name": FactSpec("name", _COLOCATED, "its process name"),
     "spikes.colocated.cmdline": FactSpec("name", _COLOCATED, "its command line"),
     "spikes.colocated.coincidence": FactSpec("ratio", _COLOCATED, "latency episodes it overlaps"),

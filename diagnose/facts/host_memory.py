@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.model import Dump
+from diagnose.dump.processes import GROUP, describe, process_ids
 from diagnose.facts.model import Facts
 
 _PAGING_BYTES_PER_S = 1 << 20  # 1 MiB/s of swap traffic counts as swapping
@@ -63,16 +64,22 @@ def _add_throughput_during_paging(facts: Facts, dump: Dump, ts: np.ndarray, pagi
 
 def _add_rss_growth(facts: Facts, dump: Dump) -> None:
     processes = dump.table("processes")
-    if processes is None or not {"pid", "rss_bytes"} <= set(processes.columns):
+    if processes is None or "rss_bytes" not in processes.columns:
         return
-    frame = processes[["pid", "rss_bytes"]].dropna()
-    if frame.empty:
+    ids = process_ids(processes)
+    rss = pd.to_numeric(processes["rss_bytes"], errors="coerce")
+    known = ids.notna() & rss.notna()
+    if not known.any():
         return
-    growth = frame.groupby("pid")["rss_bytes"].agg(lambda rss: rss.iloc[-1] - rss.iloc[0])
+    growth = rss[known].groupby(ids[known]).agg(lambda values: values.iloc[-1] - values.iloc[0])
     pid = growth.idxmax()
-    cite = f"{dump.source('processes')}: rss_bytes of pid {int(pid)}, first to last sample"
+    who = describe(processes, pid)
+    cite = f"{dump.source('processes')}: rss_bytes of {who}, first to last sample"
     facts.add("host.rss_growth.bytes", float(growth[pid]), cite)
-    facts.add("host.rss_growth.pid", int(pid), cite)
-    names = processes.loc[processes["pid"] == pid, "name"] if "name" in processes.columns else pd.Series()
+    facts.add("host.rss_growth.process", who, cite)
+    if pid >= 0:
+        facts.add("host.rss_growth.pid", int(pid), cite)
+    rows = processes.loc[ids == pid]
+    names = rows["name"] if "name" in rows.columns else rows.get(GROUP, pd.Series(dtype="string"))
     if names.notna().any():
         facts.add("host.rss_growth.name", str(names.dropna().iloc[-1]), cite)

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.model import Dump
+from diagnose.dump.processes import GROUP, describe, process_ids
 from diagnose.facts.model import Facts
 
 
@@ -51,20 +52,26 @@ def add_host_facts(facts: Facts, dump: Dump) -> None:
 def add_thread_facts(facts: Facts, dump: Dump) -> None:
     """The busiest thread of any process: a single-threaded stage shows as ~100 % here."""
     processes = dump.table("processes")
-    if processes is None or not {"pid", "max_thread_cpu_pct"} <= set(processes.columns):
+    if processes is None or "max_thread_cpu_pct" not in processes.columns:
         return
     source = dump.source("processes")
-    frame = processes[["pid", "max_thread_cpu_pct"]].dropna()
-    if frame.empty:
+    ids = process_ids(processes)
+    busy = pd.to_numeric(processes["max_thread_cpu_pct"], errors="coerce")
+    known = ids.notna() & busy.notna()
+    if not known.any():
         return
-    per_pid = frame.groupby("pid")["max_thread_cpu_pct"].quantile(0.95)
-    pid = per_pid.idxmax()
-    cite = f"{source}: max_thread_cpu_pct of pid {int(pid)}, P95 over time"
-    facts.add("thread.busiest.cpu_pct", float(per_pid[pid]), cite)
-    facts.add("thread.busiest.pid", int(pid), cite)
-    rows = processes.loc[processes["pid"] == pid]
-    if "name" in rows.columns and rows["name"].notna().any():
-        facts.add("thread.busiest.name", str(rows["name"].dropna().iloc[-1]), f"{source}: name")
+    per_process = busy[known].groupby(ids[known]).quantile(0.95)
+    pid = per_process.idxmax()
+    who = describe(processes, pid)
+    cite = f"{source}: max_thread_cpu_pct of {who}, P95 over time"
+    facts.add("thread.busiest.cpu_pct", float(per_process[pid]), cite)
+    facts.add("thread.busiest.process", who, cite)
+    if pid >= 0:
+        facts.add("thread.busiest.pid", int(pid), cite)
+    rows = processes.loc[ids == pid]
+    names = rows["name"] if "name" in rows.columns else rows.get(GROUP, pd.Series(dtype="string"))
+    if names.notna().any():
+        facts.add("thread.busiest.name", str(names.dropna().iloc[-1]), f"{source}: name")
     if "cpu_pct" in rows.columns:
         cpu = pd.to_numeric(rows["cpu_pct"], errors="coerce").mean()
-        facts.add("thread.busiest.process_cpu_pct", float(cpu), f"{source}: cpu_pct of pid {int(pid)}")
+        facts.add("thread.busiest.process_cpu_pct", float(cpu), f"{source}: cpu_pct of {who}")

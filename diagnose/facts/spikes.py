@@ -77,7 +77,12 @@ def _add_colocated(facts: Facts, analysis: SpikeAnalysis, alignment: Alignment) 
     meta = found.signal.meta
     cite = f"{alignment.b}: episodes against {alignment.a}, {SHIFTS} circular shifts"
     facts.add("spikes.colocated.signal", alignment.b, cite)
-    facts.add("spikes.colocated.pid", ", ".join(str(p) for p in meta["pids"]), cite)
+    pids = meta["pids"]
+    if pids:
+        facts.add("spikes.colocated.pid", ", ".join(str(p) for p in pids), cite)
+    who = f"process-exporter group {meta['group']}" if "group" in meta else ""
+    who = who or (f"pid {pids[0]}" if len(pids) == 1 else f"pids {', '.join(str(p) for p in pids)}")
+    facts.add("spikes.colocated.process", who, cite)
     facts.add("spikes.colocated.name", meta["name"], cite)
     facts.add("spikes.colocated.cmdline", meta["cmdline"] or meta["name"], cite)
     facts.add("spikes.colocated.coincidence", alignment.coincidence, cite)

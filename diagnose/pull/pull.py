@@ -24,12 +24,13 @@ from pathlib import Path
 
 import yaml
 
-from diagnose.dump.schema import COLUMNS, MANIFEST_FILE
+from diagnose.dump.schema import COLUMNS, GROUP, MANIFEST_FILE
 from diagnose.engine_metrics import detect_engine
 from diagnose.errors import InputError
 from diagnose.pull.client import PrometheusClient, PullError
 from diagnose.pull.queries import (
     GPU,
+    PROCESSES,
     SYSTEM,
     XID_METRIC,
     XID_QUERY,
@@ -90,18 +91,20 @@ def pull(
     rate, window = rate_window(step, scrape_s or step)
     engine = detect_engine(dict.fromkeys(names, 0.0))
     columns = [
-        c for c in [*SYSTEM, *GPU, *(engine_columns(engine, names) if engine else [])] if _has(c, names)
+        c
+        for c in [*SYSTEM, *GPU, *PROCESSES, *(engine_columns(engine, names) if engine else [])]
+        if _has(c, names)
     ]
-    tables: dict[str, dict[tuple, dict]] = {"system": {}, "gpu": {}, "server": {}}
+    tables: dict[str, dict[tuple, dict]] = {"system": {}, "gpu": {}, "processes": {}, "server": {}}
     queries: dict[str, dict[str, str]] = {}
     for column in columns:
         query = fill(column, sel, rate, window)
         queries.setdefault(column.table, {})[column.column] = query
         for labels, points in client.query_range(query, start, end, step):
-            key_extra = (("gpu", _gpu_index(labels.get("gpu"))),) if column.table == "gpu" else ()
+            key_extra = _row_key(column.table, labels)
             for ts, value in points:
                 if math.isfinite(value):
-                    row = tables[column.table].setdefault((ts, *key_extra), {"ts": ts, **dict(key_extra)})
+                    row = tables[column.table].setdefault((ts, *key_extra), _new_row(ts, key_extra))
                     row[column.column] = value
     events = _xid_events(client, sel, start, end, step, notes) if XID_METRIC in names else []
     restarts = _restarts(client, sel, start, end, step, engine, names)
@@ -251,6 +254,22 @@ def _restarts(
     return events
 
 
+def _row_key(table: str, labels: dict) -> tuple:
+    """What tells a table's rows at one time apart: the GPU index, or process-exporter's group name."""
+    if table == "gpu":
+        return (("gpu", _gpu_index(labels.get("gpu"))),)
+    if table == "processes":
+        return ((GROUP, str(labels.get("groupname", "?"))),)
+    return ()
+
+
+def _new_row(ts: float, key: tuple) -> dict:
+    row = {"ts": ts, **dict(key)}
+    if GROUP in row:
+        row["name"] = row[GROUP]  # a group has no process name of its own
+    return row
+
+
 def _gpu_index(label: object) -> int | str:
     try:
         return int(str(label))
@@ -305,6 +324,11 @@ def _sources(url: str, names: set[str], engine: str | None, rows: dict[str, int]
             f"{engine or 'serving engine'} /metrics via Prometheus", engine is not None, "server",
             "no vLLM, Triton, TGI, SGLang or MindIE series for this host in the window",
         ),
+        # Optional: many hosts run no process-exporter, and its absence is no dead source.
+        **({"process_exporter": source(
+            "process-exporter via Prometheus (groups, no pids)", True, "processes",
+            "no process-exporter group had samples in the window",
+        )} if any(n.startswith("namedprocess_namegroup_") for n in names) else {}),
     }  # fmt: skip
 
 

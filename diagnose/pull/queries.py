@@ -1,4 +1,4 @@
-"""Which PromQL gives which dump column: node_exporter, dcgm-exporter and the serving engines.
+"""Which PromQL gives which dump column: node_exporter, dcgm-exporter, process-exporter, the engines.
 
 Each column is one query over the series of one host (``{sel}``: the
 ``instance`` label's host part, whatever the exporter's port). Counters are
@@ -22,7 +22,7 @@ _REGEX_META = set(r".^$*+?()[]{}|\\")
 
 @dataclass(frozen=True)
 class Column:
-    table: str  # system, gpu or server
+    table: str  # system, gpu, processes or server
     column: str
     query: str  # with {sel}, {rate} and {w} to fill in
     needs: tuple[str, ...]  # the metric names it reads: absent ones skip the column
@@ -217,6 +217,61 @@ GPU = [
         _DCGM,
     ),
 ]
+_PROCESS_EXPORTER = "process-exporter"
+_GROUP_CPU = "namedprocess_namegroup_cpu_seconds_total"
+_THREAD_CPU = "namedprocess_namegroup_thread_cpu_seconds_total"
+_THREAD_COUNT = "namedprocess_namegroup_thread_count"
+
+
+def _per_group(expression: str) -> str:
+    return f"max by (groupname) ({expression})"
+
+
+# process-exporter's groups: several processes summed under a name, no pid (docs/dump-format.md).
+PROCESSES = [
+    Column(
+        "processes",
+        "cpu_pct",
+        "100 * sum by (groupname) (" + _counter(_GROUP_CPU) + ")",
+        (_GROUP_CPU,),
+        _PROCESS_EXPORTER,
+    ),
+    Column(
+        "processes",
+        "rss_bytes",
+        _per_group('namedprocess_namegroup_memory_bytes{{memtype="resident",{sel}}}'),
+        ("namedprocess_namegroup_memory_bytes",),
+        _PROCESS_EXPORTER,
+    ),
+    Column(
+        "processes",
+        "num_threads",
+        _per_group("namedprocess_namegroup_num_threads{{{sel}}}"),
+        ("namedprocess_namegroup_num_threads",),
+        _PROCESS_EXPORTER,
+    ),
+    Column(
+        "processes",
+        "num_procs",
+        _per_group("namedprocess_namegroup_num_procs{{{sel}}}"),
+        ("namedprocess_namegroup_num_procs",),
+        _PROCESS_EXPORTER,
+    ),
+    # The busiest thread name's CPU over its thread count: process-exporter sums the threads that share a
+    # name, so this is their mean, a lower bound on the busiest one and exact for a name of one thread.
+    Column(
+        "processes",
+        "max_thread_cpu_pct",
+        "100 * max by (groupname) (sum by (groupname, threadname) ("
+        + _counter(_THREAD_CPU)
+        + ") / max by (groupname, threadname) ("
+        + _THREAD_COUNT
+        + "{{{sel}}}))",
+        (_THREAD_CPU, _THREAD_COUNT),
+        _PROCESS_EXPORTER,
+    ),
+]
+
 XID_QUERY = _per_gpu("DCGM_FI_DEV_XID_ERRORS{{{sel}}}")
 XID_METRIC = "DCGM_FI_DEV_XID_ERRORS"
 

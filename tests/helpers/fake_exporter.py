@@ -6,8 +6,11 @@ Serves node_exporter, dcgm-exporter and vLLM metric names on /metrics with
 values that change every 3 s, and appends what it served (time and values)
 to SERVED_LOG, so the test can compare the pulled dump with what was served
 at those times. Host 1's GPUs are held at 60 % of their maximum clock by
-thermal slowdown, and GPU 0 reports an Xid 79 from 10 s after start;
-host 2's server restarts (its process start time moves) 15 s after start.
+thermal slowdown, and GPU 0 reports an Xid 79 from 10 s after start; it
+also runs process-exporter with two groups: ``vllm`` (1.5 cores, one
+``tokenizer`` thread at 90 % beside 30 ``python`` threads at 1 % each) and
+``backup`` (a quarter of a core). Host 2's server restarts (its process start
+time moves) 15 s after start, and it has no process-exporter.
 Stops by itself after 180 s.
 """
 
@@ -39,6 +42,8 @@ def values(host: int, now: float) -> dict[str, float]:
         "success": 5.0 * elapsed,  # 5 requests a second
         # host 2's server "restarts" 15 s after start: its process start time moves
         "process_start": START + 15 if host == 2 and elapsed > 15 else START,
+        "vllm_rss": float((8 + phase % 3) * GIB),
+        "elapsed": elapsed,
     }
 
 
@@ -78,7 +83,31 @@ def page(host: int, v: dict[str, float]) -> str:
         f'vllm:e2e_request_latency_seconds_count{{model_name="m"}} {served}',
         f"process_start_time_seconds {v['process_start']}",
     ]
+    if host == 1:
+        lines += _process_exporter(v)
     return "\n".join(lines) + "\n"
+
+
+def _process_exporter(v: dict[str, float]) -> list[str]:
+    """process-exporter's groups: CPU counters (user + system), resident memory, threads by name."""
+    t = v["elapsed"]
+    lines = []
+    for group, cores, rss in (("vllm", 1.5, v["vllm_rss"]), ("backup", 0.25, float(GIB))):
+        lines += [
+            f'namedprocess_namegroup_cpu_seconds_total{{groupname="{group}",mode="user"}} {0.8 * cores * t}',
+            f'namedprocess_namegroup_cpu_seconds_total{{groupname="{group}",mode="system"}} {0.2 * cores * t}',
+            f'namedprocess_namegroup_memory_bytes{{groupname="{group}",memtype="resident"}} {rss}',
+            f'namedprocess_namegroup_num_procs{{groupname="{group}"}} 1',
+            f'namedprocess_namegroup_num_threads{{groupname="{group}"}} {31 if group == "vllm" else 1}',
+        ]
+    for group, thread, count, cores in (("vllm", "tokenizer", 1, 0.9), ("vllm", "python", 30, 0.3)):
+        labels = f'groupname="{group}",threadname="{thread}"'
+        lines += [
+            f"namedprocess_namegroup_thread_count{{{labels}}} {count}",
+            f'namedprocess_namegroup_thread_cpu_seconds_total{{{labels},mode="user"}} {cores * t}',
+            f'namedprocess_namegroup_thread_cpu_seconds_total{{{labels},mode="system"}} 0',
+        ]
+    return lines
 
 
 class Handler(BaseHTTPRequestHandler):

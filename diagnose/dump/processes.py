@@ -1,0 +1,43 @@
+"""Which process a row of ``processes`` is about: a pid, or a process-exporter group.
+
+A dump recorded on the host names each process by its pid. One pulled from
+Prometheus may hold process-exporter's groups instead (``group``: several
+processes summed under one name, no pid). The analysis keys processes by one
+number either way: the pid, or for a group a negative number (-1, -2, ... in
+the order of the group names), so that no group is taken for a process and
+none is dropped for lacking a pid.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from diagnose.dump.schema import GROUP
+
+__all__ = ["GROUP", "describe", "process_ids"]
+
+
+def process_ids(frame: pd.DataFrame) -> pd.Series:
+    """Each row's process: its pid (a whole number from 0 to 2**31), a group's negative number, or NaN."""
+    numbers = pd.to_numeric(frame["pid"], errors="coerce") if "pid" in frame.columns else None
+    if numbers is None:
+        numbers = pd.Series(np.nan, index=frame.index)
+    ids = numbers.where(numbers.between(0, 2**31) & (numbers == np.floor(numbers)))
+    if GROUP not in frame.columns:
+        return ids
+    groups = frame[GROUP].astype("string")
+    grouped = ids.isna() & groups.notna() & (groups.str.len() > 0)
+    if grouped.any():
+        names = sorted(set(groups[grouped]))
+        number = {name: -(i + 1) for i, name in enumerate(names)}
+        ids = ids.where(~grouped, groups[grouped].map(number).astype("float64"))
+    return ids
+
+
+def describe(frame: pd.DataFrame, process_id: float) -> str:
+    """A process as the report names it: ``pid 4242`` or ``process-exporter group vllm``."""
+    if process_id >= 0:
+        return f"pid {int(process_id)}"
+    rows = frame.loc[process_ids(frame) == process_id, GROUP]
+    return f"process-exporter group {rows.iloc[0]}" if len(rows) else "a process-exporter group"
