@@ -299,12 +299,24 @@ def test_the_length_shift_picture_draws_the_line_the_facts_fitted():
     from diagnose.pictures.evidence import shift_model
 
     dump, analysis = analyse_path(str(DUMPS / "input-length-shift"))
-    data = shift_model(dump)
+    data = shift_model(dump, analysis.report)
     facts = analysis.report["facts"]
-    assert data.split == facts["latency.shift_at"]["value"]
+    assert data.split == facts["latency.shift_at"]["value"] and not data.tail
     predicted = np.median(data.intercept + data.slope * data.input_len[data.after])
     actual = np.median(data.served_ms[data.after])
     assert actual / predicted == pytest.approx(facts["latency.unexplained_ratio"]["value"])
+
+
+def test_a_shift_in_the_tail_is_drawn_at_the_p95s_split(tmp_path):
+    from diagnose.pictures.evidence import shift_model
+    from fixtures.variations import VARIATIONS, write_variation
+
+    (tail,) = [v for v in VARIATIONS if v.name == "input-shift-in-the-tail"]
+    dump, analysis = analyse_path(str(write_variation(tail, tmp_path / "tail", seed=3)))
+    data = shift_model(dump, analysis.report)
+    assert data.tail and data.split == analysis.report["facts"]["latency.tail_shift_at"]["value"]
+    # the long prompts are after the split only
+    assert data.input_len[data.after].max() > 2 * data.input_len[data.before].max()
 
 
 def test_the_clock_picture_shows_the_facts_throttled_seconds():

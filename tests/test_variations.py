@@ -11,16 +11,9 @@ import pytest
 from diagnose.pipeline import analyse
 from fixtures.variations import VARIATIONS, write_variation
 
-# Variations the diagnosis still misses: each is a known gap (see the issue notes), not a passing case.
-KNOWN_MISSES: dict[str, str] = {
-    "input-shift-in-the-tail": "input-length-shift reads medians only",
-}
-
 
 @pytest.mark.parametrize("variation", VARIATIONS, ids=[v.name for v in VARIATIONS])
 def test_the_cause_ranks_first_and_quiet_dumps_stay_quiet(variation, tmp_path):
-    if variation.name in KNOWN_MISSES:
-        pytest.xfail(KNOWN_MISSES[variation.name])
     report = analyse(str(write_variation(variation, tmp_path / variation.name, seed=7)))
     ranked = [(h["id"], h["score"]) for h in report["hypotheses"]]
     if variation.cause is None:

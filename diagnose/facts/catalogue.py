@@ -89,6 +89,18 @@ CATALOGUE: dict[str, FactSpec] = {
     "latency.unexplained_ratio": FactSpec(
         "factor", _INPUT, "median latency after the shift / what input length predicts"
     ),
+    "latency.tail_shift_at": FactSpec(
+        "time", _REQ, "when window-P95 latency shifted most (best single split)"
+    ),
+    "latency.tail_rise_ratio": FactSpec("factor", _REQ, "P95 latency after that split / before"),
+    "latency.median_at_tail_ratio": FactSpec("factor", _REQ, "median latency after that split / before"),
+    "input_len.tail_rise_ratio": FactSpec("factor", _INPUT, "P95 input length after the tail split / before"),
+    "input_len.tail_explained_share": FactSpec(
+        "ratio", _INPUT, "share of the P95 rise that the before-split length model predicts"
+    ),
+    "latency.tail_unexplained_ratio": FactSpec(
+        "factor", _INPUT, "P95 latency after the tail split / what input length predicts"
+    ),
     "coldstart.restarts": FactSpec("count", _RESTART, "(re)starts followed by requests in the dump"),
     "coldstart.cold_requests": FactSpec("count", _RESTART, "requests served before latency settled"),
     "coldstart.cold_window_s": FactSpec("s", _RESTART, "mean time from a start until latency settled"),

@@ -5,6 +5,13 @@ single change point of the window medians). A linear latency-vs-input-length
 model fitted *before* the split predicts what latency after the split should
 have been given the new inputs: if the prediction covers the rise, the inputs
 changed; if latency rose beyond it, the system got slower.
+
+The same question is asked of the tail, at its own split (where window-P95
+latency shifts most): longer prompts for one request in ten double the P95
+and leave the median where it was, so a median split cannot see them. There
+the model predicts a distribution, not a point: each request after the split
+gets the line's value for its length plus a residual drawn from before, and
+the P95 of that is what the new lengths alone would give.
 """
 
 from __future__ import annotations
@@ -23,6 +30,16 @@ _MIN_SIDE_WINDOWS = 3
 _MAX_CORR_SAMPLE = 50_000  # Spearman standard error ~0.005 at this size
 
 
+_TAIL_Q = 0.95  # P99 moves on a handful of requests per window; P95 is the tail a window can estimate
+_MAX_TAIL_SAMPLE = 50_000  # after-split requests drawn for the predicted tail (P95 error ~0.1 %)
+_TAIL_FACTS = (
+    "latency.tail_shift_at",
+    "latency.tail_rise_ratio",
+    "latency.median_at_tail_ratio",
+    "input_len.tail_rise_ratio",
+    "input_len.tail_explained_share",
+    "latency.tail_unexplained_ratio",
+)
 _SHIFT_FACTS = ("latency.shift_at", "latency.rise_ratio")
 _LENGTH_FACTS = (
     "input_len.rise_ratio",
@@ -42,8 +59,9 @@ def add_shift_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
             f"a longer dump: a shift needs {2 * _MIN_SIDE_WINDOWS} windows of {_WINDOW_S:.0f} s and "
             f"40 latencies ({source} spans {span:.0f} s with {int(np.isfinite(latency).sum())})"
         )
-        facts.cannot([*_SHIFT_FACTS, *_LENGTH_FACTS], reason)
+        facts.cannot([*_SHIFT_FACTS, *_LENGTH_FACTS, *_TAIL_FACTS], reason)
         return
+    _add_tail_shift_facts(facts, requests, source, ts, latency)
     split, early, late, ratio = shift
     cite = f"{source}: latency_ms before and after {split:.0f} (epoch s)"
     facts.add("latency.shift_at", split, cite)
@@ -73,11 +91,61 @@ def add_shift_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
             facts.add("output_len.explained_share", by_output.share, cite_out)
 
 
+def _add_tail_shift_facts(
+    facts: Facts, requests: pd.DataFrame, source: str, ts: np.ndarray, latency: np.ndarray
+) -> None:
+    """The P95's own shift, and how much of it the new input lengths predict (see the module's note)."""
+    shift = _shift(ts, latency, _TAIL_Q)
+    if shift is None:
+        return
+    split, early, late, median_ratio = shift
+    before = np.quantile(latency[early], _TAIL_Q)
+    if before <= 0:
+        return
+    cite = f"{source}: latency_ms P95 and median before and after {split:.0f} (epoch s)"
+    facts.add("latency.tail_shift_at", split, cite)
+    facts.add("latency.tail_rise_ratio", float(np.quantile(latency[late], _TAIL_Q) / before), cite)
+    facts.add("latency.median_at_tail_ratio", median_ratio, cite)
+    if "input_len" not in requests.columns:
+        return
+    served, waits = _served(requests, latency)
+    length = _column(requests, "input_len")
+    known = np.isfinite(length) & np.isfinite(served)
+    early, late = early & known, late & known
+    if early.sum() < 20 or late.sum() < 20:
+        facts.cannot(
+            _TAIL_FACTS[3:],
+            f"20 requests with input_len on each side of the tail's shift ({int(early.sum())} before, "
+            f"{int(late.sum())} after)",
+        )
+        return
+    slope, intercept = _fit(length[early], served[early])
+    residuals = served[early] - (intercept + slope * length[early])
+    rng = np.random.default_rng(0)  # the same dump gives the same facts
+    after_len = length[late]
+    if after_len.size > _MAX_TAIL_SAMPLE:
+        after_len = rng.choice(after_len, _MAX_TAIL_SAMPLE, replace=False)
+    predicted = np.quantile(intercept + slope * after_len + rng.choice(residuals, after_len.size), _TAIL_Q)
+    served_before, served_after = np.quantile(served[early], _TAIL_Q), np.quantile(served[late], _TAIL_Q)
+    minus = f" minus {', '.join(waits)}" if waits else ""
+    cite_len = f"{source}: input_len and latency_ms{minus}, P95 before and after the tail's shift"
+    early_len = np.quantile(length[early], _TAIL_Q)
+    if early_len > 0:
+        length_ratio = np.quantile(length[late], _TAIL_Q) / early_len
+        facts.add("input_len.tail_rise_ratio", float(length_ratio), cite_len)
+    if served_after > served_before:
+        share = (predicted - served_before) / (served_after - served_before)
+        facts.add("input_len.tail_explained_share", float(np.clip(share, 0.0, 1.0)), cite_len)
+    if predicted > 0:
+        facts.add("latency.tail_unexplained_ratio", float(served_after / predicted), cite_len)
+
+
 @dataclass(frozen=True)
 class LengthModel:
     """The input-length model as the facts fit it: what a picture of the shift draws."""
 
     split: float  # epoch s
+    tail: bool  # split where the P95 shifted, not the median
     before: np.ndarray  # bool per request
     after: np.ndarray
     input_len: np.ndarray
@@ -86,12 +154,13 @@ class LengthModel:
     intercept: float
 
 
-def length_model(requests: pd.DataFrame) -> LengthModel | None:
-    """The shift and the line fitted before it, where the facts could fit one."""
+def length_model(requests: pd.DataFrame, tail: bool = False) -> LengthModel | None:
+    """The shift (the median's, or with ``tail`` the P95's) and the line fitted before it."""
     if "input_len" not in requests.columns:
         return None
     latency = requests["latency_ms"].to_numpy(dtype="float64")
-    shift = _shift(requests["ts"].to_numpy(), latency)
+    ts = requests["ts"].to_numpy()
+    shift = _shift(ts, latency, _TAIL_Q if tail else 0.5)
     if shift is None:
         return None
     split, early, late, _ = shift
@@ -101,7 +170,9 @@ def length_model(requests: pd.DataFrame) -> LengthModel | None:
     if (early & known).sum() < 20 or (late & known).sum() < 20:
         return None
     slope, intercept = _fit(length[early & known], served[early & known])
-    return LengthModel(split, early & known, late & known, length, served, float(slope), float(intercept))
+    return LengthModel(
+        split, tail, early & known, late & known, length, served, float(slope), float(intercept)
+    )
 
 
 def _served(requests: pd.DataFrame, latency: np.ndarray) -> tuple[np.ndarray, list[str]]:
@@ -148,9 +219,11 @@ class _Explained:
     share: float | None  # share of the metric's rise the new lengths predict (0-1)
 
 
-def _shift(ts: np.ndarray, values: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, float] | None:
-    """(split, before, after, median after / median before) at the metric's largest shift."""
-    split = _best_split(ts, values)
+def _shift(
+    ts: np.ndarray, values: np.ndarray, q: float = 0.5
+) -> tuple[float, np.ndarray, np.ndarray, float] | None:
+    """(split, before, after, median after / before) at the largest shift of the windows' q-quantile."""
+    split = _best_split(ts, values, q)
     if split is None:
         return None
     late = ts >= split
@@ -188,14 +261,16 @@ def _column(requests: pd.DataFrame, name: str) -> np.ndarray:
     return pd.to_numeric(requests[name], errors="coerce").to_numpy(dtype="float64")
 
 
-def _best_split(ts: np.ndarray, latency: np.ndarray) -> float | None:
+def _best_split(ts: np.ndarray, latency: np.ndarray, q: float = 0.5) -> float | None:
+    """Where the windows' ``q``-quantile (the median unless told) shifts most: least-squares, one split."""
     valid = np.isfinite(latency)
     if valid.sum() < 40:
         return None
     start = ts[0]
     width = max(_WINDOW_S, (ts[-1] - start) / 2000)
     index = ((ts[valid] - start) // width).astype("int64")
-    medians = pd.Series(latency[valid]).groupby(index).median()
+    windows = pd.Series(latency[valid]).groupby(index)
+    medians = windows.median() if q == 0.5 else windows.quantile(q)
     values = medians.to_numpy()
     n = values.size
     if n < 2 * _MIN_SIDE_WINDOWS:

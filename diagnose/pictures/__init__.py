@@ -130,7 +130,7 @@ EVIDENCE = {
     ),
     "input-length-shift": (
         "length-shift",
-        lambda dump, report: evidence.shift_model(dump),
+        evidence.shift_model,
         evidence.draw_shift,
         "each request's served time against its input length before and after the shift, with the line "
         "fitted before it",

@@ -190,11 +190,15 @@ def _panel(dump: Dump, table: str, title: str, rows) -> SeriesPanel | None:
     return SeriesPanel(title, tuple(drawn)) if drawn else None
 
 
-def shift_model(dump: Dump) -> LengthModel | None:
+def shift_model(dump: Dump, report: dict) -> LengthModel | None:
+    """The line fitted before the shift; the P95's shift where the tail rose more than the median."""
     requests = dump.table("requests")
     if requests is None or "latency_ms" not in requests.columns:
         return None
-    return length_model(requests)
+    facts = report["facts"]
+    median = facts.get("latency.rise_ratio", {}).get("value")
+    tail = facts.get("latency.tail_rise_ratio", {}).get("value")
+    return length_model(requests, tail=tail is not None and (median is None or tail > median))
 
 
 def memory_data(dump: Dump) -> MemoryData | None:
@@ -390,7 +394,8 @@ def draw_shift(data: LengthModel):
     )
     axis.set_xlabel("input length (tokens)")
     axis.set_ylabel("served time: latency less waiting (ms)")
-    axis.set_title("Latency against input length, before and after the shift", loc="left")
+    which = "the P95's shift" if data.tail else "the shift"
+    axis.set_title(f"Latency against input length, before and after {which}", loc="left")
     axis.legend(loc="upper left", markerscale=3)
     return figure
 
