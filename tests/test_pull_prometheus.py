@@ -32,12 +32,29 @@ GIB = 1 << 30
 SCRAPED_S = 30
 
 
-@pytest.fixture(scope="module")
-def prometheus(tmp_path_factory):
-    binary = shutil.which("prometheus")
+# The servers `diagnose pull` is tested against, each the distribution's package: Prometheus itself, and
+# VictoriaMetrics, which answers the same HTTP API (as Thanos and Mimir do) with its own engine.
+SERVERS = {
+    "prometheus": lambda binary, config, data, port: [
+        binary, f"--config.file={config}", f"--storage.tsdb.path={data}",
+        f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn",
+    ],
+    "victoria-metrics": lambda binary, config, data, port: [
+        binary, f"-promscrape.config={config}", f"-storageDataPath={data}",
+        f"-httpListenAddr=127.0.0.1:{port}", "-loggerLevel=ERROR",
+        "-search.latencyOffset=1s",  # by default the last 30 s are not served yet
+    ],
+}  # fmt: skip
+READY = {"prometheus": "/-/ready", "victoria-metrics": "/health"}
+
+
+@pytest.fixture(scope="module", params=sorted(SERVERS))
+def prometheus(request, tmp_path_factory):
+    """A real server of the Prometheus HTTP API scraping two fake hosts every second: (url, folder, began)."""
+    binary = shutil.which(request.param)
     if binary is None:
-        pytest.skip("the prometheus server is not installed (.ci/run installs Debian's package)")
-    folder = tmp_path_factory.mktemp("prometheus")
+        pytest.skip(f"{request.param} is not installed (.ci/run installs the distribution's package)")
+    folder = tmp_path_factory.mktemp(request.param)
     exporters, targets = [], []
     for host in (1, 2):
         port, log = free_port(), folder / f"served-{host}.jsonl"
@@ -47,20 +64,20 @@ def prometheus(tmp_path_factory):
         )
     config = folder / "prometheus.yml"
     config.write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        "global: {scrape_interval: 1s}\n"
         "scrape_configs:\n  - job_name: gpu-nodes\n    static_configs:\n" + "\n".join(targets) + "\n"
     )
     port = free_port()
     server = subprocess.Popen(
-        [binary, f"--config.file={config}", f"--storage.tsdb.path={folder / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        SERVERS[request.param](binary, config, folder / "data", port),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
 
     def ready() -> bool:
         try:
-            return urllib.request.urlopen(f"{url}/-/ready", timeout=1).status == 200
+            return urllib.request.urlopen(f"{url}{READY[request.param]}", timeout=1).status == 200
         except OSError:
             return False
 
