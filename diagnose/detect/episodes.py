@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from diagnose.detect.robust import block_medians, difference_sigma, noise_floor, robust_sigma
+from diagnose.detect.robust import block_medians, difference_sigma, noise_floor, resolution, robust_sigma
 from diagnose.detect.segment import breakpoints
 
 Z_SCREEN = 3.5  # a sample this many noise units off the baseline starts a candidate
@@ -74,7 +74,9 @@ def find_episodes(values: np.ndarray, start: float, step: float, log_scale: bool
         work = values
     level = baseline(work, step)
     residual = work - level
-    sigma = noise_floor(_noise_sigma(residual), work)
+    # One step of a quantised signal is its grain, not noise that an episode may stand out from by
+    # chance: a whole degree, a clock tick of CPU time, one more request running.
+    sigma = max(noise_floor(_noise_sigma(residual), work), resolution(work))
     z = residual / sigma
     gap = max(1, int(round(MERGE_GAP_S / step)))
     minimum = max(2, int(np.ceil(MIN_EPISODE_S / step)))

@@ -48,6 +48,27 @@ def noise_floor(sigma: float, values: np.ndarray) -> float:
     return max(sigma, 0.001 * scale, 1e-9)
 
 
+MIN_LEVELS = 4  # fewer distinct values are a few states (a step between two levels), not a quantised scale
+
+
+def resolution(values: np.ndarray) -> float:
+    """The step of a quantised signal: the median gap between its distinct values, else 0.
+
+    A temperature in whole degrees, CPU time counted in clock ticks, a count of
+    running requests: a move of one step is the measurement's grain, not an
+    event. A continuous signal's distinct values lie close together, and its
+    resolution is negligible against its noise; a signal of fewer than
+    MIN_LEVELS distinct values is a few states, whose steps are the events.
+    """
+    finite = values[np.isfinite(values)]
+    if finite.size > SIGMA_SAMPLE:
+        finite = finite[:: finite.size // SIGMA_SAMPLE]
+    levels = np.unique(finite)
+    if levels.size < MIN_LEVELS:
+        return 0.0
+    return float(np.median(np.diff(levels)))
+
+
 def block_medians(values: np.ndarray, block: int) -> np.ndarray:
     """Median of each block of ``block`` samples, ignoring NaN; NaN for a block with no sample.
 

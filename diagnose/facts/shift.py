@@ -61,16 +61,16 @@ def add_shift_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
         )
         facts.cannot([*_SHIFT_FACTS, *_LENGTH_FACTS, *_TAIL_FACTS], reason)
         return
-    _add_tail_shift_facts(facts, requests, source, ts, latency)
+    # Longer inputs also make requests queue behind each other, which a per-request line cannot
+    # predict: the length models are fitted to the time the request was served, its waits removed.
+    served, waits = _served(requests, latency)
+    _add_tail_shift_facts(facts, requests, source, ts, latency, (served, waits))
     split, early, late, ratio = shift
     cite = f"{source}: latency_ms before and after {split:.0f} (epoch s)"
     facts.add("latency.shift_at", split, cite)
     facts.add("latency.rise_ratio", ratio, cite)
     if "input_len" not in requests.columns:
         return
-    # Longer inputs also make requests queue behind each other, which a per-request line cannot
-    # predict: the length model is fitted to the time the request was served, its waits removed.
-    served, waits = _served(requests, latency)
     explained = _explained(served, _column(requests, "input_len"), early, late)
     if isinstance(explained, str):
         facts.cannot(
@@ -92,7 +92,12 @@ def add_shift_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
 
 
 def _add_tail_shift_facts(
-    facts: Facts, requests: pd.DataFrame, source: str, ts: np.ndarray, latency: np.ndarray
+    facts: Facts,
+    requests: pd.DataFrame,
+    source: str,
+    ts: np.ndarray,
+    latency: np.ndarray,
+    served_waits: tuple[np.ndarray, list[str]],
 ) -> None:
     """The P95's own shift, and how much of it the new input lengths predict (see the module's note)."""
     shift = _shift(ts, latency, _TAIL_Q)
@@ -108,7 +113,7 @@ def _add_tail_shift_facts(
     facts.add("latency.median_at_tail_ratio", median_ratio, cite)
     if "input_len" not in requests.columns:
         return
-    served, waits = _served(requests, latency)
+    served, waits = served_waits
     length = _column(requests, "input_len")
     known = np.isfinite(length) & np.isfinite(served)
     early, late = early & known, late & known
@@ -180,7 +185,7 @@ def _served(requests: pd.DataFrame, latency: np.ndarray) -> tuple[np.ndarray, li
     waits = [column for name, column in stage_columns(requests).items() if stage_kind(name) == "wait"]
     if not waits:
         return latency, []
-    waited = requests[waits].apply(pd.to_numeric, errors="coerce").fillna(0.0).sum(axis=1).to_numpy()
+    waited = np.nansum(np.column_stack([_column(requests, column) for column in waits]), axis=1)
     return np.maximum(latency - waited, 0.0), waits
 
 

@@ -1,0 +1,80 @@
+"""False episodes on healthy evidence: how many spikes the search finds where nothing happened.
+
+    python benchmarks/bench_false_episodes.py
+
+Every episode found on a dump whose truth is "healthy" is a false one. The
+real evidence is the testbed's healthy recordings committed under
+``fixtures/`` (a real service, recorded by ``diagnose record``: ``truth.yaml``
+with ``cause: null``); the second generator's quiet variations (its own code,
+seeds 1-3) are reported beside them. Per signal family (the table and column,
+whatever process or GPU): signal-hours searched, episodes, and episodes per
+signal-hour, with the total per dump-hour.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from diagnose.pipeline import analyse_path  # noqa: E402
+from fixtures.variations import VARIATIONS, write_variation  # noqa: E402
+
+
+def recorded_healthy() -> list[Path]:
+    """The committed real recordings whose truth is healthy."""
+    found = []
+    for truth in sorted((ROOT / "fixtures").rglob("*truth.yaml")):
+        if yaml.safe_load(truth.read_text()).get("cause") is None:
+            dump = truth.parent / ("dump" if truth.name == "truth.yaml" else truth.name.split(".")[0])
+            if dump.is_dir():
+                found.append(dump)
+    return found
+
+
+def count(dumps: list[Path]) -> tuple[dict[str, list[float]], float]:
+    """Per signal family: [signal-hours, episodes]; and the dump-hours searched."""
+    families: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    hours = 0.0
+    for dump in dumps:
+        _, analysis = analyse_path(str(dump))
+        spikes = analysis.spikes
+        hours += (spikes.span[1] - spikes.span[0]) / 3600
+        for name, found in spikes.findings.items():
+            family = name.split("[")[0]
+            families[family][0] += found.signal.values.size * found.signal.step / 3600
+            families[family][1] += len(found.episodes)
+    return dict(families), hours
+
+
+def table(title: str, dumps: list[Path]) -> None:
+    families, hours = count(dumps)
+    total = sum(episodes for _, episodes in families.values())
+    print(f"\n{title}: {len(dumps)} dumps, {hours:.2f} h; {total:.0f} episodes, ", end="")
+    print(f"{total / hours:.1f} per dump-hour")
+    print("| signal family | signal-hours | episodes | per signal-hour |")
+    print("|---|---|---|---|")
+    for family, (signal_hours, episodes) in sorted(families.items(), key=lambda item: -item[1][1]):
+        if episodes:
+            print(f"| {family} | {signal_hours:.2f} | {episodes:.0f} | {episodes / signal_hours:.1f} |")
+
+
+def main() -> None:
+    table("real healthy recordings (the testbed's)", recorded_healthy())
+    quiet = [v for v in VARIATIONS if v.cause is None]
+    with tempfile.TemporaryDirectory() as scratch:
+        drawn = [
+            write_variation(v, Path(scratch) / f"{v.name}-{seed}", seed=seed)
+            for v in quiet
+            for seed in (1, 2, 3)
+        ]
+        table("the second generator's quiet variations", drawn)
+
+
+if __name__ == "__main__":
+    main()
