@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from diagnose.detect import SpikeAnalysis, SpikeSearch
+from diagnose.detect.helper import SpikeHelper
 from diagnose.dump import load_dump
 from diagnose.dump.model import Dump
 from diagnose.facts import add_spike_evidence, compute_facts
@@ -44,17 +45,26 @@ def analyse_path(
 ) -> tuple[Dump, Analysis]:
     """The dump as read (and cut to the window) and its analysis: what pictures are drawn from."""
     rules = load_rules(rules_dir or default_rules_dir())
-    dump = load_dump(dump_path, tz=tz)
+    # A big dump's spike search is shared with a helper process, started now so that it imports while
+    # the dump is read (see detect/helper.py).
+    helper = SpikeHelper.start() if SpikeHelper.may_help_files(dump_path) else None
+    try:
+        dump = load_dump(dump_path, tz=tz)
+    except BaseException:
+        if helper is not None:
+            helper.close()
+        raise
     span = dump.span()
     if window_s is not None and span is not None:
         dump = dump.between(span[1] - window_s, span[1])
-    return dump, analyse_dump(dump, rules, slo_p99_ms, helper=True)
+    return dump, analyse_dump(dump, rules, slo_p99_ms, helper=helper or True)
 
 
 def analyse_dump(
-    dump: Dump, rules: list[Rule], slo_p99_ms: float | None = None, helper: bool = False
+    dump: Dump, rules: list[Rule], slo_p99_ms: float | None = None, helper: bool | SpikeHelper = False
 ) -> Analysis:
-    """``helper``: a big dump's signals may be searched by a second process too (see detect/helper.py)."""
+    """``helper``: a big dump's signals may be searched by a second process too (see detect/helper.py);
+    True starts one if the dump is big enough, a running one is used (or closed if it is not)."""
     # Damaged evidence overflows and divides by zero; the results are NaN or inf, which every
     # stage treats as missing. numpy's warnings about it would only be noise on the terminal.
     with np.errstate(all="ignore"):

@@ -72,14 +72,14 @@ def test_a_family_of_facts_that_fails_is_named_and_the_rest_still_judged(run_cli
 def test_one_signal_whose_search_fails_is_left_out_alone(run_cli, monkeypatch):
     import diagnose.detect as detect_module
 
-    real = detect_module.search_signal
+    real = detect_module.search_shape
 
-    def picky(signal, span):
+    def picky(signal):
         if signal.name == "system.cpu_pct":
             raise FloatingPointError("overflow")
-        return real(signal, span)
+        return real(signal)
 
-    monkeypatch.setattr(detect_module, "search_signal", picky)
+    monkeypatch.setattr(detect_module, "search_shape", picky)
     code, out, err = run_cli("file", DUMPS / "co-located-contention", "--format", "json")
     assert code == 0, err
     report = json.loads(out)

@@ -85,11 +85,25 @@ def test_the_queue_is_taken_from_both_ends():
     assert queue.take_front() is None and queue.take_back() is None
 
 
+def test_the_helper_waits_for_signals_still_being_built_and_ends_when_the_queue_closes():
+    import threading
+
+    queue = SignalQueue(closed=False)
+    taken: list = []
+    taker = threading.Thread(target=lambda: taken.extend(iter(queue.take_back, None)))
+    taker.start()
+    a, b = _signal([0.0], name="a"), _signal([0.0], name="b")
+    queue.add([a])
+    queue.add([b])
+    queue.close()
+    taker.join(timeout=10)
+    assert not taker.is_alive() and sorted(s.name for s in taken) == ["a", "b"]
+
+
 @pytest.fixture
 def helper_always(monkeypatch):
     """A helper for any dump, on any machine: the thresholds exist for speed, not for correctness."""
     monkeypatch.setattr(helper_module, "MIN_ROWS", 0)
-    monkeypatch.setattr(helper_module, "MIN_SAMPLES", 0)
     monkeypatch.setattr(helper_module, "_usable_cpus", lambda: 2)
     returned: list[int] = []
     collect = SpikeHelper.collect

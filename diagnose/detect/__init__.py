@@ -8,8 +8,8 @@ from diagnose.detect.alignment import Alignment, align
 from diagnose.detect.episodes import Episode
 from diagnose.detect.helper import SignalQueue, SpikeHelper
 from diagnose.detect.periodicity import Periodicity
-from diagnose.detect.search import SignalFindings, search_signal
-from diagnose.detect.signals import Signal, build_signals, grid_note, server_pids
+from diagnose.detect.search import SignalFindings, search_shape, with_periodicity
+from diagnose.detect.signals import Signal, grid_note, iter_signals, server_pids
 from diagnose.dump.model import Dump
 from diagnose.isolation import isolated
 
@@ -46,18 +46,32 @@ def analyse_spikes(dump: Dump, helper: bool = False) -> SpikeAnalysis:
 class SpikeSearch:
     """The spike analysis in two steps, so that other work can run while a helper searches.
 
-    Creating it builds the signals and, with ``helper`` and enough of them,
-    starts a helper process that takes signals from the queue at once;
+    Creating it builds the signals a table at a time into a queue; with a
+    helper (started here, or given already running) and a big enough dump, the
+    helper takes signals from the back of the queue as they arrive.
     :meth:`finish` searches what the helper has not taken, collects what it
-    returned, and aligns the signals with latency.
+    returned, judges periodicity against the whole span, and aligns the
+    signals with latency.
     """
 
-    def __init__(self, dump: Dump, helper: bool = False) -> None:
+    def __init__(self, dump: Dump, helper: bool | SpikeHelper = False) -> None:
         self._warnings = [note] if (note := grid_note(dump)) else []
-        # Started before the signals are built, so that it has imported by the time they are.
-        self._helper = SpikeHelper.start() if helper and SpikeHelper.may_help(dump) else None
-        built = isolated(self._warnings, "the signals", lambda: build_signals(dump, server_pids(dump)))
-        self._signals: list[Signal] = built or []
+        self._helper = _helper_for(dump, helper)
+        self._queue = SignalQueue(closed=False)
+        if self._helper is not None:
+            self._helper.serve(self._queue)
+        built: list[Signal] = []
+
+        def build() -> list[Signal]:
+            for batch in iter_signals(dump, server_pids(dump)):
+                built.extend(batch)
+                self._queue.add(batch)
+            return built
+
+        try:
+            self._signals: list[Signal] = isolated(self._warnings, "the signals", build) or []
+        finally:
+            self._queue.close()
         self._span = (
             (
                 min(s.start for s in self._signals),
@@ -66,12 +80,6 @@ class SpikeSearch:
             if self._signals
             else (0.0, 0.0)
         )
-        self._queue = SignalQueue(self._signals)
-        if self._helper is not None and not SpikeHelper.worth_it(self._signals):
-            self._helper.close()
-            self._helper = None
-        if self._helper is not None:
-            self._helper.serve(self._queue, self._span)
 
     def finish(self) -> SpikeAnalysis:
         try:
@@ -81,9 +89,6 @@ class SpikeSearch:
                 self._helper.close()
 
     def _finish(self) -> SpikeAnalysis:
-        if not self._signals:
-            return SpikeAnalysis(warnings=self._warnings)
-        analysis = SpikeAnalysis(span=self._span, warnings=self._warnings)
         found: dict[str, SignalFindings | None] = {}
         while (signal := self._queue.take_front()) is not None:
             found[signal.name] = self._search(signal)
@@ -91,14 +96,28 @@ class SpikeSearch:
             returned, unreturned = self._helper.collect()
             found.update(returned)
             found.update((signal.name, self._search(signal)) for signal in unreturned)
+        if not self._signals:
+            return SpikeAnalysis(warnings=self._warnings)
+        analysis = SpikeAnalysis(span=self._span, warnings=self._warnings)
         for signal in self._signals:  # in the signals' order, whoever searched them
-            if found.get(signal.name) is not None:
-                analysis.findings[signal.name] = found[signal.name]
+            shape = found.get(signal.name)
+            if shape is not None:
+                analysis.findings[signal.name] = with_periodicity(shape, self._span)
         _align(analysis)
         return analysis
 
     def _search(self, signal: Signal) -> SignalFindings | None:
-        return isolated(self._warnings, f"spikes of {signal.name}", lambda: search_signal(signal, self._span))
+        return isolated(self._warnings, f"spikes of {signal.name}", lambda: search_shape(signal))
+
+
+def _helper_for(dump: Dump, helper: bool | SpikeHelper) -> SpikeHelper | None:
+    """The helper to use: one given (closed here if the dump proves small), one started, or none."""
+    if isinstance(helper, SpikeHelper):
+        if SpikeHelper.may_help(dump):
+            return helper
+        helper.close()
+        return None
+    return SpikeHelper.start() if helper and SpikeHelper.may_help(dump) else None
 
 
 def _align(analysis: SpikeAnalysis) -> None:

@@ -3,10 +3,11 @@
 Each signal's search (episodes, change points, periodicity) is independent of
 the others and spends much of its time in Python between numpy calls, so
 threads do not help (two threads on two cores: 1.14x, measured on a day-long
-dump) and a second process does. The helper starts when the dump has been
-read, imports while this process builds the signals and computes the facts,
-then takes signals from the back of the queue while this process works from
-the front. Whoever searched a signal, its findings are the same.
+dump) and a second process does. The helper starts before the dump is read
+(where its files are big enough), imports meanwhile, and takes signals from
+the back of the queue as they are built, while this process builds the rest
+and computes the facts, then searches from the front. Whoever searched a
+signal, its findings are the same.
 
 Signals go to the helper as one JSON header line and the raw float64 values;
 findings come back as one JSON line each: plain data, no serialised Python
@@ -25,7 +26,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from queue import SimpleQueue
 from typing import IO
@@ -34,34 +35,51 @@ import numpy as np
 
 from diagnose.detect.episodes import Episode
 from diagnose.detect.periodicity import Periodicity
-from diagnose.detect.search import SignalFindings, search_signal
+from diagnose.detect.search import SignalFindings, search_shape
 from diagnose.detect.signals import Signal
 from diagnose.dump.model import Dump
 
-# Below this many samples over all signals the searches take well under a second, and the helper's
-# start-up (about a second of another core, importing numpy and pandas) would not pay for itself.
-MIN_SAMPLES = 2_000_000
-# Fewer rows than this over all tables cannot make that many samples worth the start (most signals
-# have one sample per row of their table); it is checked before the signals exist.
+# Below this many rows over all tables the searches take well under a second, and the helper's
+# start-up (about half a second of another core, importing numpy and pandas) would not pay for itself.
 MIN_ROWS = 250_000
+# Before the dump is read: table files this big may hold that many rows (Parquet packs a 1 Hz row in
+# 10-30 bytes), so the helper starts then, to import while the dump is read; it is closed if not.
+MIN_TABLE_BYTES = 4 * 2**20
 _COMMAND = (sys.executable, "-m", "diagnose.detect.helper")
 _CLOSE_WAIT_S = 5.0
 _AHEAD = 3  # signals sent before their findings come back
 
 
 class SignalQueue:
-    """Signals waiting for a search: this process takes from the front, the helper from the back."""
+    """Signals waiting for a search: this process takes from the front, the helper from the back.
 
-    def __init__(self, signals: Iterable[Signal]) -> None:
+    Signals are added as they are built; until the queue is closed, the helper
+    waits for more when it is empty, so that it searches while the rest are built.
+    """
+
+    def __init__(self, signals: Iterable[Signal] = (), closed: bool = True) -> None:
         self._signals = deque(signals)
-        self._lock = threading.Lock()
+        self._ready = threading.Condition()
+        self._closed = closed
+
+    def add(self, signals: Iterable[Signal]) -> None:
+        with self._ready:
+            self._signals.extend(signals)
+            self._ready.notify_all()
+
+    def close(self) -> None:
+        """No more signals: a waiting taker gets None once the queue is empty."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify_all()
 
     def take_front(self) -> Signal | None:
-        with self._lock:
+        with self._ready:
             return self._signals.popleft() if self._signals else None
 
     def take_back(self) -> Signal | None:
-        with self._lock:
+        with self._ready:
+            self._ready.wait_for(lambda: self._signals or self._closed)
             return self._signals.pop() if self._signals else None
 
 
@@ -100,17 +118,24 @@ class SpikeHelper:
         return sum(len(table) for table in dump.tables.values()) >= MIN_ROWS
 
     @staticmethod
-    def worth_it(signals: Sequence[Signal]) -> bool:
-        return sum(s.values.size for s in signals) >= MIN_SAMPLES
+    def may_help_files(path: str | Path) -> bool:
+        """Before the dump is read: are its files big enough that it may be?"""
+        folder = Path(path)
+        if not folder.is_dir():
+            return False
+        try:
+            return sum(f.stat().st_size for f in folder.iterdir() if f.is_file()) >= MIN_TABLE_BYTES
+        except OSError:
+            return False
 
-    def serve(self, queue: SignalQueue, span: tuple[float, float]) -> None:
-        """Start taking signals from the back of ``queue``, a few at a time, until it is empty.
+    def serve(self, queue: SignalQueue) -> None:
+        """Start taking signals from the back of ``queue``, a few at a time, until it is closed and empty.
 
         One thread sends, one receives: a helper's long answer then never waits
         for this side to finish sending, and neither side waits for the other.
         """
         self._threads = [
-            threading.Thread(target=self._send, args=(queue, span), daemon=True),
+            threading.Thread(target=self._send, args=(queue,), daemon=True),
             threading.Thread(target=self._receive, daemon=True),
         ]
         for thread in self._threads:
@@ -139,10 +164,9 @@ class SpikeHelper:
         if process.stdout is not None:
             process.stdout.close()
 
-    def _send(self, queue: SignalQueue, span: tuple[float, float]) -> None:
+    def _send(self, queue: SignalQueue) -> None:
         stdin = self._process.stdin
         try:
-            stdin.write(json.dumps({"span": list(span)}).encode() + b"\n")
             # A few signals ahead of the findings, so that the helper does not wait on the receiving
             # thread, which needs the interpreter lock that the main thread holds through pandas calls.
             while self._slots.acquire() and not self._stopped and (signal := queue.take_back()) is not None:
@@ -238,15 +262,14 @@ def decode_findings(reply: dict, signal: Signal) -> SignalFindings:
 
 
 def _serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
-    """The helper's loop: one signal in, one line of findings (or of the error) out."""
-    first = stdin.readline()
-    if not first:
-        return
-    span = tuple(json.loads(first)["span"])
+    """The helper's loop: one signal in, one line of findings (or of the error) out.
+
+    Periodicity is left to the parent, which knows the whole span once every signal is built.
+    """
     with np.errstate(all="ignore"):  # as in the pipeline: NaN and inf are missing values
         while (signal := read_signal(stdin)) is not None:
             try:
-                reply = encode_findings(search_signal(signal, span))
+                reply = encode_findings(search_shape(signal))
             except Exception as error:  # noqa: BLE001 - reported to the parent, which searches it again
                 reply = {"name": signal.name, "error": f"{type(error).__name__}: {error}"}
             stdout.write(json.dumps(reply).encode() + b"\n")

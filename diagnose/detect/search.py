@@ -24,12 +24,19 @@ class SignalFindings:
 
 def search_signal(signal: Signal, span: tuple[float, float]) -> SignalFindings:
     """``span`` is the whole analysis's (first, last) time: periodicity is judged against it."""
+    return with_periodicity(search_shape(signal), span)
+
+
+def search_shape(signal: Signal) -> SignalFindings:
+    """Episodes and change points: the costly part, which needs no other signal (periodicity left None)."""
     log_scale = signal.kind in _LOG_KINDS
     episodes = find_episodes(signal.values, signal.start, signal.step, log_scale)
-    starts = np.array([e.start for e in episodes if e.direction > 0])
     return SignalFindings(
-        signal,
-        change_points(signal.values, signal.start, signal.step, episodes, log_scale),
-        episodes,
-        periodicity(starts, span),
+        signal, change_points(signal.values, signal.start, signal.step, episodes, log_scale), episodes, None
     )
+
+
+def with_periodicity(found: SignalFindings, span: tuple[float, float]) -> SignalFindings:
+    """Whether the rising episodes recur, judged against the whole span (known once every signal is)."""
+    starts = np.array([e.start for e in found.episodes if e.direction > 0])
+    return SignalFindings(found.signal, found.change_points, found.episodes, periodicity(starts, span))

@@ -15,6 +15,7 @@ per-window P99 means something at low traffic.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,26 +53,33 @@ class Signal:
 
 
 def build_signals(dump: Dump, server_pids: set[int] | None = None) -> list[Signal]:
+    return [signal for batch in iter_signals(dump, server_pids) for signal in batch]
+
+
+def iter_signals(dump: Dump, server_pids: set[int] | None = None) -> Iterator[list[Signal]]:
+    """The signals a table at a time, so that a helper can search the first while the rest are built."""
     step = _base_step(dump)
-    signals: list[Signal] = []
+    kept = _enough_samples
     requests = dump.table("requests")
     if requests is not None and len(requests) > 1:
-        signals += _request_signals(requests, step)
+        yield kept(_request_signals(requests, step))
     for table, columns in _SERIES_TABLES.items():
         frame = dump.table(table)
         if frame is not None and len(frame):
             if table == "allocator" and "pid" in frame.columns:
                 frame = frame.groupby("ts", as_index=False).sum(numeric_only=True)
-            signals += [_series(frame, table, c, step, table) for c in columns if c in frame.columns]
+            yield kept([_series(frame, table, c, step, table) for c in columns if c in frame.columns])
     gpu = dump.table("gpu")
     if gpu is not None and "gpu" in gpu.columns:
         index_of = _identifiers(gpu["gpu"])  # a row without a GPU index is no GPU's
         for index, rows in gpu.groupby(index_of):
-            signals += [
-                _series(rows, "gpu", c, step, "gpu", key=f"gpu={int(index)}", meta={"gpu": int(index)})
-                for c in _GPU_COLUMNS
-                if c in rows.columns
-            ]
+            yield kept(
+                [
+                    _series(rows, "gpu", c, step, "gpu", key=f"gpu={int(index)}", meta={"gpu": int(index)})
+                    for c in _GPU_COLUMNS
+                    if c in rows.columns
+                ]
+            )
     for table, columns in _PROCESS_COLUMNS.items():
         frame = dump.table(table)
         if frame is None or not {"pid", GROUP} & set(frame.columns):
@@ -85,7 +93,10 @@ def build_signals(dump: Dump, server_pids: set[int] | None = None) -> list[Signa
             frame = frame.assign(name=named.astype("string").fillna(frame[GROUP].astype("string")))
         present = tuple(c for c in columns if c in frame.columns)
         if len(frame) and present:
-            signals += _process_signals(frame, table, present, step, server_pids or set())
+            yield kept(_process_signals(frame, table, present, step, server_pids or set()))
+
+
+def _enough_samples(signals: list[Signal]) -> list[Signal]:
     return [s for s in signals if np.isfinite(s.values).sum() >= 10]
 
 
