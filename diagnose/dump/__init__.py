@@ -7,7 +7,7 @@ recorder's triggers, the CLI's help) does not load pandas.
 
 from __future__ import annotations
 
-import importlib
+from diagnose.lazy import lazy_exports
 
 _EXPORTS = {
     "Dump": "diagnose.dump.model",
@@ -16,11 +16,4 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'diagnose.dump' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.model import Dump
-from diagnose.dump.processes import GROUP, describe, process_ids
+from diagnose.dump.processes import describe, process_ids
 from diagnose.facts.model import Facts
+from diagnose.facts.process_identity import add_process_identity
 
 _PAGING_BYTES_PER_S = 1 << 20  # 1 MiB/s of swap traffic counts as swapping
 
@@ -76,10 +77,4 @@ def _add_rss_growth(facts: Facts, dump: Dump) -> None:
     who = describe(processes, pid)
     cite = f"{dump.source('processes')}: rss_bytes of {who}, first to last sample"
     facts.add("host.rss_growth.bytes", float(growth[pid]), cite)
-    facts.add("host.rss_growth.process", who, cite)
-    if pid >= 0:
-        facts.add("host.rss_growth.pid", int(pid), cite)
-    rows = processes.loc[ids == pid]
-    names = rows["name"] if "name" in rows.columns else rows.get(GROUP, pd.Series(dtype="string"))
-    if names.notna().any():
-        facts.add("host.rss_growth.name", str(names.dropna().iloc[-1]), cite)
+    add_process_identity(facts, "host.rss_growth", processes, ids, pid, cite)

@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.model import Dump
-from diagnose.dump.processes import GROUP, describe, process_ids
+from diagnose.dump.processes import describe, process_ids
 from diagnose.facts.model import Facts
+from diagnose.facts.process_identity import add_process_identity
 
 
 def add_gpu_facts(facts: Facts, dump: Dump) -> None:
@@ -65,13 +66,7 @@ def add_thread_facts(facts: Facts, dump: Dump) -> None:
     who = describe(processes, pid)
     cite = f"{source}: max_thread_cpu_pct of {who}, P95 over time"
     facts.add("thread.busiest.cpu_pct", float(per_process[pid]), cite)
-    facts.add("thread.busiest.process", who, cite)
-    if pid >= 0:
-        facts.add("thread.busiest.pid", int(pid), cite)
-    rows = processes.loc[ids == pid]
-    names = rows["name"] if "name" in rows.columns else rows.get(GROUP, pd.Series(dtype="string"))
-    if names.notna().any():
-        facts.add("thread.busiest.name", str(names.dropna().iloc[-1]), f"{source}: name")
+    rows = add_process_identity(facts, "thread.busiest", processes, ids, pid, cite)
     if "cpu_pct" in rows.columns:
         cpu = pd.to_numeric(rows["cpu_pct"], errors="coerce").mean()
         facts.add("thread.busiest.process_cpu_pct", float(cpu), f"{source}: cpu_pct of {who}")
