@@ -13,6 +13,7 @@ from diagnose.facts.coldstart import add_coldstart_facts
 from diagnose.facts.engine import add_engine_facts
 from diagnose.facts.host_memory import add_host_memory_facts
 from diagnose.facts.latency import add_latency_facts
+from diagnose.facts.length_shift import add_shift_facts
 from diagnose.facts.llm import add_interference_facts, add_llm_facts, add_llm_shift_facts
 from diagnose.facts.memory import add_allocator_facts, add_oom_facts
 from diagnose.facts.model import Fact, Facts, Summary
@@ -20,7 +21,6 @@ from diagnose.facts.profiler import add_profiler_facts
 from diagnose.facts.queueing import add_queue_facts
 from diagnose.facts.resources import add_gpu_facts, add_host_facts, add_thread_facts
 from diagnose.facts.sampling import add_sampling_facts
-from diagnose.facts.shift import add_shift_facts
 from diagnose.facts.spikes import add_spike_facts
 from diagnose.facts.stages import add_stage_facts, declared_kinds
 from diagnose.facts.throttle import add_throttle_facts

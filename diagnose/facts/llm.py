@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from diagnose.facts.length_shift import add_generation_shift_facts
 from diagnose.facts.model import Facts
-from diagnose.facts.shift import add_generation_shift_facts
 
 _POINTS = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
 _MIN_REQUESTS = 10

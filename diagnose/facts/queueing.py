@@ -23,8 +23,8 @@ import pandas as pd
 
 from diagnose.dump.model import Dump
 from diagnose.dump.schema import stage_columns
+from diagnose.facts.length_shift import spearman
 from diagnose.facts.model import Facts
-from diagnose.facts.shift import spearman
 from diagnose.facts.stages import declared_kinds, stage_kind
 
 _WINDOWS = 20
