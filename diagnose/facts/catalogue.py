@@ -204,7 +204,9 @@ CATALOGUE: dict[str, FactSpec] = {
     "spikes.colocated.cmdline": FactSpec("name", _COLOCATED, "its command line"),
     "spikes.colocated.coincidence": FactSpec("ratio", _COLOCATED, "latency episodes it overlaps"),
     "spikes.colocated.locked": FactSpec("ratio", _COLOCATED, "latency episodes it starts at one common lag"),
-    "spikes.colocated.p_value": FactSpec("p", _COLOCATED, "chance of that locking (circular shifts)"),
+    "spikes.colocated.p_value": FactSpec(
+        "p", _COLOCATED, "chance of that locking (circular shifts), corrected for the processes tried (Holm)"
+    ),
     "spikes.colocated.lag_s": FactSpec("s", _COLOCATED, "its episode start minus the latency episode's"),
     "spikes.colocated.footprint": FactSpec("name", _COLOCATED, "how much it rises in its episodes"),
     "queue.wait_growth": FactSpec("factor", _QUEUE, "queue wait in the busiest quarter / the quietest"),

@@ -75,6 +75,14 @@ def _colocated(analysis: SpikeAnalysis) -> Alignment | None:
 def _add_colocated(facts: Facts, analysis: SpikeAnalysis, alignment: Alignment) -> None:
     found = analysis.findings[alignment.b]
     meta = found.signal.meta
+    # The best of several processes' alignments is chosen: its chance is that of the best of as many
+    # tries, so its p-value is multiplied by their number (Holm's correction for the smallest p).
+    tried = sum(
+        1
+        for f in analysis.findings.values()
+        if f.signal.kind == "process" and not f.signal.meta.get("server") and f.episodes
+    )
+    p_value = min(1.0, alignment.p_value * max(tried, 1))
     cite = f"{alignment.b}: episodes against {alignment.a}, {SHIFTS} circular shifts"
     facts.add("spikes.colocated.signal", alignment.b, cite)
     pids = meta["pids"]
@@ -87,7 +95,12 @@ def _add_colocated(facts: Facts, analysis: SpikeAnalysis, alignment: Alignment) 
     facts.add("spikes.colocated.cmdline", meta["cmdline"] or meta["name"], cite)
     facts.add("spikes.colocated.coincidence", alignment.coincidence, cite)
     facts.add("spikes.colocated.locked", alignment.locked, cite)
-    facts.add("spikes.colocated.p_value", alignment.p_value, cite)
+    facts.add(
+        "spikes.colocated.p_value",
+        p_value,
+        f"{cite}; p {alignment.p_value:.3g} for this signal, x {tried} other-process signals with episodes "
+        "(Holm)",
+    )
     facts.add("spikes.colocated.lag_s", alignment.lag_s, cite)
     rises = [e.peak - e.baseline for e in found.episodes if e.direction > 0]
     if rises:
