@@ -19,7 +19,9 @@ def test_groups_get_negative_ids_apart_from_pids_and_rows_with_neither_none():
     )
     ids = process_ids(frame)
     assert ids.tolist()[:4] == [4242, -2, -1, -2] and np.isnan(ids.iloc[4])
-    assert describe(frame, -2) == "process-exporter group vllm" and describe(frame, 4242) == "pid 4242"
+    assert (
+        describe(frame, ids, -2) == "process-exporter group vllm" and describe(frame, ids, 4242) == "pid 4242"
+    )
 
 
 @pytest.fixture(scope="module")

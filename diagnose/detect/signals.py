@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.model import Dump
-from diagnose.dump.processes import GROUP, process_ids
+from diagnose.dump.processes import GROUP, identifiers, process_ids
 from diagnose.dump.schema import COLUMNS, stage_columns
 
 _MIN_REQUESTS_PER_WINDOW = 10
@@ -71,7 +71,7 @@ def iter_signals(dump: Dump, server_pids: set[int] | None = None) -> Iterator[li
             yield kept([_series(frame, table, c, step, table) for c in columns if c in frame.columns])
     gpu = dump.table("gpu")
     if gpu is not None and "gpu" in gpu.columns:
-        index_of = _identifiers(gpu["gpu"])  # a row without a GPU index is no GPU's
+        index_of = identifiers(gpu["gpu"])  # a row without a GPU index is no GPU's
         for index, rows in gpu.groupby(index_of):
             yield kept(
                 [
@@ -98,13 +98,6 @@ def iter_signals(dump: Dump, server_pids: set[int] | None = None) -> Iterator[li
 
 def _enough_samples(signals: list[Signal]) -> list[Signal]:
     return [s for s in signals if np.isfinite(s.values).sum() >= 10]
-
-
-def _identifiers(column: pd.Series) -> pd.Series:
-    """A GPU index or a pid: a whole number from 0 to 2**31, else missing."""
-    numbers = pd.to_numeric(column, errors="coerce")
-    whole = numbers.between(0, 2**31) & (numbers == np.floor(numbers))
-    return numbers.where(whole)
 
 
 def _base_step(dump: Dump) -> float:

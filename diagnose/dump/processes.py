@@ -15,15 +15,21 @@ import pandas as pd
 
 from diagnose.dump.schema import GROUP
 
-__all__ = ["GROUP", "describe", "process_ids"]
+__all__ = ["GROUP", "describe", "group_label", "identifiers", "process_ids"]
+
+
+def identifiers(column: pd.Series) -> pd.Series:
+    """A GPU index or a pid: a whole number from 0 to 2**31, else missing."""
+    numbers = pd.to_numeric(column, errors="coerce")
+    return numbers.where(numbers.between(0, 2**31) & (numbers == np.floor(numbers)))
 
 
 def process_ids(frame: pd.DataFrame) -> pd.Series:
-    """Each row's process: its pid (a whole number from 0 to 2**31), a group's negative number, or NaN."""
-    numbers = pd.to_numeric(frame["pid"], errors="coerce") if "pid" in frame.columns else None
-    if numbers is None:
-        numbers = pd.Series(np.nan, index=frame.index)
-    ids = numbers.where(numbers.between(0, 2**31) & (numbers == np.floor(numbers)))
+    """Each row's process: its pid, a group's negative number, or NaN."""
+    if "pid" in frame.columns:
+        ids = identifiers(frame["pid"])
+    else:
+        ids = pd.Series(np.nan, index=frame.index)
     if GROUP not in frame.columns:
         return ids
     groups = frame[GROUP].astype("string")
@@ -35,9 +41,16 @@ def process_ids(frame: pd.DataFrame) -> pd.Series:
     return ids
 
 
-def describe(frame: pd.DataFrame, process_id: float) -> str:
-    """A process as the report names it: ``pid 4242`` or ``process-exporter group vllm``."""
+def group_label(name: str) -> str:
+    return f"process-exporter group {name}"
+
+
+def describe(frame: pd.DataFrame, ids: pd.Series, process_id: float) -> str:
+    """A process as the report names it: ``pid 4242`` or ``process-exporter group vllm``.
+
+    ``ids`` are the frame's :func:`process_ids`, computed once by the caller.
+    """
     if process_id >= 0:
         return f"pid {int(process_id)}"
-    rows = frame.loc[process_ids(frame) == process_id, GROUP]
-    return f"process-exporter group {rows.iloc[0]}" if len(rows) else "a process-exporter group"
+    rows = frame.loc[ids == process_id, GROUP]
+    return group_label(rows.iloc[0]) if len(rows) else "a process-exporter group"

@@ -74,7 +74,7 @@ def _add_rss_growth(facts: Facts, dump: Dump) -> None:
         return
     growth = rss[known].groupby(ids[known]).agg(lambda values: values.iloc[-1] - values.iloc[0])
     pid = growth.idxmax()
-    who = describe(processes, pid)
+    who = describe(processes, ids, pid)
     cite = f"{dump.source('processes')}: rss_bytes of {who}, first to last sample"
     facts.add("host.rss_growth.bytes", float(growth[pid]), cite)
-    add_process_identity(facts, "host.rss_growth", processes, ids, pid, cite)
+    add_process_identity(facts, "host.rss_growth", processes, ids, pid, who, cite)

@@ -79,7 +79,7 @@ class InterferenceSplit:
         return self.usable & ~self.overlapped
 
 
-def interference_split(requests: pd.DataFrame) -> InterferenceSplit | str | None:
+def interference_split(requests: pd.DataFrame, source: str = "the log") -> InterferenceSplit | str | None:
     """Does generation slow down while long prompts are prefilled beside it?
 
     Without chunked prefill, a step that prefills a long prompt takes as long
@@ -111,7 +111,7 @@ def interference_split(requests: pd.DataFrame) -> InterferenceSplit | str | None
     if long_prefills.size < MIN_LONG_PROMPTS:
         return (
             f"{MIN_LONG_PROMPTS} prompts of {LONG_PROMPT_FACTOR:g}x the median length "
-            f"({threshold:,.0f} tokens) or more; the log has {long_prefills.size}"
+            f"({threshold:,.0f} tokens) or more; {source} has {long_prefills.size}"
         )
     usable = (
         np.isfinite(tpot) & np.isfinite(first) & np.isfinite(last) & (last > first) & (prompt < threshold)
@@ -134,11 +134,11 @@ def interference_split(requests: pd.DataFrame) -> InterferenceSplit | str | None
 
 def add_interference_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
     """TPOT while long prompts were prefilled against TPOT while none was (interference_split)."""
-    split = interference_split(requests)
+    split = interference_split(requests, source)
     if split is None:
         return
     if isinstance(split, str):
-        facts.cannot(_INTERFERENCE_FACTS, split.replace("the log", source, 1))
+        facts.cannot(_INTERFERENCE_FACTS, split)
         return
     cite = f"{source}: ts, input_len, latency_ms and first-token times "
     cite += f"({len(split.long_prefills)} prompts of >= {split.threshold:,.0f} tokens)"

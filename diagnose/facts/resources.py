@@ -63,10 +63,10 @@ def add_thread_facts(facts: Facts, dump: Dump) -> None:
         return
     per_process = busy[known].groupby(ids[known]).quantile(0.95)
     pid = per_process.idxmax()
-    who = describe(processes, pid)
+    who = describe(processes, ids, pid)
     cite = f"{source}: max_thread_cpu_pct of {who}, P95 over time"
     facts.add("thread.busiest.cpu_pct", float(per_process[pid]), cite)
-    rows = add_process_identity(facts, "thread.busiest", processes, ids, pid, cite)
+    rows = add_process_identity(facts, "thread.busiest", processes, ids, pid, who, cite)
     if "cpu_pct" in rows.columns:
         cpu = pd.to_numeric(rows["cpu_pct"], errors="coerce").mean()
         facts.add("thread.busiest.process_cpu_pct", float(cpu), f"{source}: cpu_pct of {who}")

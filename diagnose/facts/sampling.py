@@ -9,8 +9,13 @@ _LATENCY_AVERAGES = ("e2e_ms", "queue_ms", "compute_ms", "prefill_ms", "decode_m
 _SERIES = ("system", "gpu", "processes", "server", "allocator", "gpu_processes")
 
 
+def series_intervals(dump: Dump) -> dict[str, float]:
+    """Each time-series table's median interval between samples, in seconds (the tables that have one)."""
+    return {name: gap for name in _SERIES if (gap := dump.median_interval(name)) is not None}
+
+
 def add_sampling_facts(facts: Facts, dump: Dump) -> None:
-    intervals = {name: gap for name in _SERIES if (gap := dump.median_interval(name)) is not None}
+    intervals = series_intervals(dump)
     if not intervals:
         return
     finest = min(intervals, key=intervals.get)

@@ -6,6 +6,7 @@ import numpy as np
 
 from diagnose.detect import SpikeAnalysis
 from diagnose.detect.alignment import SHIFTS, Alignment
+from diagnose.dump.processes import group_label
 from diagnose.facts.model import Facts
 from diagnose.units import human_bytes
 
@@ -88,8 +89,10 @@ def _add_colocated(facts: Facts, analysis: SpikeAnalysis, alignment: Alignment) 
     pids = meta["pids"]
     if pids:
         facts.add("spikes.colocated.pid", ", ".join(str(p) for p in pids), cite)
-    who = f"process-exporter group {meta['group']}" if "group" in meta else ""
-    who = who or (f"pid {pids[0]}" if len(pids) == 1 else f"pids {', '.join(str(p) for p in pids)}")
+    if "group" in meta:
+        who = group_label(meta["group"])
+    else:
+        who = f"pid {pids[0]}" if len(pids) == 1 else f"pids {', '.join(str(p) for p in pids)}"
     facts.add("spikes.colocated.process", who, cite)
     facts.add("spikes.colocated.name", meta["name"], cite)
     facts.add("spikes.colocated.cmdline", meta["cmdline"] or meta["name"], cite)

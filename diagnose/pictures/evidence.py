@@ -46,6 +46,7 @@ from diagnose.facts.coldstart import cold_requests, restart_times
 from diagnose.facts.length_shift import LengthModel, length_model
 from diagnose.facts.llm import LOCAL_WINDOW_S, interference_split
 from diagnose.facts.queueing import QueueWindows, queue_windows
+from diagnose.facts.sampling import series_intervals
 from diagnose.facts.throttle import BUSY_PCT, throttled_rows
 
 GIB = 2**30
@@ -567,12 +568,11 @@ class SamplingData:
 
 
 SPIKE_S = 15.0  # the rule's own yardstick: a spike of seconds, as users feel it
-_SERIES = ("system", "gpu", "processes", "server", "allocator", "gpu_processes")
 
 
 def sampling_data(dump: Dump) -> SamplingData | None:
     """Where each time series has samples, over ten of the coarsest interval (at least 5 minutes)."""
-    intervals = {name: gap for name in _SERIES if (gap := dump.median_interval(name)) is not None}
+    intervals = series_intervals(dump)
     if not intervals:
         return None
     times = {name: np.unique(dump.table(name)["ts"].to_numpy(dtype="float64")) for name in intervals}
