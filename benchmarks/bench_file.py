@@ -2,13 +2,15 @@
 
     python benchmarks/bench_file.py                   # 1,000,000 requests, a day of 1 Hz, 8 GPUs
     python benchmarks/bench_file.py --requests 200000 --hours 4 --format parquet
+    python benchmarks/bench_file.py --format parquet --pictures   # also the Markdown report with pictures
 
 Makes the dump in a temporary folder (or --out), then runs, each in a fresh
 process so import time and peak memory are counted the same way:
   1. plain read: pandas.read_csv (or read_parquet / read_json) of every table
   2. the same read with pandas' pyarrow CSV engine, for reference
   3. `diagnose file DUMP --format json`
-and prints wall time, peak RSS and the ratio of (3) to (1) and (2).
+  4. with --pictures: `diagnose file DUMP --format markdown -o review.md` (pictures beside it)
+and prints wall time, peak RSS, the ratio of (3) to (1) and (2), and what (4) adds to (3).
 """
 
 from __future__ import annotations
@@ -166,12 +168,15 @@ def _write(stem: Path, fmt: str, columns: dict) -> None:
 
 def _child(kind: str, dump: str) -> None:
     """Runs in a fresh process: do one job, print its peak RSS."""
-    if kind == "diagnose":
+    if kind in ("diagnose", "pictures"):
         from diagnose.cli import main
 
-        sys.stdout = open("/dev/null", "w")  # noqa: SIM115 - the report itself is not measured
-        code = main(["file", dump, "--format", "json"])
-        sys.stdout = sys.__stdout__
+        with tempfile.TemporaryDirectory() as scratch:
+            sys.stdout = open("/dev/null", "w")  # noqa: SIM115 - the report itself is not measured
+            sys.stderr = sys.stdout
+            args = ["--format", "json"] if kind == "diagnose" else ["-o", f"{scratch}/review.md"]
+            code = main(["file", dump, *args])
+            sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
         if code != 0:
             raise SystemExit(code)
     else:
@@ -208,6 +213,7 @@ def main() -> None:
     parser.add_argument("--format", choices=("csv", "parquet", "jsonl"), default="csv")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; the best time is reported")
     parser.add_argument("--out", type=Path, help="keep the dump here instead of a temporary folder")
+    parser.add_argument("--pictures", action="store_true", help="also time the Markdown report with pictures")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "DUMP"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -223,6 +229,7 @@ def main() -> None:
             f"{args.format}, {size / 2**20:,.0f} MiB (made in {time.perf_counter() - start:.1f} s)"
         )
         kinds = ["read", "read-pyarrow", "diagnose"] if args.format == "csv" else ["read", "diagnose"]
+        kinds += ["pictures"] if args.pictures else []
         results = {kind: _measure(kind, dump, args.repeat) for kind in kinds}
     for kind, (seconds, peak) in results.items():
         print(f"{kind:<14} {seconds:6.2f} s   peak RSS {peak / 2**20:7,.0f} MiB")
@@ -230,6 +237,8 @@ def main() -> None:
     print(f"ratio diagnose / pandas read: {diagnose_s / results['read'][0]:.2f}")
     if "read-pyarrow" in results:
         print(f"ratio diagnose / pandas read (pyarrow engine): {diagnose_s / results['read-pyarrow'][0]:.2f}")
+    if "pictures" in results:
+        print(f"pictures add: {results['pictures'][0] - diagnose_s:.2f} s to the report (best of each)")
 
 
 if __name__ == "__main__":
