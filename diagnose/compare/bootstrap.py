@@ -8,6 +8,18 @@ side's own autocorrelation asks, by Politis and White's rule, and at least
 resampled with replacement (the non-overlapping block bootstrap),
 each side independently, ``REPLICATES`` times.
 
+Such a bootstrap is too narrow in two known ways, and each side's replicates
+are widened about the point estimate by both (in log space for positive
+figures): resampling whole blocks ignores how neighbouring blocks are alike,
+which shrinks the variance by about ``G / (L sigma^2)`` (``L`` the block
+length; ``G`` and ``sigma^2`` the same autocovariance sums Politis and White's
+rule reads; Lahiri 2003, ch. 3), and with ten or twenty blocks the spread of
+block means is itself uncertain, as a t distribution says and a normal one does
+not (Hesterberg's expanded percentile interval: ``sqrt(b / (b - 1)) t_{b-1}``
+over ``z``). Measured on simulated pairs (benchmarks/bench_compare_coverage.py),
+95 % intervals held the true change 82-87 % of the time without them where a
+slow spell lasts 10 s of a 300 s recording, 91-94 % with them.
+
 A million requests resampled a thousand times would be slow, so a side is held
 as one histogram per block on a fine grid spanning its values (log-spaced when
 they are all positive); a replicate's distribution is a weighted sum of its blocks'
@@ -23,12 +35,14 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+from scipy.special import ndtri, stdtrit
 
 REPLICATES = 1000
 LEVEL = 0.95
 MIN_BLOCK_S = 10.0
 MIN_BLOCKS = 10
 MAX_BLOCKS = 100
+MAX_VARIANCE_BIAS = 0.5  # blocks this short against the memory are widened no further (x1.41)
 _BINS = 2048
 _SEED = 20261202  # fixed: the same dumps always give the same intervals
 
@@ -40,13 +54,25 @@ class Blocks:
     index: np.ndarray  # int, one per sample
     count: int
     seconds: float
+    memory_s: float = 0.0  # G / sigma^2 of the series the length was chosen on (0: not estimated)
 
     @property
     def method(self) -> str:
         return (
             f"block bootstrap over time ({self.count} blocks of {self.seconds:,.0f} s, "
-            f"{REPLICATES} replicates, {LEVEL:.0%} interval)"
+            f"{REPLICATES} replicates, {LEVEL:.0%} interval widened x{self.widening:.2f} "
+            "for few, correlated blocks)"
         )
+
+    @property
+    def widening(self) -> float:
+        """By how much the replicates' spread is widened (see the module's note)."""
+        if self.count < 2:
+            return 1.0
+        bias = min(self.memory_s / self.seconds, MAX_VARIANCE_BIAS) if self.seconds > 0 else 0.0
+        tail = (1 + LEVEL) / 2
+        few = np.sqrt(self.count / (self.count - 1)) * stdtrit(self.count - 1, tail) / ndtri(tail)
+        return float(few / np.sqrt(1 - max(bias, 0.0)))
 
 
 def time_blocks(ts: np.ndarray, values: np.ndarray | None = None) -> Blocks:
@@ -59,15 +85,17 @@ def time_blocks(ts: np.ndarray, values: np.ndarray | None = None) -> Blocks:
     than MIN_BLOCK_S; MIN_BLOCKS to MAX_BLOCKS of them.
     """
     span = float(ts[-1] - ts[0]) if ts.size > 1 else 0.0
-    length = MIN_BLOCK_S
+    length, memory = MIN_BLOCK_S, 0.0
     if values is not None and span > 0:
-        length = max(length, optimal_block_length(_per_second(ts, values)))
+        sums = _autocovariance_sums(_per_second(ts, values))
+        length = max(length, _block_length(sums))
+        memory = 0.0 if sums is None else max(sums[0] / sums[1], 0.0)  # G / sigma^2, in seconds
     count = int(np.clip(span // length, 1, MAX_BLOCKS))
     if count < MIN_BLOCKS:
         count = max(1, min(MIN_BLOCKS, ts.size // 5))
     seconds = span / count if span > 0 else 0.0
     index = np.zeros(ts.size, dtype="int64") if seconds == 0 else ((ts - ts[0]) // seconds).astype("int64")
-    return Blocks(np.minimum(index, count - 1), count, seconds)
+    return Blocks(np.minimum(index, count - 1), count, seconds, memory)
 
 
 def optimal_block_length(series: np.ndarray) -> float:
@@ -77,10 +105,23 @@ def optimal_block_length(series: np.ndarray) -> float:
     lags; the long-run variance and its derivative come from Politis and
     Romano's flat-top lag window over twice that many lags.
     """
+    return _block_length(_autocovariance_sums(series))
+
+
+def _block_length(sums: tuple[float, float, int] | None) -> float:
+    if sums is None:
+        return 1.0
+    g, long_run, n = sums
+    length = (2 * g**2 / (4 / 3 * long_run**2)) ** (1 / 3) * n ** (1 / 3)
+    return float(min(max(length, 1.0), np.ceil(min(3 * np.sqrt(n), n / 3))))
+
+
+def _autocovariance_sums(series: np.ndarray) -> tuple[float, float, int] | None:
+    """``G = sum |k| gamma(k)`` and the long-run variance ``sum gamma(k)`` (flat-top window), and n."""
     x = series[np.isfinite(series)]
     n = x.size
     if n < 10 or np.ptp(x) == 0:
-        return 1.0
+        return None
     x = x - x.mean()
     runs = max(5, int(np.ceil(np.sqrt(np.log10(n)))))
     most = int(np.ceil(np.sqrt(n))) + runs
@@ -95,12 +136,10 @@ def optimal_block_length(series: np.ndarray) -> float:
     share = np.abs(k) / window
     flat_top = np.where(share <= 0.5, 1.0, np.where(share <= 1.0, 2 * (1 - share), 0.0))
     autocov = covariance[np.abs(k)]
-    g = float(np.sum(flat_top * np.abs(k) * autocov))
     long_run = float(np.sum(flat_top * autocov))
     if long_run <= 0:
-        return 1.0
-    length = (2 * g**2 / (4 / 3 * long_run**2)) ** (1 / 3) * n ** (1 / 3)
-    return float(min(max(length, 1.0), np.ceil(min(3 * np.sqrt(n), n / 3))))
+        return None
+    return float(np.sum(flat_top * np.abs(k) * autocov)), long_run, n
 
 
 def _per_second(ts: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -198,16 +237,26 @@ class Resampled:
         for row, (q, exact) in enumerate(zip(qs, self.quantiles(qs), strict=True)):
             boot = _from_cumulative(cumulative, q, self._grid)
             centre = _from_cumulative(full, q, self._grid)[0]
-            shifted = _shift(boot, centre, exact, self._grid.log)
+            shifted = self._widened(_shift(boot, centre, exact, self._grid.log), exact)
             out[row] = np.clip(shifted, self._grid.edges[0], self._grid.edges[-1])  # never below the data
         return out
 
     def replicate_means(self) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
-            return (self._weights @ self._sums) / (self._weights @ self._block_mass)
+            means = (self._weights @ self._sums) / (self._weights @ self._block_mass)
+        return self._widened(means, self.mean())
 
     def replicate_sums(self) -> np.ndarray:
-        return self._weights @ self._sums
+        return self._widened(self._weights @ self._sums, float(self._sums.sum()))
+
+    def _widened(self, replicates: np.ndarray, centre: float) -> np.ndarray:
+        """The replicates' spread about ``centre`` widened by the blocks' factor (see the module's note)."""
+        factor = self._blocks.widening
+        replicates = replicates.astype("float64")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if centre > 0 and np.all(replicates[np.isfinite(replicates)] > 0):
+                return centre * (replicates / centre) ** factor
+            return centre + (replicates - centre) * factor
 
 
 def _from_cumulative(cumulative: np.ndarray, q: float, grid: Grid) -> np.ndarray:
