@@ -3,6 +3,7 @@
     python benchmarks/bench_file.py                   # 1,000,000 requests, a day of 1 Hz, 8 GPUs
     python benchmarks/bench_file.py --requests 200000 --hours 4 --format parquet
     python benchmarks/bench_file.py --format parquet --pictures   # also the Markdown report with pictures
+    python benchmarks/bench_file.py --format parquet --compare    # also `diagnose compare` of two such dumps
 
 Makes the dump in a temporary folder (or --out), then runs, each in a fresh
 process so import time and peak memory are counted the same way:
@@ -10,13 +11,18 @@ process so import time and peak memory are counted the same way:
   2. the same read with pandas' pyarrow CSV engine, for reference
   3. `diagnose file DUMP --format json`
   4. with --pictures: `diagnose file DUMP --format markdown -o review.md` (pictures beside it)
-and prints wall time, peak RSS, the ratio of (3) to (1) and (2), and what (4) adds to (3).
+  5. with --compare: `diagnose compare DUMP OTHER --format json`, OTHER a second dump of the same
+     shape drawn with another seed
+and prints wall time, CPU time (user + system, children included), peak RSS, the ratio of (3) to
+(1) and (2), what (4) adds to (3), and the ratio of (5) to (3). Each kind runs ``--repeat`` times,
+the kinds taking turns, so that a machine whose speed drifts slows them alike; the best is reported.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -168,14 +174,17 @@ def _write(stem: Path, fmt: str, columns: dict) -> None:
 
 def _child(kind: str, dump: str) -> None:
     """Runs in a fresh process: do one job, print its peak RSS."""
-    if kind in ("diagnose", "pictures"):
+    if kind in ("diagnose", "pictures", "compare"):
         from diagnose.cli import main
 
         with tempfile.TemporaryDirectory() as scratch:
             sys.stdout = open("/dev/null", "w")  # noqa: SIM115 - the report itself is not measured
             sys.stderr = sys.stdout
-            args = ["--format", "json"] if kind == "diagnose" else ["-o", f"{scratch}/review.md"]
-            code = main(["file", dump, *args])
+            if kind == "compare":
+                code = main(["compare", dump, _other(Path(dump)).as_posix(), "--format", "json"])
+            else:
+                args = ["--format", "json"] if kind == "diagnose" else ["-o", f"{scratch}/review.md"]
+                code = main(["file", dump, *args])
             sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
         if code != 0:
             raise SystemExit(code)
@@ -191,16 +200,33 @@ def _child(kind: str, dump: str) -> None:
     print(json.dumps({"peak_rss_bytes": peak}))
 
 
-def _measure(kind: str, dump: Path, repeat: int) -> tuple[float, int]:
-    best, peak = float("inf"), 0
+def _other(dump: Path) -> Path:
+    """Where --compare keeps the second dump: beside the first."""
+    return dump.with_name(dump.name + "-other")
+
+
+def _run(kind: str, dump: Path) -> tuple[float, float, int]:
+    """One fresh process: (wall s, CPU s of it and its children, peak RSS)."""
+    before = os.times()
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", kind, str(dump)], capture_output=True, text=True, check=True
+    )
+    wall = time.perf_counter() - start
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return wall, cpu, json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_bytes"]
+
+
+def _measure(kinds: list[str], dump: Path, repeat: int) -> dict[str, tuple[float, float, int]]:
+    """Best wall time, the CPU time of that run, and the highest peak RSS of each kind, taking turns."""
+    best: dict[str, tuple[float, float, int]] = {}
     for _ in range(repeat):
-        start = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, __file__, "--child", kind, str(dump)], capture_output=True, text=True, check=True
-        )
-        best = min(best, time.perf_counter() - start)
-        peak = max(peak, json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_bytes"])
-    return best, peak
+        for kind in kinds:
+            wall, cpu, peak = _run(kind, dump)
+            old = best.get(kind, (float("inf"), 0.0, 0))
+            best[kind] = (wall, cpu, max(peak, old[2])) if wall < old[0] else (*old[:2], max(peak, old[2]))
+    return best
 
 
 def main() -> None:
@@ -214,6 +240,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; the best time is reported")
     parser.add_argument("--out", type=Path, help="keep the dump here instead of a temporary folder")
     parser.add_argument("--pictures", action="store_true", help="also time the Markdown report with pictures")
+    parser.add_argument("--compare", action="store_true", help="also time `diagnose compare` of two dumps")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "DUMP"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -223,6 +250,8 @@ def main() -> None:
         dump = args.out or Path(scratch) / "dump"
         start = time.perf_counter()
         make_dump(dump, args.requests, args.hours, args.gpus, args.format)
+        if args.compare:
+            make_dump(_other(dump), args.requests, args.hours, args.gpus, args.format, seed=1)
         size = sum(p.stat().st_size for p in dump.iterdir())
         print(
             f"dump: {args.requests:,} requests, {args.hours:g} h at 1 Hz, {args.gpus} GPUs, "
@@ -230,15 +259,18 @@ def main() -> None:
         )
         kinds = ["read", "read-pyarrow", "diagnose"] if args.format == "csv" else ["read", "diagnose"]
         kinds += ["pictures"] if args.pictures else []
-        results = {kind: _measure(kind, dump, args.repeat) for kind in kinds}
-    for kind, (seconds, peak) in results.items():
-        print(f"{kind:<14} {seconds:6.2f} s   peak RSS {peak / 2**20:7,.0f} MiB")
+        kinds += ["compare"] if args.compare else []
+        results = _measure(kinds, dump, args.repeat)
+    for kind, (seconds, cpu, peak) in results.items():
+        print(f"{kind:<14} {seconds:6.2f} s   CPU {cpu:6.2f} s   peak RSS {peak / 2**20:7,.0f} MiB")
     diagnose_s = results["diagnose"][0]
     print(f"ratio diagnose / pandas read: {diagnose_s / results['read'][0]:.2f}")
     if "read-pyarrow" in results:
         print(f"ratio diagnose / pandas read (pyarrow engine): {diagnose_s / results['read-pyarrow'][0]:.2f}")
     if "pictures" in results:
         print(f"pictures add: {results['pictures'][0] - diagnose_s:.2f} s to the report (best of each)")
+    if "compare" in results:
+        print(f"ratio compare of two / diagnose of one: {results['compare'][0] / diagnose_s:.2f}")
 
 
 if __name__ == "__main__":

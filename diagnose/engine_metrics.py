@@ -10,11 +10,12 @@ docs/collectors.md shows it as a table.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from prometheus_client.metrics_core import Metric
-from prometheus_client.parser import text_string_to_metric_families
+if TYPE_CHECKING:  # prometheus_client is imported where a page is parsed: not on every start
+    from prometheus_client.metrics_core import Metric
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,14 @@ _UNPREFIXED = {"mindie": ("request_success_total", "num_requests_running")}
 
 def parse_samples(text: str) -> dict[str, float]:
     """Every sample's value, summed over label sets, by sample name (counters end in _total)."""
-    return sum_samples(text_string_to_metric_families(text))
+    return sum_samples(parse_families(text))
+
+
+def parse_families(text: str) -> Iterator[Metric]:
+    """The metric families of a Prometheus text page, as prometheus_client's parser reads them."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return text_string_to_metric_families(text)
 
 
 def sum_samples(families: Iterable[Metric]) -> dict[str, float]:

@@ -10,7 +10,14 @@ import yaml
 from scipy.stats import ks_2samp
 
 from benchmarks.bench_compare_coverage import coverage
-from diagnose.compare.bootstrap import Blocks, Grid, optimal_block_length, time_blocks, weighted_quantile
+from diagnose.compare.bootstrap import (
+    Blocks,
+    Grid,
+    optimal_block_length,
+    t_quantile,
+    time_blocks,
+    weighted_quantile,
+)
 from diagnose.compare.traffic import ks_two_sample
 from diagnose.compare.verdict import parse_gate
 from diagnose.errors import InputError
@@ -232,6 +239,14 @@ def test_intervals_hold_where_slow_spells_last_ten_seconds_of_a_five_minute_reco
     found = coverage(pairs=120, requests=2000, seconds=300, shift=-0.2, tau=10.0, seed=4)
     for name in ("p50", "p99", "mean"):
         assert 0.88 <= found[name] <= 0.99, found
+
+
+def test_the_t_quantile_is_scipys():
+    from scipy.special import stdtrit
+
+    for df in range(1, 100):
+        for p in (0.9, 0.95, 0.975):  # the tails of 80 %, 90 % and 95 % intervals
+            assert t_quantile(p, df) == pytest.approx(float(stdtrit(df, p)), rel=2e-3)
 
 
 def test_the_widening_grows_with_fewer_blocks_and_with_memory_against_their_length():

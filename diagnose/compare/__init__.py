@@ -49,7 +49,7 @@ def measure_both(
     """Both sides measured (a big before side by a second process meanwhile); the after side's requests."""
     elsewhere = Elsewhere(before_path, rules_dir, tz, salt=0) if parallel.worth_it(before_path) else None
     try:
-        after, after_requests = measure_path(after_path, rules_dir, tz, salt=1)
+        after, after_requests = measure_path(after_path, rules_dir, tz, salt=1, helper=elsewhere is None)
     except BaseException:
         if elsewhere is not None:
             elsewhere.stop()
@@ -61,20 +61,25 @@ def measure_both(
 
 
 def measure_path(
-    path: str, rules_dir: Path | None = None, tz: str | None = None, salt: int | None = 0
+    path: str,
+    rules_dir: Path | None = None,
+    tz: str | None = None,
+    salt: int | None = 0,
+    helper: bool = True,
 ) -> tuple[Evidence, Requests | None]:
     """Read, measure and diagnose one dump.
 
     ``salt`` seeds its bootstrap replicates: 0 for a before side, 1 for an after side; None for a
     recording to archive, which is seeded by its own content, so that the same dump always archives
-    the same way while any two recordings compared later draw independently.
+    the same way while any two recordings compared later draw independently. ``helper``: see
+    :func:`diagnose.compare.evidence.measure_dump`.
     """
     rules = load_rules(rules_dir or default_rules_dir())
     dump = load_dump(path, tz=tz)
     if salt is None:
         rows = sorted((name, len(frame)) for name, frame in dump.tables.items())
         salt = 2 + zlib.crc32(f"{dump.span()}|{rows}".encode())
-    return measure_dump(dump, rules, salt)
+    return measure_dump(dump, rules, salt, helper)
 
 
 def compare_evidence(before: Evidence, after: Evidence, after_requests: Requests | None) -> Comparison:

@@ -43,13 +43,19 @@ class Evidence:
     warnings: list[str] = field(default_factory=list)
 
 
-def measure_dump(dump: Dump, rules: list[Rule], salt: int) -> tuple[Evidence, Requests | None]:
-    """The evidence of one dump, and its warm requests (which an after side's re-weighting needs)."""
+def measure_dump(
+    dump: Dump, rules: list[Rule], salt: int, helper: bool = True
+) -> tuple[Evidence, Requests | None]:
+    """The evidence of one dump, and its warm requests (which an after side's re-weighting needs).
+
+    ``helper``: whether a big dump's spike search may take a second process (detect/helper.py); not
+    while the other side of a comparison is measured by one, which keeps the cores busy already.
+    """
     with np.errstate(all="ignore"):
         requests = warm_requests(dump, salt)
         measures = measure_requests(requests) if requests is not None else []
         measures += measure_series(dump, salt)
-        report = analyse_dump(dump, rules, helper=True).report
+        report = analyse_dump(dump, rules, helper=helper).report
     evidence = Evidence(
         dump.path,
         (report["window"]["start"], report["window"]["end"]),

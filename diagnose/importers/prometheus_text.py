@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
-from prometheus_client.metrics_core import Metric
-from prometheus_client.parser import text_string_to_metric_families
 
-from diagnose.engine_metrics import ENGINES, detect_engine, engine_row, sum_samples
+from diagnose.engine_metrics import ENGINES, detect_engine, engine_row, parse_families, sum_samples
 from diagnose.importers.base import Imported, Importer, file_time, read_text
+
+if TYPE_CHECKING:  # prometheus_client is imported where a page is parsed: not on every start
+    from prometheus_client.metrics_core import Metric
 
 _SAMPLE_LINE = re.compile(
     r"^[A-Za-z_:][A-Za-z0-9_:]*(?:\{[^}]*\})?[ \t]+"
@@ -74,7 +76,7 @@ class PrometheusTextImporter(Importer):
         timed = []
         for number, scrape in enumerate(scrapes, start=1):
             try:
-                families = list(text_string_to_metric_families(scrape))  # parsed once, read thrice
+                families = list(parse_families(scrape))  # parsed once, read thrice
             except ValueError as error:
                 result.warnings.append(f"scrape {number}: not valid exposition text ({error}); skipped")
                 continue

@@ -10,8 +10,6 @@ from __future__ import annotations
 import base64
 import html
 
-from markdown_it import MarkdownIt
-
 from diagnose.report.markdown import render_markdown
 
 _STYLE = """
@@ -46,6 +44,8 @@ def inline(pictures: list[tuple[str, bytes, str]]) -> list[tuple[str, str, str]]
 
 def page(title: str, markdown: str) -> str:
     """One self-contained HTML page of a Markdown text: raw HTML in it is shown, never run."""
+    from markdown_it import MarkdownIt  # only an HTML report needs it: not on every start
+
     body = MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown)
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
