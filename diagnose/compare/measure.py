@@ -70,7 +70,11 @@ def warm_requests(dump: Dump, salt: int) -> Requests | None:
     frame = dump.table("requests")
     if frame is None or "latency_ms" not in frame.columns:
         return None
-    frame = frame[np.isfinite(pd.to_numeric(frame["latency_ms"], errors="coerce"))].reset_index(drop=True)
+    answered = np.isfinite(pd.to_numeric(frame["latency_ms"], errors="coerce").to_numpy(dtype="float64"))
+    if not answered.all():  # a copy of a million rows only where some have no latency
+        frame = frame[answered].reset_index(drop=True)
+    elif not (isinstance(frame.index, pd.RangeIndex) and frame.index.start == 0):
+        frame = frame.reset_index(drop=True)  # rows are numbered from 0, as below
     if len(frame) < 2:
         return None
     cold = cold_requests(dump, frame)

@@ -37,7 +37,11 @@ class Dump:
         frame = self.tables.get(name)
         if frame is None or len(frame) < 3:
             return None
-        gaps = np.diff(np.unique(frame["ts"].to_numpy()))
+        ts = frame["ts"].to_numpy()
+        steps = np.diff(ts)
+        # Tables are read sorted by time: the gaps between distinct times are the positive steps
+        # (no sort of a day of samples); a table that is not sorted is sorted here.
+        gaps = steps[steps > 0] if not (steps < 0).any() else np.diff(np.unique(ts))
         return float(np.median(gaps)) if gaps.size else None
 
     def per_sample(self, name: str, column: str, combine: str) -> pd.Series | None:

@@ -25,7 +25,7 @@ import yaml
 from diagnose.errors import InputError
 from diagnose.facts.model import Facts
 from diagnose.judge.engine import FIRED, RULED_OUT, SKIPPED, judge
-from diagnose.judge.rules import Rule
+from diagnose.judge.rules import Rule, safe_yaml
 
 _STATUSES = {"fired": FIRED, "ruled out": RULED_OUT, "ruled_out": RULED_OUT, "skipped": SKIPPED}
 
@@ -53,7 +53,7 @@ def run_rule_tests(rules: list[Rule], folder: Path) -> list[CaseResult]:
 
 def _run_file(path: Path, rules: dict[str, Rule]) -> list[CaseResult]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
         raise InputError(f"{path}: not valid YAML: {error}") from None
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
