@@ -23,8 +23,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from diagnose.detect.robust import block_medians, difference_sigma, noise_floor, resolution, robust_sigma
+from diagnose.detect.robust import (
+    block_medians,
+    centred_moving_median,
+    difference_sigma,
+    noise_floor,
+    resolution,
+    robust_sigma,
+)
 from diagnose.detect.segment import breakpoints
+from diagnose.quantiles import median
 
 Z_SCREEN = 3.5  # a sample this many noise units off the baseline starts a candidate
 Z_SEGMENT = 2.5  # a segment whose level (see _level) is this far off is the core of an episode
@@ -56,8 +64,8 @@ def baseline(values: np.ndarray, step: float) -> np.ndarray:
     n = values.size
     window = max(MIN_BASELINE_SAMPLES, int(BASELINE_S / step))
     block = max(1, window // 50)  # short blocks: an episode must not fill a block
-    blocks = pd.Series(block_medians(values, block))
-    level = blocks.rolling(max(3, window // block) | 1, center=True, min_periods=1).median()
+    blocks = block_medians(values, block)
+    level = pd.Series(centred_moving_median(blocks, max(3, window // block) | 1))
     level = level.interpolate(limit_direction="both").to_numpy()
     centres = np.arange(level.size) * block + (block - 1) / 2
     return np.interp(np.arange(n), centres, level)
@@ -97,7 +105,7 @@ def find_episodes(values: np.ndarray, start: float, step: float, log_scale: bool
                     float(start + a * step),
                     float(start + b * step),
                     float(peak),
-                    float(np.median(levels[np.isfinite(levels)])),
+                    median(levels[np.isfinite(levels)]),
                     direction,
                 )
             )
@@ -145,7 +153,7 @@ def _noise_sigma(residual: np.ndarray) -> float:
     """
     finite = residual[np.isfinite(residual)]
     sigma = robust_sigma(finite)
-    centre = np.median(finite) if finite.size else 0.0
+    centre = median(finite) if finite.size else 0.0
     for _ in range(2):
         if sigma <= 0:
             break

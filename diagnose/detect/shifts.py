@@ -37,6 +37,7 @@ import pandas as pd
 from diagnose.detect.episodes import Episode
 from diagnose.detect.robust import block_medians, noise_floor, robust_sigma
 from diagnose.detect.segment import breakpoints
+from diagnose.quantiles import median
 
 SHIFT_BLOCK_S = 10.0  # change points are located to within this
 MAX_CHANGE_POINT_POINTS = 500  # those of a day to within ~3 min
@@ -130,7 +131,7 @@ def _fit(series: np.ndarray, model: Model, min_size: int, penalty_scale: float) 
 
 
 def _search(series: np.ndarray, sigma: float, model: Model, min_size: int, per_change: float) -> list[int]:
-    scaled = (series - np.median(series)) / sigma
+    scaled = (series - median(series)) / sigma
     return model.search(scaled, per_change * np.log(series.size), min_size)
 
 

@@ -24,6 +24,7 @@ import pandas as pd
 from diagnose.dump.model import Dump
 from diagnose.dump.processes import GROUP, identifiers, process_ids
 from diagnose.dump.schema import COLUMNS, stage_columns
+from diagnose.quantiles import binned_quantiles
 
 _MIN_REQUESTS_PER_WINDOW = 10
 _MAX_PROCESS_SIGNALS = 20
@@ -71,13 +72,13 @@ def iter_signals(dump: Dump, server_pids: set[int] | None = None) -> Iterator[li
             yield kept([_series(frame, table, c, step, table) for c in columns if c in frame.columns])
     gpu = dump.table("gpu")
     if gpu is not None and "gpu" in gpu.columns:
-        index_of = identifiers(gpu["gpu"])  # a row without a GPU index is no GPU's
-        for index, rows in gpu.groupby(index_of):
+        ts = gpu["ts"].to_numpy()
+        columns = {c: _numbers(gpu[c]) for c in _GPU_COLUMNS if c in gpu.columns}
+        for index, rows in _rows_by_gpu(gpu["gpu"]):
             yield kept(
                 [
-                    _series(rows, "gpu", c, step, "gpu", key=f"gpu={int(index)}", meta={"gpu": int(index)})
-                    for c in _GPU_COLUMNS
-                    if c in rows.columns
+                    _signal(ts[rows], values[rows], f"gpu.{c}[gpu={index}]", step, "gpu", {"gpu": index})
+                    for c, values in columns.items()
                 ]
             )
     for table, columns in _PROCESS_COLUMNS.items():
@@ -133,23 +134,37 @@ def _grid(ts: np.ndarray, start: float, step: float) -> np.ndarray:
     return np.round((ts - start) / step).astype("int64")
 
 
-def _series(
-    frame: pd.DataFrame,
-    table: str,
-    column: str,
-    step: float,
-    kind: str,
-    key: str | None = None,
-    meta: dict | None = None,
-) -> Signal:
-    ts = frame["ts"].to_numpy()
-    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype="float64")
+def _series(frame: pd.DataFrame, table: str, column: str, step: float, kind: str) -> Signal:
+    return _signal(frame["ts"].to_numpy(), _numbers(frame[column]), f"{table}.{column}", step, kind, {})
+
+
+def _signal(ts: np.ndarray, values: np.ndarray, name: str, step: float, kind: str, meta: dict) -> Signal:
+    """Samples (sorted by time) placed on the grid of ``step``."""
     start = np.floor(ts[0] / step) * step
     slots = _grid(ts, start, step)
     series = np.full(int(slots[-1]) + 1, np.nan)
     series[slots] = values  # rows are sorted by ts, so the last sample in a slot wins
-    name = f"{table}.{column}" + (f"[{key}]" if key else "")
-    return Signal(name, kind, float(start), step, series, meta or {})
+    return Signal(name, kind, float(start), step, series, meta)
+
+
+def _numbers(column: pd.Series) -> np.ndarray:
+    return pd.to_numeric(column, errors="coerce").to_numpy(dtype="float64")
+
+
+def _rows_by_gpu(column: pd.Series) -> Iterator[tuple[int, np.ndarray]]:
+    """Each GPU index (ascending) with its rows' positions, in table order; a row without one is no GPU's.
+
+    A GPU table interleaves its GPUs row by row: one stable sort of their codes (a radix sort, for a
+    few thousand GPUs at most) finds every GPU's rows without copying the table per GPU.
+    """
+    codes, indexes = pd.factorize(identifiers(column), sort=True)
+    if len(indexes) == 0:
+        return
+    order = np.argsort(codes.astype("int16" if len(indexes) < 2**15 else "int64"), kind="stable")
+    counts = np.bincount(codes[codes >= 0], minlength=len(indexes))
+    first = int(np.count_nonzero(codes < 0))  # the rows without an index sort first
+    for index, rows in zip(indexes, np.split(order[first:], np.cumsum(counts)[:-1]), strict=True):
+        yield int(index), rows
 
 
 def _request_signals(requests: pd.DataFrame, base_step: float) -> list[Signal]:
@@ -164,7 +179,7 @@ def _request_signals(requests: pd.DataFrame, base_step: float) -> list[Signal]:
     present = counts > 0
     latency = requests["latency_ms"].to_numpy(dtype="float64")
     signals = [Signal("requests.throughput_rps", "throughput", start, step, counts / step)]
-    p50, p99 = _binned_quantiles(slot, latency, bins, (0.50, 0.99))
+    p50, p99 = binned_quantiles(slot, latency, bins, (0.50, 0.99))
     signals.append(Signal("requests.latency_ms.p50", "latency", start, step, p50))
     signals.append(Signal("requests.latency_ms.p99", "latency", start, step, p99))
     for stage, column in stage_columns(requests).items():
@@ -172,42 +187,6 @@ def _request_signals(requests: pd.DataFrame, base_step: float) -> list[Signal]:
         mean = np.where(present, sums / np.maximum(counts, 1), np.nan)
         signals.append(Signal(f"requests.{column}.mean", "stage", start, step, mean, {"stage": stage}))
     return signals
-
-
-def _binned_quantiles(
-    slot: np.ndarray, values: np.ndarray, bins: int, qs: tuple[float, ...]
-) -> list[np.ndarray]:
-    """Per-bin quantiles (linear interpolation) for all bins at once, from one sort."""
-    finite = np.isfinite(values)
-    slot, values = slot[finite], values[finite]
-    ordered = _sorted_within_bins(slot, values)
-    counts = np.bincount(slot, minlength=bins)
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    has = counts > 0
-    results = []
-    for q in qs:
-        position = q * (counts[has] - 1)
-        low = np.floor(position).astype("int64")
-        high = np.minimum(low + 1, counts[has] - 1)
-        weight = position - low
-        result = np.full(bins, np.nan)
-        result[has] = ordered[starts[has] + low] * (1 - weight) + ordered[starts[has] + high] * weight
-        results.append(result)
-    return results
-
-
-def _sorted_within_bins(slot: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Values sorted by bin, then by value, with one float sort instead of a lexsort.
-
-    Each value is mapped into [0, 1) and added to its bin number; the sorted
-    keys give back the values (to ~1e-10 of their range, far below any
-    quantile's meaning).
-    """
-    if values.size == 0:
-        return values
-    low, span = values.min(), np.ptp(values) or 1.0
-    keys = np.sort(slot + (values - low) / span * 0.999)
-    return (keys - np.floor(keys)) / 0.999 * span + low
 
 
 def _process_signals(
@@ -225,16 +204,16 @@ def _process_signals(
     )
     cmdline = frame["cmdline"].astype("string").fillna("") if "cmdline" in frame.columns else name
     pids = frame["pid"].to_numpy()
-    identity = (name + _SEPARATOR + cmdline).to_numpy()
+    identity, identities = _identities(name, cmdline)
     groups: dict[str, np.ndarray] = {}
-    for rows in _instances(identity, slots, pids):
+    for rows in _instances(identity, identities, slots, pids):
         unique_pids = np.unique(pids[rows])
         if unique_pids.size == 1 and unique_pids[0] < 0:  # a process-exporter group: its name is all it has
             groups[f"group={name.iloc[rows[-1]]}"] = rows
         elif unique_pids.size == 1:
             groups[f"pid={int(unique_pids[0])}"] = rows
         else:
-            key = f"name={str(identity[rows[-1]]).split(_SEPARATOR)[0]}"
+            key = f"name={identities[identity[rows[-1]]].split(_SEPARATOR)[0]}"
             groups[key if key not in groups else f"{key}#{len(groups)}"] = rows
     signals = []
     for column in columns:
@@ -258,21 +237,38 @@ def _process_signals(
     return signals
 
 
-def _instances(identity: np.ndarray, slots: np.ndarray, pids: np.ndarray) -> list[np.ndarray]:
+def _identities(name: pd.Series, cmdline: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Each row's identity (name and command line) as a code, and the identities the codes stand for.
+
+    A table holds few distinct names and command lines in many rows: each column is hashed to codes
+    once, and only the distinct pairs are joined into strings.
+    """
+    name_codes, names = pd.factorize(name)
+    if cmdline is name:
+        cmd_codes, cmdlines = name_codes, names
+    else:
+        cmd_codes, cmdlines = pd.factorize(cmdline)
+    exact, pairs = pd.factorize(name_codes.astype("int64") * max(len(cmdlines), 1) + cmd_codes)
+    width = max(len(cmdlines), 1)
+    return exact, [f"{names[p // width]}{_SEPARATOR}{cmdlines[p % width]}" for p in pairs.tolist()]
+
+
+def _instances(
+    exact: np.ndarray, identities: list[str], slots: np.ndarray, pids: np.ndarray
+) -> list[np.ndarray]:
     """Row positions of each program: same name and command line up to its numbers, never two at once.
 
     Runs of a job whose arguments vary (a duration, a date) are one program; two
-    servers that differ only in a port, running side by side, stay two. Identities
-    are hashed to codes once (a table holds few distinct ones in many rows), so
-    nothing sorts strings.
+    servers that differ only in a port, running side by side, stay two. ``exact``
+    is each row's identity as a code into ``identities`` (see :func:`_identities`),
+    so nothing sorts strings.
     """
-    exact, identities = pd.factorize(identity)
-    loose_names = pd.Series(identities).str.replace(_NUMBER, "#", regex=True)
+    loose_names = pd.Series(identities, dtype="object").str.replace(_NUMBER, "#", regex=True)
     loose_of_exact, _ = pd.factorize(loose_names)
     loose = loose_of_exact[exact]
     pid_codes, _ = pd.factorize(pids, use_na_sentinel=False)
     programs = []
-    for group in pd.Series(np.arange(identity.size)).groupby(loose).groups.values():
+    for group in pd.Series(np.arange(exact.size)).groupby(loose).groups.values():
         rows = np.asarray(group)
         codes = np.flatnonzero(np.bincount(exact[rows]))
         if codes.size > 1 and _overlap(slots[rows], pid_codes[rows]):

@@ -7,6 +7,7 @@ import pandas as pd
 
 from diagnose.dump.schema import SUCCESS_CODE, SUCCESS_WORDS
 from diagnose.facts.model import Facts
+from diagnose.quantiles import quantiles
 
 PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
 _TARGET_WINDOWS = 30
@@ -31,7 +32,7 @@ def add_latency_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None
     summary.requests, summary.throughput_rps = count, throughput
     if values.size == 0:
         return
-    points = np.percentile(values, list(PERCENTILES.values()))
+    points = quantiles(values, [p / 100 for p in PERCENTILES.values()])
     summary.latency_ms = {name: float(v) for name, v in zip(PERCENTILES, points, strict=True)}
     summary.latency_ms["mean"] = float(values.mean())
     summary.latency_ms["max"] = float(values.max())
@@ -83,7 +84,7 @@ def _add_windows(facts: Facts, ts: np.ndarray, latency: np.ndarray, source: str,
     summary.windows = []
     for begin, lo, hi in zip(edges[:-1], bounds[:-1], bounds[1:], strict=True):
         if hi > lo:
-            points = np.percentile(latency[lo:hi], list(PERCENTILES.values()))
+            points = quantiles(latency[lo:hi], [p / 100 for p in PERCENTILES.values()])
             summary.windows.append(
                 {"start": float(begin), "requests": int(hi - lo)}
                 | {name: float(v) for name, v in zip(PERCENTILES, points, strict=True)}

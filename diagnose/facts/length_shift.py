@@ -24,6 +24,7 @@ import pandas as pd
 from diagnose.dump.schema import stage_columns
 from diagnose.facts.model import Facts
 from diagnose.facts.stages import stage_kind
+from diagnose.quantiles import binned_quantiles, median, quantile
 
 _WINDOW_S = 30.0
 _MIN_SIDE_WINDOWS = 3
@@ -104,12 +105,12 @@ def _add_tail_shift_facts(
     if shift is None:
         return
     split, early, late, median_ratio = shift
-    before = np.quantile(latency[early], _TAIL_Q)
+    before = quantile(latency[early], _TAIL_Q)
     if before <= 0:
         return
     cite = f"{source}: latency_ms P95 and median before and after {split:.0f} (epoch s)"
     facts.add("latency.tail_shift_at", split, cite)
-    facts.add("latency.tail_rise_ratio", float(np.quantile(latency[late], _TAIL_Q) / before), cite)
+    facts.add("latency.tail_rise_ratio", float(quantile(latency[late], _TAIL_Q) / before), cite)
     facts.add("latency.median_at_tail_ratio", median_ratio, cite)
     if "input_len" not in requests.columns:
         return
@@ -130,13 +131,13 @@ def _add_tail_shift_facts(
     after_len = length[late]
     if after_len.size > _MAX_TAIL_SAMPLE:
         after_len = rng.choice(after_len, _MAX_TAIL_SAMPLE, replace=False)
-    predicted = np.quantile(intercept + slope * after_len + rng.choice(residuals, after_len.size), _TAIL_Q)
-    served_before, served_after = np.quantile(served[early], _TAIL_Q), np.quantile(served[late], _TAIL_Q)
+    predicted = quantile(intercept + slope * after_len + rng.choice(residuals, after_len.size), _TAIL_Q)
+    served_before, served_after = quantile(served[early], _TAIL_Q), quantile(served[late], _TAIL_Q)
     minus = f" minus {', '.join(waits)}" if waits else ""
     cite_len = f"{source}: input_len and latency_ms{minus}, P95 before and after the tail's shift"
-    early_len = np.quantile(length[early], _TAIL_Q)
+    early_len = quantile(length[early], _TAIL_Q)
     if early_len > 0:
-        length_ratio = np.quantile(length[late], _TAIL_Q) / early_len
+        length_ratio = quantile(length[late], _TAIL_Q) / early_len
         facts.add("input_len.tail_rise_ratio", float(length_ratio), cite_len)
     if served_after > served_before:
         share = (predicted - served_before) / (served_after - served_before)
@@ -234,10 +235,10 @@ def _shift(
     late = ts >= split
     early = ~late & np.isfinite(values)
     late &= np.isfinite(values)
-    before = np.median(values[early])
+    before = median(values[early])
     if before <= 0:
         return None
-    return float(split), early, late, float(np.median(values[late]) / before)
+    return float(split), early, late, float(median(values[late]) / before)
 
 
 def _explained(
@@ -248,10 +249,10 @@ def _explained(
     early, late = early & known, late & known
     if early.sum() < 20 or late.sum() < 20:
         return f"{int(early.sum())} before, {int(late.sum())} after"
-    early_len, late_len = np.median(length[early]), np.median(length[late])
+    early_len, late_len = median(length[early]), median(length[late])
     slope, intercept = _fit(length[early], metric[early])
-    predicted = float(np.median(intercept + slope * length[late]))
-    before, after = np.median(metric[early]), np.median(metric[late])
+    predicted = float(median(intercept + slope * length[late]))
+    before, after = median(metric[early]), median(metric[late])
     share = float(np.clip((predicted - before) / (after - before), 0.0, 1.0)) if after > before else None
     both = known & np.isfinite(metric)
     return _Explained(
@@ -274,9 +275,9 @@ def _best_split(ts: np.ndarray, latency: np.ndarray, q: float = 0.5) -> float | 
     start = ts[0]
     width = max(_WINDOW_S, (ts[-1] - start) / 2000)
     index = ((ts[valid] - start) // width).astype("int64")
-    windows = pd.Series(latency[valid]).groupby(index)
-    medians = windows.median() if q == 0.5 else windows.quantile(q)
-    values = medians.to_numpy()
+    (levels,) = binned_quantiles(index, latency[valid], int(index.max()) + 1, (q,))
+    windows = np.flatnonzero(np.isfinite(levels))  # the windows that hold requests
+    values = levels[windows]
     n = values.size
     if n < 2 * _MIN_SIDE_WINDOWS:
         return None
@@ -286,7 +287,7 @@ def _best_split(ts: np.ndarray, latency: np.ndarray, q: float = 0.5) -> float | 
     right_sum, right_sq = cumsum[-1] - cumsum[k - 1], cumsq[-1] - cumsq[k - 1]
     right_sse = right_sq - right_sum**2 / (n - k)
     best = int(k[np.argmin(left_sse + right_sse)])
-    return float(start + medians.index[best] * width)
+    return float(start + windows[best] * width)
 
 
 def _fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -294,7 +295,7 @@ def _fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     x_mean, y_mean = x.mean(), y.mean()
     spread = np.dot(x - x_mean, x - x_mean)
     if spread == 0:
-        return 0.0, float(np.median(y))
+        return 0.0, float(median(y))
     slope = np.dot(x - x_mean, y - y_mean) / spread
     return float(slope), float(y_mean - slope * x_mean)
 

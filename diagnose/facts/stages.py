@@ -12,6 +12,7 @@ import pandas as pd
 
 from diagnose.dump.schema import stage_columns
 from diagnose.facts.model import Facts
+from diagnose.quantiles import quantile, quantiles
 
 # The conventional stages of the dump contract, with their kinds. ``decode`` is LLM token
 # generation (GPU); image decoding is ``image_decode``. The manifest's ``stages:`` map sets or
@@ -103,14 +104,14 @@ def add_stage_facts(
         facts.cannot(_ALL_STAGE_FACTS, f"10 requests with a latency ({source} has {int(valid.sum())})")
         return
     latency = latency[valid]
-    p99 = np.percentile(latency, 99)
+    p99 = quantile(latency, 0.99)
     tail = latency >= p99
     mean_all, mean_tail = latency.mean(), latency[tail].mean()
     excess = mean_tail - mean_all
     rows: dict[str, dict[str, float | str]] = {}
     for name, column in columns.items():
         values = np.nan_to_num(requests[column].to_numpy(dtype="float64")[valid], nan=0.0)
-        p50, p99_stage = np.percentile(values, [50, 99])
+        p50, p99_stage = quantiles(values, (0.5, 0.99))
         rows[name] = {
             "kind": stage_kind(name, declared),
             "share": float(values.mean() / mean_all) if mean_all > 0 else 0.0,

@@ -21,6 +21,7 @@ import pandas as pd
 from diagnose.dump.model import Dump
 from diagnose.dump.schema import SLOWING_REASONS, THROTTLE_BITS
 from diagnose.facts.model import Facts
+from diagnose.quantiles import median
 
 BUSY_PCT = 10.0
 
@@ -76,7 +77,7 @@ def throttled_rows(rows: pd.DataFrame) -> np.ndarray | None:
 def _median(values: np.ndarray) -> float:
     """The median of the finite values; NaN (no warning) when there are none."""
     finite = values[np.isfinite(values)]
-    return float(np.median(finite)) if finite.size else float("nan")
+    return float(median(finite)) if finite.size else float("nan")
 
 
 def _worst_gpu(ids: np.ndarray, ratio: np.ndarray, throttled: np.ndarray | None) -> object:
