@@ -53,7 +53,8 @@ _LENGTH_FACTS = (
 def add_shift_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
     latency = requests["latency_ms"].to_numpy(dtype="float64")
     ts = requests["ts"].to_numpy()
-    shift = _shift(ts, latency)
+    median_split, tail_split = _best_splits(ts, latency, (0.5, _TAIL_Q))
+    shift = _shift(ts, latency, median_split)
     if shift is None:
         span = float(ts[-1] - ts[0]) if len(ts) else 0.0
         reason = (
@@ -65,7 +66,7 @@ def add_shift_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
     # Longer inputs also make requests queue behind each other, which a per-request line cannot
     # predict: the length models are fitted to the time the request was served, its waits removed.
     served, waits = _served(requests, latency)
-    _add_tail_shift_facts(facts, requests, source, ts, latency, (served, waits))
+    _add_tail_shift_facts(facts, requests, source, ts, latency, (served, waits), tail_split)
     split, early, late, ratio = shift
     cite = f"{source}: latency_ms before and after {split:.0f} (epoch s)"
     facts.add("latency.shift_at", split, cite)
@@ -99,9 +100,11 @@ def _add_tail_shift_facts(
     ts: np.ndarray,
     latency: np.ndarray,
     served_waits: tuple[np.ndarray, list[str]],
+    split: float | None,
 ) -> None:
-    """The P95's own shift, and how much of it the new input lengths predict (see the module's note)."""
-    shift = _shift(ts, latency, _TAIL_Q)
+    """The P95's own shift (at ``split``), and how much of it the new input lengths predict (see the
+    module's note)."""
+    shift = _shift(ts, latency, split)
     if shift is None:
         return
     split, early, late, median_ratio = shift
@@ -166,7 +169,8 @@ def length_model(requests: pd.DataFrame, tail: bool = False) -> LengthModel | No
         return None
     latency = requests["latency_ms"].to_numpy(dtype="float64")
     ts = requests["ts"].to_numpy()
-    shift = _shift(ts, latency, _TAIL_Q if tail else 0.5)
+    (split,) = _best_splits(ts, latency, (_TAIL_Q if tail else 0.5,))
+    shift = _shift(ts, latency, split)
     if shift is None:
         return None
     split, early, late, _ = shift
@@ -200,7 +204,7 @@ def add_generation_shift_facts(
     engine got slower per step (or its batches bigger), whatever the lengths.
     """
     ts = requests["ts"].to_numpy()
-    if ttft is not None and (shift := _shift(ts, ttft)) is not None:
+    if ttft is not None and (shift := _shift(ts, ttft, _best_splits(ts, ttft, (0.5,))[0])) is not None:
         split, early, late, ratio = shift
         cite = f"{source}: time to first token before and after {split:.0f} (epoch s)"
         facts.add("ttft.rise_ratio", ratio, cite)
@@ -211,7 +215,7 @@ def add_generation_shift_facts(
                 facts.add("ttft.input_rise_ratio", explained.length_rise, cite_len)
                 facts.add("ttft.unexplained_ratio", explained.unexplained, cite_len)
                 facts.add("ttft.input_explained_share", explained.share, cite_len)
-    if tpot is not None and (shift := _shift(ts, tpot)) is not None:
+    if tpot is not None and (shift := _shift(ts, tpot, _best_splits(ts, tpot, (0.5,))[0])) is not None:
         facts.add(
             "tpot.rise_ratio", shift[3], f"{source}: time per output token before and after {shift[0]:.0f}"
         )
@@ -226,10 +230,9 @@ class _Explained:
 
 
 def _shift(
-    ts: np.ndarray, values: np.ndarray, q: float = 0.5
+    ts: np.ndarray, values: np.ndarray, split: float | None
 ) -> tuple[float, np.ndarray, np.ndarray, float] | None:
-    """(split, before, after, median after / before) at the largest shift of the windows' q-quantile."""
-    split = _best_split(ts, values, q)
+    """(split, before, after, median after / before) at ``split`` (from :func:`_best_splits`)."""
     if split is None:
         return None
     late = ts >= split
@@ -267,15 +270,25 @@ def _column(requests: pd.DataFrame, name: str) -> np.ndarray:
     return pd.to_numeric(requests[name], errors="coerce").to_numpy(dtype="float64")
 
 
-def _best_split(ts: np.ndarray, latency: np.ndarray, q: float = 0.5) -> float | None:
-    """Where the windows' ``q``-quantile (the median unless told) shifts most: least-squares, one split."""
-    valid = np.isfinite(latency)
+def _best_splits(ts: np.ndarray, values: np.ndarray, qs: tuple[float, ...]) -> list[float | None]:
+    """Where the windows' ``q``-quantile shifts most, for each of ``qs``: least-squares, one split each.
+
+    Every quantile comes from one sort of the windows (see diagnose.quantiles).
+    """
+    valid = np.isfinite(values)
     if valid.sum() < 40:
-        return None
+        return [None] * len(qs)
     start = ts[0]
     width = max(_WINDOW_S, (ts[-1] - start) / 2000)
     index = ((ts[valid] - start) // width).astype("int64")
-    (levels,) = binned_quantiles(index, latency[valid], int(index.max()) + 1, (q,))
+    return [
+        _split_of(levels, start, width)
+        for levels in binned_quantiles(index, values[valid], int(index.max()) + 1, qs)
+    ]
+
+
+def _split_of(levels: np.ndarray, start: float, width: float) -> float | None:
+    """The start of the window that best splits the windows' levels into two flat parts."""
     windows = np.flatnonzero(np.isfinite(levels))  # the windows that hold requests
     values = levels[windows]
     n = values.size
