@@ -14,6 +14,7 @@ from pathlib import Path
 
 from diagnose import __version__
 from diagnose.errors import DiagnoseError, ExitCode, InputError
+from diagnose.heap import reuse_freed_memory
 
 _EPILOG = """\
 examples:
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return ExitCode.BAD_INPUT
+    reuse_freed_memory()
     try:
         return args.handler(args)
     except DiagnoseError as error:

@@ -25,6 +25,7 @@ import numpy as np
 
 from diagnose.compare.evidence import Evidence
 from diagnose.compare.measure import Measure
+from diagnose.heap import reuse_freed_memory
 
 # Below this many bytes on disk a dump is measured in a second or two, less than a second process's start.
 MIN_BYTES = 16 * 2**20
@@ -122,6 +123,8 @@ def _unpacked(text: str) -> np.ndarray:
 
 def _main() -> None:
     from diagnose.compare import measure_path
+
+    reuse_freed_memory()
 
     parser = argparse.ArgumentParser(prog="python -m diagnose.compare.parallel")
     parser.add_argument("dump")

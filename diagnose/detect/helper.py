@@ -38,6 +38,7 @@ from diagnose.detect.periodicity import Periodicity
 from diagnose.detect.search import SignalFindings, search_shape
 from diagnose.detect.signals import Signal
 from diagnose.dump.model import Dump
+from diagnose.heap import reuse_freed_memory
 
 # Below this many rows over all tables the searches take well under a second, and the helper's
 # start-up (about half a second of another core, importing numpy and pandas) would not pay for itself.
@@ -277,6 +278,7 @@ def _serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
 
 
 if __name__ == "__main__":
+    reuse_freed_memory()
     try:
         _serve(sys.stdin.buffer, sys.stdout.buffer)
     except (KeyboardInterrupt, BrokenPipeError):
