@@ -38,6 +38,8 @@ from statistics import NormalDist
 
 import numpy as np
 
+from diagnose.quantiles import quantiles
+
 REPLICATES = 1000
 LEVEL = 0.95
 MIN_BLOCK_S = 10.0
@@ -249,7 +251,7 @@ class Resampled:
             if self.sample_weights is not None:
                 self._exact[key] = weighted_quantiles(self.values, self.sample_weights, qs)
             else:
-                self._exact[key] = [float(v) for v in np.quantile(self.values, qs)]
+                self._exact[key] = [float(v) for v in quantiles(self.values, qs)]
         return list(self._exact[key])
 
     def mean(self) -> float:

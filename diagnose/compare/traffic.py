@@ -17,6 +17,7 @@ from diagnose.compare.evidence import Evidence
 from diagnose.compare.figures import change
 from diagnose.compare.measure import LENGTH_COLUMNS, Requests, latency_measures
 from diagnose.compare.model import FigureChange, LengthCheck, Traffic
+from diagnose.quantiles import median, quantiles
 
 RATE_TOLERANCE = 0.10  # a request rate moving less than 10 % is the same load
 KS_ALPHA = 0.01
@@ -100,8 +101,8 @@ def _length_check(before: Evidence, after: Evidence, column: str) -> LengthCheck
     statistic, p_value = ks_two_sample(b, a)
     return LengthCheck(
         column,
-        float(np.median(b)),
-        float(np.median(a)),
+        float(median(b)),
+        float(median(a)),
         statistic,
         p_value,
         bool(p_value < KS_ALPHA and statistic >= KS_MIN_STATISTIC),
@@ -133,7 +134,7 @@ def _reweight(before: Evidence, after: Requests, columns: list[str]) -> tuple[np
     for column in columns:
         b_values, a_values = before.samples[column].astype("float64"), after.values(column)
         pooled = np.concatenate([b_values[np.isfinite(b_values)], a_values[np.isfinite(a_values)]])
-        edges = np.unique(np.quantile(pooled, np.linspace(0, 1, _BINS[column] + 1)[1:-1]))
+        edges = np.unique(quantiles(pooled, np.linspace(0, 1, _BINS[column] + 1)[1:-1].tolist()))
         bins = edges.size + 2  # the last for a request without this length
         b_code = b_code * bins + _bin(b_values, edges)
         a_code = a_code * bins + _bin(a_values, edges)
