@@ -240,3 +240,19 @@ def test_reading_never_modifies_the_users_files(tmp_path):
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     load_dump(str(tmp_path))
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_duplicates_are_pandas_duplicated_on_ts_and_key():
+    """The integer-coded check finds exactly the rows pandas' DataFrame.duplicated(keep="last") finds."""
+    from diagnose.dump.reader import _duplicated_last
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(1, 120))
+        ts = np.sort(rng.integers(0, 15, n).astype("float64"))
+        gpu = pd.Series(rng.choice([0.0, 1.0, np.nan], n))
+        name = pd.Series(rng.choice(["a", "b", None], n), dtype="object")
+        for keys in ([gpu], [gpu, name], [name], []):
+            columns = {"ts": ts, **{f"k{i}": key.to_numpy() for i, key in enumerate(keys)}}
+            expected = pd.DataFrame(columns).duplicated(keep="last").to_numpy()
+            assert (_duplicated_last(ts, keys) == expected).all()

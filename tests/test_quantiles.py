@@ -57,3 +57,16 @@ def test_binned_quantiles_match_pandas_grouped_quantiles():
     np.testing.assert_allclose(p50, expected50, rtol=1e-9)
     np.testing.assert_allclose(p95, expected95, rtol=1e-9)
     assert np.isnan(p50[50]) and np.isnan(p50[51])  # bins without values
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_centred_moving_median_is_pandas_rolling_median(seed):
+    from diagnose.detect.robust import centred_moving_median
+
+    rng = np.random.default_rng(seed)
+    for _ in range(400):
+        n, window = int(rng.integers(0, 90)), int(rng.integers(1, 60)) | 1
+        values = rng.normal(size=n)
+        values[rng.random(n) < 0.3] = np.nan
+        expected = pd.Series(values).rolling(window, center=True, min_periods=1).median().to_numpy()
+        assert np.array_equal(centred_moving_median(values, window), expected, equal_nan=True)
