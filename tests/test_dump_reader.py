@@ -242,10 +242,13 @@ def test_reading_never_modifies_the_users_files(tmp_path):
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
-def test_duplicates_are_pandas_duplicated_on_ts_and_key():
+@pytest.mark.parametrize("code_limit", [2**62, 64])  # 64: the codes would overflow, pandas' own way is used
+def test_duplicates_are_pandas_duplicated_on_ts_and_key(monkeypatch, code_limit):
     """The integer-coded check finds exactly the rows pandas' DataFrame.duplicated(keep="last") finds."""
+    from diagnose.dump import reader
     from diagnose.dump.reader import _duplicated_last
 
+    monkeypatch.setattr(reader, "_CODE_LIMIT", code_limit)
     rng = np.random.default_rng(0)
     for _ in range(200):
         n = int(rng.integers(1, 120))

@@ -284,6 +284,9 @@ def _drop_duplicates(name: str, frame: pd.DataFrame, file: str, warnings: list[s
     return frame
 
 
+_CODE_LIMIT = 2**62  # the combined codes stay below this (int64)
+
+
 def _duplicated_last(ts: np.ndarray, keys: list[pd.Series]) -> np.ndarray:
     """``DataFrame.duplicated(keep="last")`` of (ts, *keys) for rows sorted by ts, without hashing tuples.
 
@@ -295,7 +298,7 @@ def _duplicated_last(ts: np.ndarray, keys: list[pd.Series]) -> np.ndarray:
     for column in keys:
         codes, uniques = pd.factorize(column, use_na_sentinel=False)
         width = max(len(uniques), 1)
-        if combined.size and int(combined[-1]) >= 2**62 // width:  # would overflow: the general way
+        if combined.size and int(combined.max()) >= _CODE_LIMIT // width:  # would overflow: the general way
             frame = pd.DataFrame({"ts": ts, **{f"k{i}": k.to_numpy() for i, k in enumerate(keys)}})
             return frame.duplicated(keep="last").to_numpy()
         combined = combined * width + codes
