@@ -14,7 +14,6 @@ another. Elsewhere than glibc this does nothing.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import sys
 
@@ -32,8 +31,9 @@ def reuse_freed_memory() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        # The process's own symbols, libc's among them: no library search (ctypes.util.find_library
+        # runs ldconfig, 30 ms on every command).
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # not glibc (musl has no mallopt)
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int

@@ -32,22 +32,17 @@ def quantile(values: np.ndarray, q: float) -> np.float64:
     A numpy scalar, as numpy's: dividing by it behaves the same (inf or NaN, never an exception).
     """
     array = np.asarray(values, dtype="float64")
-    n = array.size
-    if n == 0:
+    if array.size == 0:
         return np.float64("nan")
-    virtual = (n - 1) * q
-    if virtual >= n - 1:  # numpy's bounds: the largest value (its gamma kept, as numpy keeps it)
-        below = above = float(array.max()) if not np.isnan(array).any() else float("nan")
-        return _lerp(below, above, virtual + 1)
-    low = int(np.floor(virtual))
+    low, gamma = _position(array.size, q)
+    if low == array.size - 1:
+        top = float(array.max())  # NaN if any value is
+        return _lerp(top, top, gamma)
     part = np.partition(array, low)  # NaN sorts last: into the upper part
     upper = part[low:]
-    top = upper.max()
-    if np.isnan(top):
+    if np.isnan(upper.max()):
         return np.float64("nan")
-    below = float(part[low])
-    above = float(upper[1:].min()) if upper.size > 1 else below
-    return _lerp(below, above, virtual - low)
+    return _lerp(float(part[low]), float(upper[1:].min()), gamma)
 
 
 def quantiles(values: np.ndarray, qs: tuple[float, ...] | list[float]) -> list[np.float64]:
@@ -60,13 +55,19 @@ def quantiles(values: np.ndarray, qs: tuple[float, ...] | list[float]) -> list[n
         return [np.float64("nan")] * len(qs)
     found = []
     for q in qs:
-        virtual = (n - 1) * q
-        if virtual >= n - 1:
-            found.append(_lerp(float(ordered[-1]), float(ordered[-1]), virtual + 1))
-        else:
-            low = int(np.floor(virtual))
-            found.append(_lerp(float(ordered[low]), float(ordered[low + 1]), virtual - low))
+        low, gamma = _position(n, q)
+        found.append(_lerp(float(ordered[low]), float(ordered[min(low + 1, n - 1)]), gamma))
     return found
+
+
+def _position(n: int, q: float) -> tuple[int, float]:
+    """numpy's place of the q-quantile among n sorted values: the lower neighbour and the weight of the
+    upper one. At the top numpy takes the largest value and keeps its (then meaningless) weight."""
+    virtual = (n - 1) * q
+    if virtual >= n - 1:
+        return n - 1, virtual + 1
+    low = int(np.floor(virtual))
+    return low, virtual - low
 
 
 def _lerp(below: float, above: float, gamma: float) -> np.float64:

@@ -248,8 +248,8 @@ def _identities(name: pd.Series, cmdline: pd.Series) -> tuple[np.ndarray, list[s
         cmd_codes, cmdlines = name_codes, names
     else:
         cmd_codes, cmdlines = pd.factorize(cmdline)
-    exact, pairs = pd.factorize(name_codes.astype("int64") * max(len(cmdlines), 1) + cmd_codes)
     width = max(len(cmdlines), 1)
+    exact, pairs = pd.factorize(name_codes.astype("int64") * width + cmd_codes)
     return exact, [f"{names[p // width]}{_SEPARATOR}{cmdlines[p % width]}" for p in pairs.tolist()]
 
 

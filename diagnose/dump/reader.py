@@ -292,7 +292,7 @@ def _duplicated_last(ts: np.ndarray, keys: list[pd.Series]) -> np.ndarray:
 
     A GPU table repeats every instant once per GPU, so every row is a candidate: the instant's run
     number and each key's code make one integer per row, and integers hash fast (a day of eight
-    GPUs: 20 ms instead of 120).
+    GPUs: 55 ms instead of 120).
     """
     combined = np.concatenate(([0], np.cumsum(ts[1:] != ts[:-1]))).astype("int64")
     for column in keys:
