@@ -5,15 +5,18 @@
     python benchmarks/bench_file.py --format parquet --pictures   # also the Markdown report with pictures
     python benchmarks/bench_file.py --format parquet --compare    # also `diagnose compare` of two such dumps
 
-Makes the dump in a temporary folder (or --out), then runs, each in a fresh
-process so import time and peak memory are counted the same way:
-  1. plain read: pandas.read_csv (or read_parquet / read_json) of every table
+Makes the dump in a temporary folder (or --out), then runs each as its own
+command in a fresh process, as a user would, so that start-up, imports and
+peak memory are counted the same way:
+  1. plain read: a script that imports pandas alone and reads every table with
+     pandas.read_csv (or read_parquet / read_json)
   2. the same read with pandas' pyarrow CSV engine, for reference
-  3. `diagnose file DUMP --format json`
+  3. `python -m diagnose file DUMP --format json`
   4. with --pictures: `diagnose file DUMP --format markdown -o review.md` (pictures beside it)
   5. with --compare: `diagnose compare DUMP OTHER --format json`, OTHER a second dump of the same
      shape drawn with another seed
-and prints wall time, CPU time (user + system, children included), peak RSS, the ratio of (3) to
+and prints wall time, CPU time (user + system, helper processes included), peak RSS (of the
+largest process: diagnose's helpers are each much smaller than it), the ratio of (3) to
 (1) and (2), what (4) adds to (3), and the ratio of (5) to (3). Each kind runs ``--repeat`` times,
 the kinds taking turns, so that a machine whose speed drifts slows them alike; the best is reported.
 """
@@ -21,9 +24,7 @@ the kinds taking turns, so that a machine whose speed drifts slows them alike; t
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -31,11 +32,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
 T0 = 1_764_460_800.0
+_ROOT = Path(__file__).resolve().parents[1]
 GIB = 2**30
 
 
@@ -172,32 +173,33 @@ def _write(stem: Path, fmt: str, columns: dict) -> None:
         table.to_pandas().to_json(f"{stem}.jsonl", orient="records", lines=True)
 
 
-def _child(kind: str, dump: str) -> None:
-    """Runs in a fresh process: do one job, print its peak RSS."""
-    if kind in ("diagnose", "pictures", "compare"):
-        from diagnose.cli import main
+# The plain read: pandas and nothing else imported, every table read into a DataFrame.
+_READ = """
+import sys
+from pathlib import Path
 
-        with tempfile.TemporaryDirectory() as scratch:
-            sys.stdout = open("/dev/null", "w")  # noqa: SIM115 - the report itself is not measured
-            sys.stderr = sys.stdout
-            if kind == "compare":
-                code = main(["compare", dump, _other(Path(dump)).as_posix(), "--format", "json"])
-            else:
-                args = ["--format", "json"] if kind == "diagnose" else ["-o", f"{scratch}/review.md"]
-                code = main(["file", dump, *args])
-            sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-        if code != 0:
-            raise SystemExit(code)
-    else:
-        for path in sorted(Path(dump).iterdir()):
-            if path.suffix == ".csv":
-                pd.read_csv(path, engine="pyarrow" if kind == "read-pyarrow" else "c")
-            elif path.suffix == ".parquet":
-                pd.read_parquet(path)
-            elif path.suffix == ".jsonl":
-                pd.read_json(path, lines=True)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"peak_rss_bytes": peak}))
+import pandas as pd
+
+kind, dump = sys.argv[1:]
+for path in sorted(Path(dump).iterdir()):
+    if path.suffix == ".csv":
+        pd.read_csv(path, engine="pyarrow" if kind == "read-pyarrow" else "c")
+    elif path.suffix == ".parquet":
+        pd.read_parquet(path)
+    elif path.suffix == ".jsonl":
+        pd.read_json(path, lines=True)
+"""
+
+
+def _command(kind: str, dump: Path, scratch: str) -> list[str]:
+    """What a user would type: ``diagnose`` runs as its own command, the read as a bare script."""
+    if kind.startswith("read"):
+        return [sys.executable, "-c", _READ, kind, str(dump)]
+    diagnose = [sys.executable, "-m", "diagnose"]
+    if kind == "compare":
+        return [*diagnose, "compare", str(dump), str(_other(dump)), "--format", "json"]
+    output = ["--format", "json"] if kind == "diagnose" else ["-o", f"{scratch}/review.md"]
+    return [*diagnose, "file", str(dump), *output]
 
 
 def _other(dump: Path) -> Path:
@@ -206,16 +208,24 @@ def _other(dump: Path) -> Path:
 
 
 def _run(kind: str, dump: Path) -> tuple[float, float, int]:
-    """One fresh process: (wall s, CPU s of it and its children, peak RSS)."""
-    before = os.times()
-    start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, __file__, "--child", kind, str(dump)], capture_output=True, text=True, check=True
-    )
-    wall = time.perf_counter() - start
-    after = os.times()
-    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    return wall, cpu, json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_bytes"]
+    """One fresh process: (wall s, CPU s of it and its children, the largest peak RSS among them)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        start = time.perf_counter()
+        process = subprocess.Popen(
+            _command(kind, dump, scratch),
+            stdout=subprocess.DEVNULL,  # the report itself is not measured
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")])},
+        )
+        # wait4 rather than wait: the usage of the process and of the children it waited for (the
+        # spike helper, compare's second side), including the largest of their peak RSS.
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - start
+        errors = process.stderr.read().decode(errors="replace")
+        process.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{kind} failed ({os.waitstatus_to_exitcode(status)}):\n{errors}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
 
 
 def _measure(kinds: list[str], dump: Path, repeat: int) -> dict[str, tuple[float, float, int]]:
@@ -241,11 +251,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="keep the dump here instead of a temporary folder")
     parser.add_argument("--pictures", action="store_true", help="also time the Markdown report with pictures")
     parser.add_argument("--compare", action="store_true", help="also time `diagnose compare` of two dumps")
-    parser.add_argument("--child", nargs=2, metavar=("KIND", "DUMP"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        _child(*args.child)
-        return
     with tempfile.TemporaryDirectory() as scratch:
         dump = args.out or Path(scratch) / "dump"
         start = time.perf_counter()

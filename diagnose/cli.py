@@ -742,12 +742,26 @@ def _run_file(args: argparse.Namespace) -> int:
         if getattr(args, option) is not None:
             raise InputError(f"--{option.replace('_', '-')} applies to the view only; add --tui")
     output_format = _output_format(args)
-    from diagnose.pipeline import analyse_path
+    from diagnose.detect import launch
+
+    # Before the analysis stack is imported, so that the helper's imports overlap this process's.
+    helper_process = launch.start_for_files(args.dump)
+    try:
+        from diagnose.pipeline import analyse_path
+    except BaseException:
+        if helper_process is not None:
+            helper_process.kill()
+        raise
     from diagnose.report import RENDERERS
     from diagnose.report.evidence_lines import dead_source_lines
 
     dump, analysis = analyse_path(
-        args.dump, rules_dir=args.rules, slo_p99_ms=args.slo_p99_ms, tz=args.tz, window_s=window_s
+        args.dump,
+        rules_dir=args.rules,
+        slo_p99_ms=args.slo_p99_ms,
+        tz=args.tz,
+        window_s=window_s,
+        helper_process=helper_process,
     )
     report = analysis.report
     if output_format == "text":

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from diagnose.detect import SpikeAnalysis, SpikeSearch
+from diagnose.detect import SpikeAnalysis, SpikeSearch, launch
 from diagnose.detect.helper import SpikeHelper
 from diagnose.dump import load_dump
 from diagnose.dump.model import Dump
@@ -42,13 +43,17 @@ def analyse_path(
     slo_p99_ms: float | None = None,
     tz: str | None = None,
     window_s: float | None = None,
+    helper_process: subprocess.Popen | None = None,
 ) -> tuple[Dump, Analysis]:
-    """The dump as read (and cut to the window) and its analysis: what pictures are drawn from."""
-    rules = load_rules(rules_dir or default_rules_dir())
-    # A big dump's spike search is shared with a helper process, started now so that it imports while
-    # the dump is read (see detect/helper.py).
-    helper = SpikeHelper.start() if SpikeHelper.may_help_files(dump_path) else None
+    """The dump as read (and cut to the window) and its analysis: what pictures are drawn from.
+
+    A big dump's spike search is shared with a helper process (detect/helper.py): ``helper_process``
+    is one the caller started early (detect/launch.py), else one starts here if the files are big.
+    """
+    process = helper_process or launch.start_for_files(dump_path)
+    helper = SpikeHelper(process) if process is not None else None
     try:
+        rules = load_rules(rules_dir or default_rules_dir())
         dump = load_dump(dump_path, tz=tz)
     except BaseException:
         if helper is not None:

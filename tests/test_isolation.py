@@ -70,7 +70,7 @@ def test_a_family_of_facts_that_fails_is_named_and_the_rest_still_judged(run_cli
 
 
 def test_one_signal_whose_search_fails_is_left_out_alone(run_cli, monkeypatch):
-    import diagnose.detect as detect_module
+    import diagnose.detect.analysis as detect_module
 
     real = detect_module.search_shape
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import numpy as np
 import pytest
 
 import diagnose.detect.helper as helper_module
+import diagnose.detect.launch as launch_module
 from diagnose.detect.episodes import Episode
 from diagnose.detect.helper import (
     SignalQueue,
@@ -104,7 +107,7 @@ def test_the_helper_waits_for_signals_still_being_built_and_ends_when_the_queue_
 def helper_always(monkeypatch):
     """A helper for any dump, on any machine: the thresholds exist for speed, not for correctness."""
     monkeypatch.setattr(helper_module, "MIN_ROWS", 0)
-    monkeypatch.setattr(helper_module, "_usable_cpus", lambda: 2)
+    monkeypatch.setattr(launch_module, "usable_cpus", lambda: 2)
     returned: list[int] = []
     collect = SpikeHelper.collect
 
@@ -141,7 +144,7 @@ def test_the_report_is_the_same_whoever_searched(helper_always):
 )
 def test_a_helper_that_fails_costs_nothing_but_time(helper_always, monkeypatch, script):
     alone = _report(helper=False)
-    monkeypatch.setattr(helper_module, "_COMMAND", (sys.executable, "-c", script))
+    monkeypatch.setattr(launch_module, "_COMMAND", (sys.executable, "-c", script))
     shared = _report(helper=True)
     assert helper_always == [0]
     assert shared == alone
@@ -149,5 +152,26 @@ def test_a_helper_that_fails_costs_nothing_but_time(helper_always, monkeypatch, 
 
 
 def test_no_helper_where_one_core_is_all_there_is(monkeypatch):
-    monkeypatch.setattr(helper_module, "_usable_cpus", lambda: 1)
+    monkeypatch.setattr(launch_module, "usable_cpus", lambda: 1)
     assert SpikeHelper.start() is None
+
+
+def test_the_launcher_needs_only_the_standard_library():
+    probe = "import sys, diagnose.detect.launch; print(sorted({'numpy', 'pandas'} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_diagnose_file_starts_the_helper_before_it_imports_pandas():
+    """So that the helper's imports overlap this process's instead of the dump's multi-threaded read."""
+    probe = (
+        "import sys\n"
+        "import diagnose.detect.launch as launch\n"
+        "seen = []\n"
+        "launch.start_for_files = lambda path: seen.append('pandas' in sys.modules)\n"
+        "from diagnose.cli import main\n"
+        f"code = main(['file', {str(FIXTURE)!r}, '--format', 'json', '-o', {os.devnull!r}])\n"
+        "print(code, seen[0])\n"  # the pipeline asks again when none was started: a small dump's files
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip().splitlines()[-1] == "0 False", result.stderr

@@ -3,9 +3,9 @@
 Each signal's search (episodes, change points, periodicity) is independent of
 the others and spends much of its time in Python between numpy calls, so
 threads do not help (two threads on two cores: 1.14x, measured on a day-long
-dump) and a second process does. The helper starts before the dump is read
-(where its files are big enough), imports meanwhile, and takes signals from
-the back of the queue as they are built, while this process builds the rest
+dump) and a second process does. The helper starts as early as it can (the
+CLI starts it before importing the analysis stack: detect/launch.py), imports
+meanwhile, and takes signals from the back of the queue as they are built, while this process builds the rest
 and computes the facts, then searches from the front. Whoever searched a
 signal, its findings are the same.
 
@@ -21,18 +21,17 @@ here, where a failure becomes the usual warning.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping
-from pathlib import Path
+from collections.abc import Iterable
 from queue import SimpleQueue
 from typing import IO
 
 import numpy as np
 
+from diagnose.detect import launch
 from diagnose.detect.episodes import Episode
 from diagnose.detect.periodicity import Periodicity
 from diagnose.detect.search import SignalFindings, search_shape
@@ -43,10 +42,6 @@ from diagnose.heap import reuse_freed_memory
 # Below this many rows over all tables the searches take well under a second, and the helper's
 # start-up (about half a second of another core, importing numpy and pandas) would not pay for itself.
 MIN_ROWS = 250_000
-# Before the dump is read: table files this big may hold that many rows (Parquet packs a 1 Hz row in
-# 10-30 bytes), so the helper starts then, to import while the dump is read; it is closed if not.
-MIN_TABLE_BYTES = 4 * 2**20
-_COMMAND = (sys.executable, "-m", "diagnose.detect.helper")
 _CLOSE_WAIT_S = 5.0
 _AHEAD = 3  # signals sent before their findings come back
 
@@ -99,35 +94,13 @@ class SpikeHelper:
     @classmethod
     def start(cls) -> SpikeHelper | None:
         """A running helper, or None where a second process cannot help or cannot start."""
-        if _usable_cpus() < 2:
-            return None
-        try:
-            process = subprocess.Popen(
-                list(_COMMAND),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                env=_with_this_package(os.environ),
-            )
-        except OSError:
-            return None
-        return cls(process)
+        process = launch.start_process()
+        return None if process is None else cls(process)
 
     @staticmethod
     def may_help(dump: Dump) -> bool:
         """Before the signals are built: is the dump big enough that a helper might pay for itself?"""
         return sum(len(table) for table in dump.tables.values()) >= MIN_ROWS
-
-    @staticmethod
-    def may_help_files(path: str | Path) -> bool:
-        """Before the dump is read: are its files big enough that it may be?"""
-        folder = Path(path)
-        if not folder.is_dir():
-            return False
-        try:
-            return sum(f.stat().st_size for f in folder.iterdir() if f.is_file()) >= MIN_TABLE_BYTES
-        except OSError:
-            return False
 
     def serve(self, queue: SignalQueue) -> None:
         """Start taking signals from the back of ``queue``, a few at a time, until it is closed and empty.
@@ -204,20 +177,6 @@ class SpikeHelper:
         self._stopped = True
         self._process.kill()
         self._slots.release()
-
-
-def _with_this_package(environ: Mapping[str, str]) -> dict[str, str]:
-    """The environment, with this copy of diagnose first on the path: the helper runs the same code."""
-    root = str(Path(__file__).resolve().parents[2])
-    paths = [root, *filter(None, environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return {**environ, "PYTHONPATH": os.pathsep.join(paths)}
-
-
-def _usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def write_signal(stream: IO[bytes], signal: Signal) -> None:
