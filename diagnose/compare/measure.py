@@ -19,7 +19,7 @@ from diagnose.compare.bootstrap import Blocks, Grid, Resampled, replicate_weight
 from diagnose.dump.model import Dump
 from diagnose.dump.schema import stage_columns
 from diagnose.facts.coldstart import cold_requests
-from diagnose.facts.latency import failed_requests, status_words
+from diagnose.facts.latency import Statuses
 from diagnose.facts.stages import declared_kinds, stage_kind
 
 LATENCY_QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99, "p999": 0.999}
@@ -191,11 +191,7 @@ def _errors_and_rates(side: Requests) -> list[Measure]:
     ones = Grid.spanning(np.array([0.0, 1.0]))
     answered = np.ones(len(side.frame))
     if "status" in side.frame.columns:
-        failed = (
-            failed_requests(status_words(side.frame["status"]))
-            .astype("Float64")
-            .to_numpy(dtype="float64", na_value=np.nan)
-        )
+        failed = Statuses.of(side.frame["status"]).failed()
         if np.isfinite(failed).any():
             errors = Resampled(failed, side.blocks, ones, side.weights)
             found.append(

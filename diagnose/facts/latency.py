@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -12,7 +14,6 @@ from diagnose.quantiles import quantiles
 PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
 _TARGET_WINDOWS = 30
 _MIN_WINDOW_S = 60.0
-# A request succeeded if its status says so in words or as an HTTP code below 400.
 _NICE_WINDOWS_S = (60, 120, 300, 600, 900, 1800, 3600, 7200, 14400)
 
 
@@ -40,28 +41,42 @@ def add_latency_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None
         facts.add(f"latency.{name}_ms", summary.latency_ms[name], cite)
     _add_windows(facts, ts[valid], values, source, duration)
     if "status" in requests.columns:
-        status = status_words(requests["status"])
-        failed = failed_requests(status)
-        if failed.notna().any():
-            facts.add("requests.error_rate", float(failed.dropna().astype(bool).mean()), f"{source}: status")
-            facts.add("requests.oom_count", int((status == "oom").sum()), f"{source}: status")
+        statuses = Statuses.of(requests["status"])
+        failed = statuses.failed()
+        if np.isfinite(failed).any():
+            facts.add("requests.error_rate", float(np.nanmean(failed)), f"{source}: status")
+            facts.add("requests.oom_count", statuses.count("oom"), f"{source}: status")
     if summary.slo_p99_ms:
         facts.add("slo.p99_ms", summary.slo_p99_ms, f"the P99 target given ({summary.slo_source})")
         facts.add("latency.p99_over_slo", summary.latency_ms["p99"] / summary.slo_p99_ms, cite)
 
 
-def status_words(status: pd.Series) -> pd.Series:
-    """The status column as lower-case text without spaces around it: what ``failed_requests`` reads."""
-    return status.astype("string").str.strip().str.lower()
+@dataclass(frozen=True)
+class Statuses:
+    """The status column, read once per distinct value: a handful among a million requests."""
 
+    codes: np.ndarray  # per request, the index of its status in ``words``; -1 where none was logged
+    words: pd.Series  # the distinct statuses as lower-case text without spaces around it
 
-def failed_requests(words: pd.Series) -> pd.Series:
-    """Per request (from ``status_words``): True failed, False succeeded, missing where none was logged.
+    @classmethod
+    def of(cls, status: pd.Series) -> Statuses:
+        codes, distinct = status.factorize()
+        return cls(codes, pd.Series(distinct).astype("string").str.strip().str.lower())
 
-    A status succeeds if it says so in words or is an HTTP code below 400.
-    """
-    succeeded = words.isin(SUCCESS_WORDS) | words.str.fullmatch(SUCCESS_CODE).fillna(False)
-    return (~succeeded).astype("boolean").mask(words.isna())
+    def failed(self) -> np.ndarray:
+        """Per request: 1.0 failed, 0.0 succeeded, NaN where none was logged.
+
+        A status succeeds if it says so in words or is an HTTP code below 400.
+        """
+        words = self.words
+        succeeded = words.isin(SUCCESS_WORDS) | words.str.fullmatch(SUCCESS_CODE).fillna(False)
+        by_code = np.append((~succeeded).to_numpy(dtype="float64"), np.nan)  # code -1: the NaN at the end
+        return by_code[self.codes]
+
+    def count(self, word: str) -> int:
+        """Requests whose status is ``word``."""
+        matching = np.flatnonzero((self.words == word).to_numpy(dtype=bool, na_value=False))
+        return int(np.isin(self.codes, matching).sum())
 
 
 def window_length(duration_s: float) -> float:
