@@ -259,3 +259,21 @@ def test_duplicates_are_pandas_duplicated_on_ts_and_key(monkeypatch, code_limit)
             columns = {"ts": ts, **{f"k{i}": key.to_numpy() for i, key in enumerate(keys)}}
             expected = pd.DataFrame(columns).duplicated(keep="last").to_numpy()
             assert (_duplicated_last(ts, keys) == expected).all()
+
+
+def test_duplicates_in_a_table_that_lists_each_instants_keys_in_order():
+    """A GPU table repeats GPUs 0..n every instant: the ascending codes' shortcut, and what breaks it."""
+    from diagnose.dump.reader import _duplicated_last
+
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        instants, gpus = int(rng.integers(1, 30)), int(rng.integers(1, 9))
+        ts = np.repeat(np.arange(instants, dtype="float64"), gpus)
+        gpu = np.tile(np.arange(gpus, dtype="float64"), instants)
+        keep = rng.random(ts.size) > 0.1  # an instant may miss a GPU
+        ts, gpu = ts[keep], gpu[keep]
+        if ts.size and rng.random() < 0.5:  # a row written twice, or a GPU listed out of order
+            at = int(rng.integers(0, ts.size))
+            ts, gpu = np.insert(ts, at, ts[at]), np.insert(gpu, at, rng.choice([gpu[at], 0.0]))
+        expected = pd.DataFrame({"ts": ts, "gpu": gpu}).duplicated(keep="last").to_numpy()
+        assert (_duplicated_last(ts, [pd.Series(gpu)]) == expected).all()
