@@ -8,7 +8,7 @@ from diagnose.detect.alignment import Alignment, align
 from diagnose.detect.episodes import Episode
 from diagnose.detect.helper import SignalQueue, SpikeHelper
 from diagnose.detect.search import SignalFindings, search_shape, with_periodicity
-from diagnose.detect.signals import Signal, grid_note, iter_signals, server_pids
+from diagnose.detect.signals import Batch, Signal, grid_note, in_order, iter_signals, server_pids
 from diagnose.dump.model import Dump
 from diagnose.isolation import isolated
 
@@ -47,13 +47,13 @@ class SpikeSearch:
         self._queue = SignalQueue(closed=False)
         if self._helper is not None:
             self._helper.serve(self._queue)
-        built: list[Signal] = []
+        built: list[Batch] = []
 
         def build() -> list[Signal]:
-            for batch in iter_signals(dump, server_pids(dump)):
-                built.extend(batch)
-                self._queue.add(batch)
-            return built
+            for placed in iter_signals(dump, server_pids(dump)):
+                built.append(placed)
+                self._queue.add(placed[1])
+            return in_order(built)
 
         try:
             self._signals: list[Signal] = isolated(self._warnings, "the signals", build) or []
