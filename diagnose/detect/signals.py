@@ -83,15 +83,13 @@ def iter_signals(dump: Dump, server_pids: set[int] | None = None) -> Iterator[Ba
         ts = gpu["ts"].to_numpy()
         columns = {c: _numbers(gpu[c]) for c in _GPU_COLUMNS if c in gpu.columns}
         for index, rows in _rows_by_gpu(gpu["gpu"]):
-            yield (
-                (2, index),
-                kept(
-                    [
-                        _signal(ts[rows], values[rows], f"gpu.{c}[gpu={index}]", step, "gpu", {"gpu": index})
-                        for c, values in columns.items()
-                    ]
-                ),
-            )
+            start, slots = _placed(ts[rows], step)  # one GPU's samples: one grid for all its columns
+            meta = {"gpu": index}
+            signals = [
+                Signal(f"gpu.{c}[gpu={index}]", "gpu", start, step, _on_grid(slots, values[rows]), dict(meta))
+                for c, values in columns.items()
+            ]
+            yield (2, index), kept(signals)
     for position, (table, columns) in enumerate(_PROCESS_COLUMNS.items()):
         frame = dump.table(table)
         if frame is None or not {"pid", GROUP} & set(frame.columns):
@@ -159,11 +157,20 @@ def _series(frame: pd.DataFrame, table: str, column: str, step: float, kind: str
 
 def _signal(ts: np.ndarray, values: np.ndarray, name: str, step: float, kind: str, meta: dict) -> Signal:
     """Samples (sorted by time) placed on the grid of ``step``."""
+    start, slots = _placed(ts, step)
+    return Signal(name, kind, start, step, _on_grid(slots, values), meta)
+
+
+def _placed(ts: np.ndarray, step: float) -> tuple[float, np.ndarray]:
+    """The grid's start for these times (sorted), and each one's slot on it."""
     start = np.floor(ts[0] / step) * step
-    slots = _grid(ts, start, step)
+    return float(start), _grid(ts, start, step)
+
+
+def _on_grid(slots: np.ndarray, values: np.ndarray) -> np.ndarray:
     series = np.full(int(slots[-1]) + 1, np.nan)
     series[slots] = values  # rows are sorted by ts, so the last sample in a slot wins
-    return Signal(name, kind, float(start), step, series, meta)
+    return series
 
 
 def _numbers(column: pd.Series) -> np.ndarray:

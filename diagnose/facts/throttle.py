@@ -41,8 +41,10 @@ def add_throttle_facts(facts: Facts, dump: Dump) -> None:
     throttled = throttled_rows(busy_rows)
     ids = busy_rows["gpu"].to_numpy() if "gpu" in busy_rows.columns else np.zeros(len(busy_rows), dtype=int)
     worst = _worst_gpu(ids, ratio.to_numpy(dtype="float64"), throttled)
+    if worst is None:  # no row names its GPU: judge them together
+        ids, worst = np.zeros(len(busy_rows), dtype=int), 0
     mine = ids == worst
-    named = f"GPU {worst}" if "gpu" in busy_rows.columns else "the GPU"
+    named = _gpu_name(worst) if "gpu" in busy_rows.columns else "the GPU"
     facts.add("gpu.throttle_gpu", named, f"{source}: the GPU with the most throttled working time")
     cite = f"{source}: sm_clock_mhz / max_sm_clock_mhz of {named} while util_pct >= {BUSY_PCT:.0f}"
     facts.add("gpu.sm_clock_ratio.p50", float(_median(ratio.to_numpy()[mine])), cite)
@@ -82,16 +84,22 @@ def _median(values: np.ndarray) -> float:
     return float(median(finite)) if finite.size else float("nan")
 
 
+def _gpu_name(gpu: object) -> str:
+    """GPU 3, also where a row without an index made the column's numbers floats (3.0)."""
+    return f"GPU {int(gpu)}" if isinstance(gpu, float) and gpu.is_integer() else f"GPU {gpu}"
+
+
 def _worst_gpu(ids: np.ndarray, ratio: np.ndarray, throttled: np.ndarray | None) -> object:
-    """The GPU with the largest throttled share of its working time (without reasons: the lowest clocks)."""
+    """The GPU with the largest throttled share of its working time (without reasons: the lowest clocks);
+    of equals, the first seen; None where no row has a GPU index."""
+    codes, gpus = pd.factorize(ids)  # in the order first seen, as pd.unique
+    order = np.argsort(codes, kind="stable")  # each GPU's rows together: no mask of every row per GPU
+    bounds = np.searchsorted(codes[order], np.arange(len(gpus) + 1))
     best, key = None, None
-    for gpu in pd.unique(ids):
-        mine = ids == gpu
-        candidate = (
-            (float(throttled[mine].mean()), -float(_median(ratio[mine])))
-            if throttled is not None
-            else (0.0, -float(_median(ratio[mine])))
-        )
+    for code, gpu in enumerate(gpus):
+        mine = order[bounds[code] : bounds[code + 1]]
+        share = float(throttled[mine].mean()) if throttled is not None else 0.0
+        candidate = (share, -float(_median(ratio[mine])))
         if key is None or candidate > key:
             best, key = gpu, candidate
     return best.item() if isinstance(best, np.generic) else best
