@@ -69,9 +69,26 @@ def test_a_rule_fires_with_certainty_factor_score(tmp_path):
     rule = _rule(tmp_path)
     (outcome,) = judge([rule], _facts(gpu__util_pct__mean=90.0, host__cpu_pct__mean=75.0))
     assert outcome.status == FIRED
-    # belief = 0.5 + 0.2 * (1 - 0.5) with the second condition at half strength
-    assert outcome.score == pytest.approx(0.6)
+    # the second condition half way up its ramp: strength 0.25 + 0.75 * 0.5; belief 0.5 + 0.4 * 0.625 * 0.5
+    assert outcome.score == pytest.approx(0.625)
     assert [e.text for e in outcome.evidence] == ["GPU at 90%", "CPU at 75%"]
+
+
+def test_a_condition_that_barely_holds_counts_a_quarter_of_its_weight(tmp_path):
+    (outcome,) = judge([_rule(tmp_path)], _facts(gpu__util_pct__mean=90.0, host__cpu_pct__mean=50.0))
+    assert outcome.score == pytest.approx(0.5 + 0.4 * 0.25 * 0.5)
+
+
+def test_a_ramp_that_does_not_start_at_its_conditions_threshold_is_refused(tmp_path):
+    """One threshold per condition: the if's, where the ramp starts; not a second one below it."""
+    text = RULE.replace("ramp(host.cpu_pct.mean, 50, 100)", "ramp(host.cpu_pct.mean, 40, 100)")
+    with pytest.raises(RuleError) as error:
+        _rule(tmp_path, text)
+    assert error.value.field == "conditions.hot.strength"
+    assert (
+        "one threshold per condition" in error.value.problem
+        and "host.cpu_pct.mean with 50" in error.value.problem
+    )
 
 
 def test_contrary_evidence_lowers_the_score(tmp_path):

@@ -86,6 +86,32 @@ def names(node: Node) -> set[str]:
     return found
 
 
+def thresholds(node: Node) -> dict[str, set[float]]:
+    """Each fact the expression compares with a number (``x >= 0.3``, ``0.3 <= x``): the numbers."""
+    found: dict[str, set[float]] = {}
+    if node.op in ("<", "<=", ">", ">=") and len(node.args) == 2:
+        left, right = node.args
+        for name, number in ((left, right), (right, left)):
+            if name.op == "name" and number.op == "num":
+                found.setdefault(str(name.value), set()).add(float(number.value))
+    for arg in node.args:
+        for name, numbers in thresholds(arg).items():
+            found.setdefault(name, set()).update(numbers)
+    return found
+
+
+def ramps(node: Node) -> list[tuple[str, float, float]]:
+    """Every ``ramp(fact, start, full)`` in the expression with a fact and two numbers."""
+    found = []
+    if node.op == "call" and node.value == "ramp":
+        fact, start, full = node.args
+        if fact.op == "name" and start.op == "num" and full.op == "num":
+            found.append((str(fact.value), float(start.value), float(full.value)))
+    for arg in node.args:
+        found += ramps(arg)
+    return found
+
+
 def evaluate(node: Node, lookup: Mapping[str, Value]) -> Value:
     op = node.op
     if op in ("num", "str", "bool"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from diagnose.facts.catalogue import CATALOGUE
+from diagnose.judge.engine import HOLDING_STRENGTH
 from diagnose.judge.rules import Condition, Rule
 
 
@@ -36,7 +37,8 @@ def rule_page(rule: Rule) -> str:
 def _conditions(conditions: tuple[Condition, ...]) -> list[str]:
     rows = ["| condition | holds when | weight | says |", "|---|---|---:|---|"]
     for c in conditions:
-        strength = f" x `{c.strength_text}`" if c.strength_text else ""
+        held = f"{HOLDING_STRENGTH:g} + {1 - HOLDING_STRENGTH:g} x `{c.strength_text}`"  # see judge/engine.py
+        strength = f" x ({held})" if c.strength_text else ""
         says = " ".join(c.evidence.text.split()).replace("|", "\\|")
         rows.append(f"| `{c.name}` | `{c.test_text}` | {c.weight:g}{strength} | {says} |")
     return [*rows, ""]

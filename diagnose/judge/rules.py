@@ -192,8 +192,23 @@ def _conditions(raw: object, field: str, fail) -> tuple[Condition, ...]:
             _typed(
                 condition.strength, facts, types.NUMBER, condition.strength_text, f"{where}.strength", fail
             )
+            _one_threshold(condition, f"{where}.strength", fail)
         built.append(condition)
     return tuple(built)
+
+
+def _one_threshold(condition: Condition, where: str, fail) -> None:
+    """A ramp over a fact that the condition's ``if`` compares starts at that threshold: the one number
+    that says where the evidence begins to count (see judge/engine.py: its strength there)."""
+    compared = expr.thresholds(condition.test)
+    for fact, start, _ in expr.ramps(condition.strength):
+        if fact in compared and start not in compared[fact]:
+            at = " or ".join(f"{t:g}" for t in sorted(compared[fact]))
+            raise fail(
+                where,
+                f"one threshold per condition: `if` compares {fact} with {at}, so its ramp starts there "
+                f"(ramp({fact}, {at}, ...)), not at {start:g}",
+            )
 
 
 _FACT_TYPES = {name: types.fact_type(spec.unit) for name, spec in CATALOGUE.items()}
