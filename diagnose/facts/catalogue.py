@@ -152,7 +152,19 @@ CATALOGUE: dict[str, FactSpec] = {
     "host.swap_throughput_ratio": FactSpec(
         "factor", "system: swap rates and requests", "requests per second while swapping / otherwise"
     ),
-    "host.rss_growth.bytes": FactSpec("bytes", "processes: rss_bytes", "largest growth of one process's RSS"),
+    "host.paging_in_spikes_share": FactSpec(
+        "ratio",
+        "system: swap_in_per_s or swap_out_per_s, and latency episodes",
+        "the latency episodes' seconds in which the host paged",
+    ),
+    "host.paging_in_spikes_p_value": FactSpec(
+        "p",
+        "system: swap_in_per_s or swap_out_per_s, and latency episodes",
+        "how often the latency episodes, shifted in time at random, catch as much paging",
+    ),
+    "host.rss_growth.bytes": FactSpec(
+        "bytes", "processes: rss_bytes", "largest growth of one process's RSS, to its peak"
+    ),
     "host.rss_growth.pid": FactSpec("id", "processes: rss_bytes", "the process whose RSS grew most"),
     "host.rss_growth.process": FactSpec(
         "name", "processes: rss_bytes", "that process as the report names it (pid or process-exporter group)"

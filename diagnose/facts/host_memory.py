@@ -1,4 +1,7 @@
-"""Host memory pressure: does the host swap, does throughput collapse, whose memory grew?"""
+"""Host memory pressure: does the host swap, does throughput collapse, whose memory grew?
+
+Whether the host paged *while latency spiked* is read with the spike analysis (facts/spikes.py).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from diagnose.dump.processes import describe, process_ids
 from diagnose.facts.model import Facts
 from diagnose.facts.process_identity import add_process_identity
 
-_PAGING_BYTES_PER_S = 1 << 20  # 1 MiB/s of swap traffic counts as swapping
+PAGING_BYTES_PER_S = 1 << 20  # 1 MiB/s of swap traffic counts as swapping
 
 
 def add_host_memory_facts(facts: Facts, dump: Dump) -> None:
@@ -27,7 +30,7 @@ def add_host_memory_facts(facts: Facts, dump: Dump) -> None:
     traffic, cite = _swap_traffic(system, source)
     if traffic is None:
         return
-    paging = (traffic >= _PAGING_BYTES_PER_S).to_numpy()
+    paging = (traffic >= PAGING_BYTES_PER_S).to_numpy()
     facts.add("host.swapping_share", float(paging.mean()), cite)
     facts.add("host.swap_traffic_per_s.p95", float(np.percentile(traffic, 95)), cite)
     _add_throughput_during_paging(facts, dump, system["ts"].to_numpy(), paging)
@@ -72,9 +75,12 @@ def _add_rss_growth(facts: Facts, dump: Dump) -> None:
     known = ids.notna() & rss.notna()
     if not known.any():
         return
-    growth = rss[known].groupby(ids[known]).agg(lambda values: values.iloc[-1] - values.iloc[0])
+    # To its peak, not its last sample: a process that filled the host's memory may end swapped out or
+    # killed (a testbed job holding 24 GB was last seen at 0 bytes), and its peak is what pushed others out.
+    by_process = rss[known].groupby(ids[known])
+    growth = by_process.max() - by_process.first()
     pid = growth.idxmax()
     who = describe(processes, ids, pid)
-    cite = f"{dump.source('processes')}: rss_bytes of {who}, first to last sample"
+    cite = f"{dump.source('processes')}: rss_bytes of {who}, first sample to its peak"
     facts.add("host.rss_growth.bytes", float(growth[pid]), cite)
     add_process_identity(facts, "host.rss_growth", processes, ids, pid, who, cite)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from diagnose.detect import SpikeAnalysis
-from diagnose.detect.alignment import SHIFTS, Alignment
+from diagnose.detect.alignment import LOCK_WIDTH_S, MAX_LAG_S, SHIFTS, Alignment
 from diagnose.dump.processes import group_label
+from diagnose.facts.host_memory import PAGING_BYTES_PER_S
 from diagnose.facts.model import Facts
 from diagnose.units import human_bytes
 
 _THROUGHPUT = "requests.throughput_rps"
+_PAGING = ("system.swap_in_per_s", "system.swap_out_per_s")
 
 
 def add_spike_facts(facts: Facts, analysis: SpikeAnalysis) -> None:
@@ -34,6 +36,7 @@ def add_spike_facts(facts: Facts, analysis: SpikeAnalysis) -> None:
         facts.add("spikes.latency.period_jitter_s", period.jitter_s, cite_period)
         facts.add("spikes.latency.period_p_value", period.p_value, cite_period)
     _add_throughput(facts, analysis, spikes)
+    _add_paging(facts, analysis, spikes)
     colocated = _colocated(analysis)
     if colocated is not None:
         _add_colocated(facts, analysis, colocated)
@@ -62,6 +65,52 @@ def _add_throughput(facts: Facts, analysis: SpikeAnalysis, spikes: list) -> None
         facts.add("spikes.throughput.change", float(during / rest), cite)
     match = next((a for a in analysis.alignments if a.b == _THROUGHPUT), None)
     facts.add("spikes.throughput.coincidence", match.coincidence if match else 0.0, cite)
+
+
+def _add_paging(facts: Facts, analysis: SpikeAnalysis, spikes: list) -> None:
+    """Did the host page while latency spiked? A swap storm can last seconds of a long recording (too
+    few for a share of the time to say much) and still make the worst latency of it.
+
+    The share of the episodes' seconds with swap traffic, and its significance by the alignment's null
+    (detect/alignment.py): the episodes shifted around the recording by random offsets, which keeps
+    their number and lengths but breaks any link in time with the paging.
+    """
+    signals = [analysis.findings[name].signal for name in _PAGING if name in analysis.findings]
+    if not signals:
+        return
+    first = signals[0]
+    traffic = sum(
+        np.nan_to_num(s.values)
+        for s in signals
+        if (s.start, s.step, s.values.size) == (first.start, first.step, first.values.size)
+    )
+    paging = traffic >= PAGING_BYTES_PER_S
+    times = first.times()
+    inside = np.zeros(times.size, dtype=bool)
+    for episode in spikes:
+        inside |= (times >= episode.start) & (times < episode.end)
+    if not inside.any() or inside.all():
+        return
+    observed = int(paging[inside].sum())
+    cite = f"{', '.join(s.name for s in signals)} inside the latency episodes of {analysis.reference}"
+    facts.add("host.paging_in_spikes_share", observed / int(inside.sum()), cite)
+    facts.add("host.paging_in_spikes_p_value", _shifted_p_value(paging, inside, observed, first.step), cite)
+
+
+def _shifted_p_value(paging: np.ndarray, inside: np.ndarray, observed: int, step: float) -> float:
+    """Share of circular shifts of ``inside`` (beyond the alignment's lag search) that catch at least
+    ``observed`` paging samples, counted from cumulative sums: no copy of the series per shift."""
+    n = inside.size
+    shortest = int(np.ceil(2 * (MAX_LAG_S + LOCK_WIDTH_S) / step))
+    if n <= 2 * shortest or observed == 0:
+        return 1.0
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], inside.astype(np.int8), [0]))))
+    starts, ends = edges[::2], edges[1::2]
+    offsets = np.random.default_rng(0).integers(shortest, n - shortest, SHIFTS)
+    counted = np.concatenate(([0], np.cumsum(np.concatenate((paging, paging)))))  # the circle, twice
+    lo = (starts[None, :] + offsets[:, None]) % n
+    caught = (counted[lo + (ends - starts)[None, :]] - counted[lo]).sum(axis=1)
+    return float((1 + np.sum(caught >= observed)) / (1 + SHIFTS))
 
 
 def _colocated(analysis: SpikeAnalysis) -> Alignment | None:
