@@ -748,12 +748,12 @@ def _run_file(args: argparse.Namespace) -> int:
     helper_process = launch.start_for_files(args.dump)
     try:
         from diagnose.pipeline import analyse_path
-    except BaseException:
+        from diagnose.report import RENDERERS
+        from diagnose.report.evidence_lines import dead_source_lines
+    except BaseException:  # the analysis takes the helper over below; until then it is ours to stop
         if helper_process is not None:
             helper_process.kill()
         raise
-    from diagnose.report import RENDERERS
-    from diagnose.report.evidence_lines import dead_source_lines
 
     dump, analysis = analyse_path(
         args.dump,

@@ -84,10 +84,9 @@ def iter_signals(dump: Dump, server_pids: set[int] | None = None) -> Iterator[Ba
         columns = {c: _numbers(gpu[c]) for c in _GPU_COLUMNS if c in gpu.columns}
         for index, rows in _rows_by_gpu(gpu["gpu"]):
             start, slots = _placed(ts[rows], step)  # one GPU's samples: one grid for all its columns
-            meta = {"gpu": index}
             signals = [
-                Signal(f"gpu.{c}[gpu={index}]", "gpu", start, step, _on_grid(slots, values[rows]), dict(meta))
-                for c, values in columns.items()
+                Signal(f"gpu.{c}[gpu={index}]", "gpu", start, step, _on_grid(slots, v[rows]), {"gpu": index})
+                for c, v in columns.items()
             ]
             yield (2, index), kept(signals)
     for position, (table, columns) in enumerate(_PROCESS_COLUMNS.items()):

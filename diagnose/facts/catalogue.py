@@ -221,6 +221,9 @@ CATALOGUE: dict[str, FactSpec] = {
     ),
     "spikes.colocated.lag_s": FactSpec("s", _COLOCATED, "its episode start minus the latency episode's"),
     "spikes.colocated.footprint": FactSpec("name", _COLOCATED, "how much it rises in its episodes"),
+    "spikes.colocated.cpu_rise_pct": FactSpec(
+        "pct", _COLOCATED, "how much its CPU rises in its episodes, in percent of one core"
+    ),
     "queue.wait_growth": FactSpec("factor", _QUEUE, "queue wait in the busiest quarter / the quietest"),
     "queue.knee_rps": FactSpec("rps", _QUEUE, "lowest arrival rate at which queue wait doubled"),
     "queue.recommended_rps": FactSpec("rps", _QUEUE, "70 % of the knee: an operating point with headroom"),
