@@ -761,7 +761,7 @@ def _run_file(args: argparse.Namespace) -> int:
         slo_p99_ms=args.slo_p99_ms,
         tz=args.tz,
         window_s=window_s,
-        helper_process=helper_process,
+        helper=helper_process if helper_process is not None else False,  # the files were checked above
     )
     report = analysis.report
     if output_format == "text":

@@ -43,26 +43,30 @@ def analyse_path(
     slo_p99_ms: float | None = None,
     tz: str | None = None,
     window_s: float | None = None,
-    helper_process: subprocess.Popen | None = None,
+    helper: subprocess.Popen | bool = True,
 ) -> tuple[Dump, Analysis]:
     """The dump as read (and cut to the window) and its analysis: what pictures are drawn from.
 
-    A big dump's spike search is shared with a helper process (detect/helper.py): ``helper_process``
-    is one the caller started early (detect/launch.py), else one starts here if the files are big.
+    A big dump's spike search is shared with a helper process (detect/helper.py). ``helper``: one the
+    caller started early (detect/launch.py); True to start one here if the files are big; False when
+    the caller already found them small. Either way one may start once the dump proves big.
     """
-    process = helper_process or launch.start_for_files(dump_path)
-    helper = SpikeHelper(process) if process is not None else None
+    if isinstance(helper, subprocess.Popen):
+        process = helper
+    else:
+        process = launch.start_for_files(dump_path) if helper else None
+    spike_helper = SpikeHelper(process) if process is not None else None
     try:
         rules = load_rules(rules_dir or default_rules_dir())
         dump = load_dump(dump_path, tz=tz)
     except BaseException:
-        if helper is not None:
-            helper.close()
+        if spike_helper is not None:
+            spike_helper.close()
         raise
     span = dump.span()
     if window_s is not None and span is not None:
         dump = dump.between(span[1] - window_s, span[1])
-    return dump, analyse_dump(dump, rules, slo_p99_ms, helper=helper or True)
+    return dump, analyse_dump(dump, rules, slo_p99_ms, helper=spike_helper or True)
 
 
 def analyse_dump(

@@ -171,7 +171,7 @@ def test_diagnose_file_starts_the_helper_before_it_imports_pandas():
         "launch.start_for_files = lambda path: seen.append('pandas' in sys.modules)\n"
         "from diagnose.cli import main\n"
         f"code = main(['file', {str(FIXTURE)!r}, '--format', 'json', '-o', {os.devnull!r}])\n"
-        "print(code, seen[0])\n"  # the pipeline asks again when none was started: a small dump's files
+        "print(code, seen[0])\n"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip().splitlines()[-1] == "0 False", result.stderr
