@@ -13,6 +13,7 @@ import traceback
 from pathlib import Path
 
 from diagnose import __version__
+from diagnose.blas import use_one_thread
 from diagnose.errors import DiagnoseError, ExitCode, InputError
 from diagnose.heap import reuse_freed_memory
 
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return ExitCode.BAD_INPUT
     reuse_freed_memory()
+    use_one_thread()
     try:
         return args.handler(args)
     except DiagnoseError as error:
@@ -320,12 +322,20 @@ def _run_compare(args: argparse.Namespace) -> int:
         if not Path(path).exists():
             raise InputError(f"{path}: no such file or folder")
     output_format = _output_format(args)
-    from diagnose.compare.verdict import parse_gate
+    from diagnose.compare import parallel
 
-    tolerances = parse_gate(args.fail_on_regression) if args.fail_on_regression is not None else None
-    from diagnose.compare import compare_evidence, measure_both, measure_path
-    from diagnose.compare.render import render
-    from diagnose.compare.verdict import gate
+    # Before the analysis stack is imported, so that the second process's imports overlap this one's.
+    second = parallel.start_if_worth_it(args.dumps[0], args.rules, args.tz) if args.baseline is None else None
+    try:
+        from diagnose.compare import compare_evidence, measure_both, measure_path
+        from diagnose.compare.render import render
+        from diagnose.compare.verdict import gate, parse_gate
+
+        tolerances = parse_gate(args.fail_on_regression) if args.fail_on_regression is not None else None
+    except BaseException:  # measure_both takes the process over below; until then it is ours to stop
+        if second is not None:
+            second.stop()
+        raise
 
     if args.baseline is not None:
         from diagnose.archive import Archive, default_path
@@ -334,7 +344,9 @@ def _run_compare(args: argparse.Namespace) -> int:
             before = archive.evidence(args.baseline)
         after, after_requests = measure_path(args.dumps[0], args.rules, args.tz, salt=1)
     else:
-        before, after, after_requests = measure_both(args.dumps[0], args.dumps[1], args.rules, args.tz)
+        before, after, after_requests = measure_both(
+            args.dumps[0], args.dumps[1], args.rules, args.tz, second=second or False
+        )
     comparison = compare_evidence(before, after, after_requests)
     trips, absent = gate(tolerances, comparison.figures, comparison.traffic) if tolerances else ([], [])
     pictures = None

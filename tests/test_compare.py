@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -341,12 +344,12 @@ def test_a_before_side_measured_in_a_second_process_gives_the_same_comparison(mo
     original = parallel.subprocess.Popen
     monkeypatch.setattr(parallel.subprocess, "Popen", lambda *a, **k: started.append(a) or original(*a, **k))
     assert compare_dumps(before, after).to_dict() == here
-    assert len(started) == 1 and "diagnose.compare.parallel" in started[0][0]
+    assert len(started) == 1 and "diagnose.compare.side_process" in started[0][0]
 
 
 def test_evidence_survives_its_json_form(run_cli):
     from diagnose.compare import measure_path
-    from diagnose.compare.parallel import from_json, to_json
+    from diagnose.compare.side_process import from_json, to_json
 
     evidence, _ = measure_path(str(PAIRS / "no-change" / "before"))
     again = from_json(json.loads(json.dumps(to_json(evidence))))
@@ -367,3 +370,27 @@ def test_a_second_process_that_fails_costs_only_time(monkeypatch):
     monkeypatch.setattr(parallel, "MIN_BYTES", 0)
     monkeypatch.setattr(parallel.sys, "executable", "/bin/false")
     assert compare_dumps(before, after).to_dict() == expected
+
+
+def test_the_second_process_launcher_needs_only_the_standard_library():
+    probe = "import sys, diagnose.compare.parallel; print(sorted({'numpy', 'pandas'} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_diagnose_compare_starts_the_second_process_before_it_imports_pandas():
+    """So that the two processes' imports overlap: the before side is then ready as soon as the after side."""
+    before, after = str(PAIRS / "no-change" / "before"), str(PAIRS / "no-change" / "after")
+    probe = (
+        "import sys\n"
+        "import diagnose.compare.parallel as parallel\n"
+        "seen = []\n"
+        "start = parallel.start_if_worth_it\n"
+        "parallel.MIN_BYTES = 0\n"
+        "parallel.start_if_worth_it = lambda *a: seen.append('pandas' in sys.modules) or start(*a)\n"
+        "from diagnose.cli import main\n"
+        f"code = main(['compare', {before!r}, {after!r}, '--format', 'json', '-o', {os.devnull!r}])\n"
+        "print(code, seen)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=180)
+    assert result.stdout.strip().splitlines()[-1] == "0 [False]", result.stderr

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from diagnose.blas import one_thread_environment
+
 # Before the dump is read: table files this big may hold enough rows for the helper to pay for itself
 # (Parquet packs a 1 Hz row in 10-30 bytes); it is closed once the dump proves smaller.
 MIN_TABLE_BYTES = 4 * 2**20
@@ -61,7 +63,8 @@ def usable_cpus() -> int:
 
 
 def _with_this_package(environ: Mapping[str, str]) -> dict[str, str]:
-    """The environment, with this copy of diagnose first on the path: the helper runs the same code."""
+    """The environment, with this copy of diagnose first on the path (the helper runs the same code)
+    and one BLAS thread, since the helper works beside this process."""
     root = str(Path(__file__).resolve().parents[2])
     paths = [root, *filter(None, environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return {**environ, "PYTHONPATH": os.pathsep.join(paths)}
+    return {**one_thread_environment(environ), "PYTHONPATH": os.pathsep.join(paths)}
