@@ -24,6 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from diagnose.errors import InputError  # noqa: E402
+from diagnose.units import parse_duration  # noqa: E402
 from testbed.scenarios import SCENARIOS  # noqa: E402
 
 
@@ -31,7 +33,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--duration", help="length of every run (default: each scenario's own)")
+    parser.add_argument(
+        "--duration",
+        help="length of every run, in seconds or as 4m (default: each scenario's own); never shorter than "
+        "a scenario's minimum (co-located-contention's job recurs every 90-300 s: 10 minutes)",
+    )
     parser.add_argument("--seeds", type=int, default=1, help="runs of each scenario, with different seeds")
     parser.add_argument("--only", nargs="+", metavar="SCENARIO", help="run only these")
     parser.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
@@ -40,6 +46,10 @@ def main() -> None:
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         parser.error(f"unknown scenarios: {', '.join(unknown)}")
+    try:
+        duration_s = parse_duration(args.duration) if args.duration else None
+    except InputError as error:
+        parser.error(f"--duration: {error}")
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-testbed-"))
     out.mkdir(parents=True, exist_ok=True)
     for name in names:
@@ -50,8 +60,8 @@ def main() -> None:
             folder = out / f"{name}-s{seed}"
             command = [sys.executable, "-m", "testbed", "run", name, "--out", str(folder)]
             command += ["--seed", str(seed)]
-            if args.duration:
-                command += ["--duration", args.duration]
+            if duration_s is not None:
+                command += ["--duration", f"{max(duration_s, SCENARIOS[name].min_duration_s):g}s"]
             began = time.monotonic()
             done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
             took = time.monotonic() - began

@@ -42,6 +42,7 @@ _METRICS_MAP = ",".join(
         "testbed_running=running",
         "testbed_batch_size=batch_size",
         "testbed_requests=throughput_rps",
+        "testbed_generated_tokens=tokens_per_s",
         "testbed_request_latency_seconds=e2e_ms",
     )
 )
@@ -260,6 +261,9 @@ class _Injector:
         elif scenario.profile_at is not None:
             await asyncio.sleep(scenario.profile_at * self._duration)
             await self._profile()
+        elif scenario.hang_at is not None:
+            await asyncio.sleep(scenario.hang_at * self._duration)
+            await self._hang()
         elif scenario.job_period_s is not None:
             await self._jobs()
         elif "swap" in scenario.tags:
@@ -275,6 +279,12 @@ class _Injector:
 
     async def _profile(self) -> None:
         await asyncio.to_thread(_post, f"http://127.0.0.1:{self._port}/start_profile", b"")
+
+    async def _hang(self) -> None:
+        seconds = self._scenario.hang_seconds
+        began = time.time()
+        await asyncio.to_thread(_post, f"http://127.0.0.1:{self._port}/fault/hang?seconds={seconds:g}", b"")
+        self.fault_windows.append((began, began + seconds))
 
     async def _jobs(self) -> None:
         low, high = self._scenario.job_period_s

@@ -24,10 +24,15 @@ class Scenario:
     length_factor: float = 1.0
     restart_at: float | None = None  # fraction of the run where the service is restarted
     profile_at: float | None = None  # fraction of the run where the service's profiler is switched on
+    hang_at: float | None = None  # fraction of the run where the model's step hangs
+    hang_seconds: float = 90.0
     job_period_s: tuple[float, float] | None = None  # the co-located job's period, jittered in this range
     job_seconds: tuple[float, float] = (10.0, 20.0)
     fault_from: float = 0.0  # fraction of the run from which the fault is on (truth.yaml)
     default_duration_s: float = 300.0
+    # A benchmark run no shorter than this: a recurring fault needs a few occurrences in the recording
+    # before its alignment with the latency can be told from coincidence.
+    min_duration_s: float = 0.0
     tags: tuple[str, ...] = field(default_factory=tuple)
 
     def unavailable(self) -> str | None:
@@ -56,6 +61,7 @@ SCENARIOS: dict[str, Scenario] = {
             rate_rps=8,
             job_period_s=(90.0, 300.0),
             default_duration_s=600.0,
+            min_duration_s=600.0,
         ),
         Scenario(
             "cold-start-contamination",
@@ -110,6 +116,14 @@ SCENARIOS: dict[str, Scenario] = {
             rate_rps=8,
             profile_at=0.5,
             fault_from=0.5,
+        ),
+        Scenario(
+            "engine-stall",
+            "engine-stall",
+            "half-way, a thread holds the model's lock for 90 s while it waits on a peer that never "
+            "answers: requests stay running, nothing is generated, the service's watchdog says so",
+            rate_rps=8,
+            hang_at=0.5,
         ),
         Scenario(
             "memory-swapping",

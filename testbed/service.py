@@ -9,7 +9,10 @@ ranked highest at the last position. ``GET /metrics`` is Prometheus text
 (``prometheus_client``), ``GET /health`` says whether it is up, and ``POST
 /start_profile`` turns a deterministic profiler (``cProfile``) on in every
 thread, as serving engines' endpoints of that name do, and says so in the
-service's log.
+service's log. A watchdog thread says in that log when a model step has not
+returned for 60 s, as serving engines' watchdogs do; ``POST /fault/hang``
+injects such a stall (a thread holding the model's lock while it waits on a
+peer that never answers).
 
 Each request is one JSON line in the dump format's ``requests`` columns. The
 client's send time (header ``x-sent-at``, epoch seconds; client and service
@@ -27,6 +30,7 @@ import asyncio
 import cProfile
 import json
 import os
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +49,9 @@ from testbed.model import MAX_LEN, Model
 from testbed.tokenizer import TextCodec, train
 
 MAX_ANSWER_TOKENS = 64
+# A model step running longer is reported, as serving engines' watchdogs do: vLLM's default iteration
+# timeout. Well above this service's longest real step (a batch of 64 long prompts: 20-30 s).
+WATCHDOG_S = 60.0
 
 LATENCY = Histogram(
     "testbed_request_latency_seconds",
@@ -54,6 +61,7 @@ LATENCY = Histogram(
 REQUESTS = Counter("testbed_requests", "Requests answered", ["status"])
 WAITING = Gauge("testbed_queue_depth", "Requests waiting for the model")
 RUNNING = Gauge("testbed_running", "Requests in the model now")
+TOKENS = Counter("testbed_generated_tokens", "Answer tokens generated")
 BATCH = Histogram("testbed_batch_size", "Requests per model call", buckets=(1, 2, 4, 8, 16, 32, 64))
 
 
@@ -82,6 +90,8 @@ class Service:
     _init_lock: threading.Lock = field(default_factory=threading.Lock)
     _queue: asyncio.Queue | None = None
     _log_lock: threading.Lock = field(default_factory=threading.Lock)
+    _step_lock: threading.Lock = field(default_factory=threading.Lock)  # held by the model's step
+    _step_began: float | None = None  # monotonic start of the model step now running
 
     def __post_init__(self) -> None:
         start = self._start_profiler if self.settings.profile else None
@@ -90,6 +100,7 @@ class Service:
         self._log = self.settings.log.open("a", encoding="utf-8", buffering=1)
         if self.settings.profile:
             self._start_profiler()  # the event loop's thread too
+        threading.Thread(target=self._watchdog, name="watchdog", daemon=True).start()
 
     @staticmethod
     def _start_profiler() -> None:
@@ -147,10 +158,47 @@ class Service:
         """The forward, with the waiting and running gauges moved as the batch leaves one for the other."""
         WAITING.dec(len(batch))
         RUNNING.inc(len(batch))
+        self._step_began = time.monotonic()
         try:
-            return self.forward(batch)
+            with self._step_lock:
+                return self.forward(batch)
         finally:
+            self._step_began = None
             RUNNING.dec(len(batch))
+
+    def _watchdog(self) -> None:
+        """Say once per step when the model's step has not returned for WATCHDOG_S, as engines' do."""
+        reported = None
+        while True:
+            time.sleep(1.0)
+            began = self._step_began
+            if began is not None and began != reported and time.monotonic() - began >= WATCHDOG_S:
+                reported = began
+                print(
+                    f"{time.strftime('%Y-%m-%d %H:%M:%S')} Watchdog timeout: the model step has not "
+                    f"returned for {WATCHDOG_S:.0f} s",
+                    flush=True,
+                )
+
+    def hang(self, seconds: float) -> None:
+        """Fault: a helper thread takes the model's lock, then waits on a peer that never answers.
+
+        As an exporter or checkpoint thread that holds the engine's lock while blocked on a dead
+        connection: the model's next step waits for the lock, requests stay running, nothing is
+        generated, until the socket's timeout lets go.
+        """
+
+        def stuck() -> None:
+            ours, peer = socket.socketpair()
+            with self._step_lock, ours, peer:
+                ours.settimeout(seconds)
+                try:
+                    ours.recv(1)  # the peer never writes
+                except TimeoutError:
+                    pass
+
+        threading.Thread(target=stuck, name="exporter", daemon=True).start()
+        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} exporter: connecting to the metrics sink", flush=True)
 
     def _batch_queue(self) -> asyncio.Queue:
         if self._queue is None:
@@ -232,6 +280,7 @@ def make_app(service: Service) -> Starlette:
             )
             if "batch_wait" in times:
                 record["stage_batch_wait_ms"] = _ms(times["batch_wait"])
+            TOKENS.inc(len(answer))
             response: Response = JSONResponse({"text": text, "tokens": len(answer)})
         except (ValueError, TypeError, AttributeError) as error:
             status, code = "error", 400
@@ -242,6 +291,11 @@ def make_app(service: Service) -> Starlette:
         LATENCY.observe(latency)
         REQUESTS.labels(status).inc()
         return response
+
+    async def fault_hang(request: Request) -> Response:
+        seconds = _float(request.query_params.get("seconds"), 90.0)
+        service.hang(seconds)
+        return JSONResponse({"hanging_s": seconds})
 
     async def start_profile(_: Request) -> Response:
         await service.start_profiling()
@@ -257,6 +311,7 @@ def make_app(service: Service) -> Starlette:
         routes=[
             Route("/generate", generate, methods=["POST"]),
             Route("/start_profile", start_profile, methods=["POST"]),
+            Route("/fault/hang", fault_hang, methods=["POST"]),
             Route("/metrics", metrics),
             Route("/health", health),
         ]

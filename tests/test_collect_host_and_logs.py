@@ -168,6 +168,21 @@ def test_oom_and_xid_lines_become_events():
     assert events[1]["xid"] == 79
 
 
+def test_engine_stalls_and_deaths_become_events_as_the_vllm_importer_reads_them():
+    """Seen live by the recorder, a stall is the same event as in a log given to diagnose file."""
+    lines = [
+        "ERROR 12-03 10:00:00 [core.py:400] Engine iteration timed out. This should never happen!",
+        "[2025-06-01 10:00:00] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+        "[rank0]:[E ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.",
+        "INFO watchdog started with a timeout of 300 s",  # configuring a watchdog is no stall
+    ]
+    events = events_from_lines(lines, 10.0, "server.log")
+    assert [e["kind"] for e in events] == ["engine_stall"] * 3 + ["engine_dead"]
+    assert events[1]["message"].startswith("[2025-06-01 10:00:00] Scheduler watchdog timeout")
+
+
 VLLM_1 = """# TYPE vllm:num_requests_waiting gauge
 vllm:num_requests_waiting{model="a"} 3
 vllm:num_requests_waiting{model="b"} 1

@@ -1,4 +1,5 @@
-"""Events from log lines: PyTorch CUDA OOM messages, NVIDIA Xid errors, and profilers started or stopped.
+"""Events from log lines: PyTorch CUDA OOM messages, NVIDIA Xid errors, profilers started or stopped,
+and serving engines that stalled or died (diagnose/engine_failures.py).
 
 A profiler line is one that names a profiler (or profiling) and says it
 started or stopped: vLLM's ``Profiler started.`` after ``POST /start_profile``,
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from diagnose.engine_failures import engine_failure_kind
 from diagnose.oom import is_oom_message
 
 _XID = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
@@ -25,7 +27,7 @@ def events_from_lines(lines: list[str], ts: float, source: str) -> list[dict]:
         if is_oom_message(line):
             events.append({"ts": ts, "kind": "oom", "message": line.strip(), "source": source})
             continue
-        if (kind := _profiler_kind(line)) is not None:
+        if (kind := engine_failure_kind(line) or _profiler_kind(line)) is not None:
             events.append({"ts": ts, "kind": kind, "message": line.strip(), "source": source})
             continue
         match = _XID.search(line)

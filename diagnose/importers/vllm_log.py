@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from diagnose.engine_failures import STALLED, VLLM_DEAD, VLLM_STALLED
 from diagnose.importers.base import Imported, Importer, file_time, read_text, zone_note
 from diagnose.importers.oom_log import oom_events
 from diagnose.importers.stamps import engine_stamp
@@ -51,13 +52,6 @@ _STARTUP = re.compile(
     r"|larger than the maximum number of tokens that can be stored in KV cache"
 )
 # An engine step that never came back (V0's watchdog; V1's engine core stops answering).
-_STALLED = re.compile(
-    r"Engine iteration timed out|EngineCore (?:has )?not responded|engine core .*not responding"
-)
-_DEAD = re.compile(
-    r"MQLLMEngine is already dead|Engine background task failed|AsyncEngineDeadError|EngineDeadError"
-    r"|EngineCore encountered a fatal error"
-)
 # An engine that never served: a configuration or memory problem at start-up, not a stall in service.
 _FAILED_START = re.compile(r"EngineCore failed to start|Engine core initialization failed")
 # The server (re)starting, and the end of its warm-up (profiling, KV cache, torch.compile, CUDA graphs).
@@ -80,7 +74,7 @@ class VllmLogImporter(Importer):
 
     def recognise(self, head: str) -> bool:
         markers = ("Avg generation throughput:", "is preempted by PreemptionMode")
-        patterns = (_STARTUP, _STALLED, _DEAD, _FAILED_START, _STARTED, _WARMED_UP)
+        patterns = (_STARTUP, VLLM_STALLED, VLLM_DEAD, _FAILED_START, _STARTED, _WARMED_UP)
         return any(m in head for m in markers) or any(p.search(head) for p in patterns)
 
     def read(self, path: Path, tz: str | None = None) -> Imported:
@@ -98,8 +92,8 @@ class VllmLogImporter(Importer):
             ts = engine_stamp(line, default_year, tz)
             for pattern, kind in (
                 (_STARTUP, "kv_cache_config"),
-                (_STALLED, "engine_stall"),
-                (_DEAD, "engine_dead"),
+                (STALLED, "engine_stall"),
+                (VLLM_DEAD, "engine_dead"),
                 (_FAILED_START, "engine_start_failed"),
                 (_STARTED, "restart"),
                 (_WARMED_UP, "warmup_end"),
