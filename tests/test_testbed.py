@@ -54,6 +54,20 @@ def test_the_model_answers_one_row_of_logits_per_sequence():
     assert np.isfinite(logits).all()
 
 
+def test_the_hang_fault_holds_the_models_step_until_its_peer_times_out(tmp_path):
+    """A real wait on the model's lock: the stuck thread takes it, and lets go when its peer times out."""
+    from testbed.service import Service, Settings
+
+    service = Service(Settings(log=tmp_path / "requests.jsonl"))
+    service.hang(2.0)
+    deadline = time.monotonic() + 30
+    while not service._step_lock.locked() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert service._step_lock.locked(), "the stuck thread never took the model's lock"
+    assert service._step_lock.acquire(timeout=30), "the lock was never released"
+    service._step_lock.release()
+
+
 def test_the_load_keeps_the_planned_rate_and_its_story(tmp_path):
     steady = schedule(LoadPlan(600, 10))
     assert 0.85 * 6000 < len(steady) < 1.15 * 6000
