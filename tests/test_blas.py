@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 import diagnose.cli as cli
-import diagnose.detect.launch as launch
 from diagnose.blas import one_thread_environment
+from diagnose.children import child_environment
 
 
 def test_one_thread_where_the_environment_says_nothing():
@@ -25,8 +25,8 @@ def _environment_without_blas_settings() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
 
 
-def test_the_spike_helper_gets_one_thread():
-    assert launch._with_this_package(_environment_without_blas_settings())["OPENBLAS_NUM_THREADS"] == "1"
+def test_the_processes_diagnose_starts_get_one_thread():
+    assert child_environment(_environment_without_blas_settings())["OPENBLAS_NUM_THREADS"] == "1"
 
 
 def test_the_cli_sets_one_thread_for_itself_and_its_children(monkeypatch, capsys):

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from diagnose.blas import one_thread_environment
+from diagnose.children import child_environment, usable_cpus
 
 if TYPE_CHECKING:
     from diagnose.compare.evidence import Evidence
@@ -32,7 +32,7 @@ MIN_BYTES = 16 * 2**20
 
 
 def worth_it(path: str) -> bool:
-    if len(os.sched_getaffinity(0)) < 2:
+    if usable_cpus() < 2:
         return False
     target = Path(path)
     files = [target] if target.is_file() else [p for p in target.rglob("*") if p.is_file()]
@@ -61,13 +61,8 @@ class Elsewhere:
         ]
         command += ["--rules", str(rules_dir)] if rules_dir else []
         command += ["--tz", tz] if tz else []
-        root = str(Path(__file__).resolve().parents[2])
-        environ = {  # one BLAS thread: this process measures the other side meanwhile
-            **one_thread_environment(os.environ),
-            "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
-        }
         self._process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_environment(os.environ)
         )
 
     def result(self) -> Evidence | None:

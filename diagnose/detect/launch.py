@@ -12,10 +12,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 
-from diagnose.blas import one_thread_environment
+from diagnose.children import child_environment, usable_cpus
 
 # Before the dump is read: table files this big may hold enough rows for the helper to pay for itself
 # (Parquet packs a 1 Hz row in 10-30 bytes); it is closed once the dump proves smaller.
@@ -44,7 +43,7 @@ def start_process() -> subprocess.Popen | None:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env=_with_this_package(os.environ),
+            env=child_environment(os.environ),
         )
     except OSError:
         return None
@@ -53,18 +52,3 @@ def start_process() -> subprocess.Popen | None:
 def start_for_files(path: str | Path) -> subprocess.Popen | None:
     """A helper's process for the dump at ``path`` if its files are big enough, else None."""
     return start_process() if may_help_files(path) else None
-
-
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def _with_this_package(environ: Mapping[str, str]) -> dict[str, str]:
-    """The environment, with this copy of diagnose first on the path (the helper runs the same code)
-    and one BLAS thread, since the helper works beside this process."""
-    root = str(Path(__file__).resolve().parents[2])
-    paths = [root, *filter(None, environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return {**one_thread_environment(environ), "PYTHONPATH": os.pathsep.join(paths)}

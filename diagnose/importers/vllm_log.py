@@ -51,7 +51,6 @@ _STARTUP = re.compile(
     r"|GPU KV cache size: [\d,]+ tokens|Maximum concurrency for [\d,]+ tokens per request"
     r"|larger than the maximum number of tokens that can be stored in KV cache"
 )
-# An engine step that never came back (V0's watchdog; V1's engine core stops answering).
 # An engine that never served: a configuration or memory problem at start-up, not a stall in service.
 _FAILED_START = re.compile(r"EngineCore failed to start|Engine core initialization failed")
 # The server (re)starting, and the end of its warm-up (profiling, KV cache, torch.compile, CUDA graphs).
