@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "list":
         for scenario in SCENARIOS.values():
             note = f"  [not here: {reason}]" if (reason := scenario.unavailable()) else ""
+            note += "  [not in the benchmark: see docs/testbed.md]" if scenario.benchmark_skip else ""
             print(f"{scenario.name:26} {scenario.cause or 'healthy':26} {scenario.summary}{note}")
         return 0
     if args.command == "run":

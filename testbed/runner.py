@@ -287,10 +287,10 @@ class _Injector:
         self.fault_windows.append((began, began + seconds))
 
     async def _jobs(self) -> None:
-        low, high = self._scenario.job_period_s
         quick, slow = self._scenario.job_seconds
-        while True:
-            await asyncio.sleep(float(self._rng.uniform(low, high)) * min(1.0, self._duration / 600))
+        origin = time.monotonic()
+        for start in self._scenario.job_starts(self._rng, self._duration):
+            await asyncio.sleep(max(0.0, origin + start - time.monotonic()))
             seconds = round(float(self._rng.uniform(quick, slow)), 1)
             began = time.time()
             job = self._children.start(

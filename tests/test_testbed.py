@@ -3,6 +3,7 @@ and nothing it starts outlives it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -23,6 +24,7 @@ psutil = pytest.importorskip("psutil")
 
 from testbed.load import LoadPlan, PromptMaker, schedule  # noqa: E402
 from testbed.model import VOCAB, Model  # noqa: E402
+from testbed.scenarios import SCENARIOS  # noqa: E402
 from testbed.score import score_report  # noqa: E402
 from testbed.tokenizer import TextCodec, train, words  # noqa: E402
 
@@ -84,6 +86,52 @@ def test_the_load_keeps_the_planned_rate_and_its_story(tmp_path):
 
     without_trace = schedule(LoadPlan(300, 10), trace_dir=tmp_path)  # the 70/20/10 mix
     assert 0.8 * 3000 < len(without_trace) < 1.2 * 3000
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_co_located_job_recurs_on_a_period_often_enough_to_be_told_from_chance(seed):
+    scenario = SCENARIOS["co-located-contention"]
+    duration = scenario.min_duration_s
+    starts = []
+    for start in scenario.job_starts(np.random.default_rng(seed), duration):
+        if start > duration - scenario.job_seconds[1]:
+            break
+        starts.append(start)
+    gaps = np.diff(starts)
+    low, high = scenario.job_period_s
+    assert len(starts) >= 3  # a few occurrences before alignment is more than chance
+    assert gaps.min() >= 0.9 * low and gaps.max() <= 1.1 * high
+    assert gaps.max() / gaps.min() <= 1.1 / 0.9  # one period, jittered: a crontab line, not random times
+
+
+def test_the_injector_starts_the_co_located_job_at_every_tick(tmp_path):
+    from types import SimpleNamespace
+
+    from testbed.runner import _Injector
+
+    class Children:  # records what would be started; each "job" is over at once
+        def __init__(self) -> None:
+            self.started: list[list[str]] = []
+
+        def start(self, args, log):
+            self.started.append(args)
+            return SimpleNamespace(wait=lambda: None)
+
+    children = Children()
+    # A 6 s run scales the period by 6/600: ticks about a second apart.
+    injector = _Injector(
+        children, SCENARIOS["co-located-contention"], 6.0, 0, SimpleNamespace(root=tmp_path), 0
+    )
+
+    async def three_ticks() -> None:
+        task = asyncio.create_task(injector.run())
+        while len(children.started) < 3 and not task.done():
+            await asyncio.sleep(0.05)
+        task.cancel()
+
+    asyncio.run(asyncio.wait_for(three_ticks(), timeout=60))
+    assert len(children.started) == 3 and len(injector.fault_windows) == 3
+    assert all("testbed.job" in args for args in children.started)
 
 
 def test_a_run_is_scored_by_the_rank_and_score_of_its_cause():
