@@ -45,11 +45,9 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", metavar="SCENARIO", help="run only these")
     parser.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
     args = parser.parse_args()
-    names = args.only or list(SCENARIOS)
-    if not args.only:
-        for name in [n for n in names if SCENARIOS[n].benchmark_skip]:
-            print(f"left out {name}: {SCENARIOS[name].benchmark_skip}")
-            names.remove(name)
+    names = args.only or [n for n, s in SCENARIOS.items() if not s.benchmark_skip]
+    for name in [] if args.only else [n for n, s in SCENARIOS.items() if s.benchmark_skip]:
+        print(f"left out {name}: {SCENARIOS[name].benchmark_skip}")
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         parser.error(f"unknown scenarios: {', '.join(unknown)}")

@@ -49,10 +49,14 @@ class Scenario:
         short run still sees the job), the first tick falls at a random phase, and
         each later one jitters by up to a tenth of the period, counted start to start.
         """
-        low, high = self.job_period_s or (0.0, 0.0)
+        if self.job_period_s is None:
+            raise ValueError(f"scenario {self.name} has no co-located job")
+        low, high = self.job_period_s
         period = float(rng.uniform(low, high)) * min(1.0, duration_s / 600)
         tick = period * float(rng.uniform(0.5, 1.0))
         while True:
+            # The next gap is drawn before this tick is used (the injector draws the job's length in
+            # between): the order the recorded runs' seeds were drawn in.
             following = tick + period * float(rng.uniform(0.9, 1.1))
             yield tick
             tick = following

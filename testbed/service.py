@@ -118,7 +118,7 @@ class Service:
         loop = asyncio.get_running_loop()
         for pool in (self.tokenizer_pool, self.model_pool):
             await loop.run_in_executor(pool, self._start_profiler)
-        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} cProfile profiler started on every thread", flush=True)
+        _say("cProfile profiler started on every thread")
 
     def ready(self) -> tuple[TextCodec, Model]:
         """The tokenizer and model, made by the first caller (lazily, like many services)."""
@@ -174,11 +174,7 @@ class Service:
             began = self._step_began
             if began is not None and began != reported and time.monotonic() - began >= WATCHDOG_S:
                 reported = began
-                print(
-                    f"{time.strftime('%Y-%m-%d %H:%M:%S')} Watchdog timeout: the model step has not "
-                    f"returned for {WATCHDOG_S:.0f} s",
-                    flush=True,
-                )
+                _say(f"Watchdog timeout: the model step has not returned for {WATCHDOG_S:.0f} s")
 
     def hang(self, seconds: float) -> None:
         """Fault: a helper thread takes the model's lock, then waits on a peer that never answers.
@@ -198,7 +194,7 @@ class Service:
                     pass
 
         threading.Thread(target=stuck, name="exporter", daemon=True).start()
-        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} exporter: connecting to the metrics sink", flush=True)
+        _say("exporter: connecting to the metrics sink")
 
     def _batch_queue(self) -> asyncio.Queue:
         if self._queue is None:
@@ -316,6 +312,11 @@ def make_app(service: Service) -> Starlette:
             Route("/health", health),
         ]
     )
+
+
+def _say(message: str) -> None:
+    """One line of the service's log, stamped as the recorder's log follower reads it."""
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}", flush=True)
 
 
 def _ms(seconds: float) -> float:
