@@ -3,6 +3,7 @@
     pip install '.[testbed]'
     python benchmarks/bench_testbed.py                       # every scenario, each its default length
     python benchmarks/bench_testbed.py --duration 3m --seeds 2 --out runs/
+    python benchmarks/bench_testbed.py --duration 4m --first-seed 2  # draws no rule was mended on
     python benchmarks/bench_testbed.py --only cpu-bound-stage healthy-low
 
 Runs each scenario with ``python -m testbed run`` (one at a time: they share
@@ -42,6 +43,13 @@ def main() -> None:
         "a scenario's minimum (co-located-contention's job recurs every 90-150 s: 10 minutes)",
     )
     parser.add_argument("--seeds", type=int, default=1, help="runs of each scenario, with different seeds")
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="the seeds are this one and the next (default: %(default)s); a seed no run has used yet "
+        "judges the rules on draws they were not mended on",
+    )
     parser.add_argument("--only", nargs="+", metavar="SCENARIO", help="run only these")
     parser.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
     args = parser.parse_args()
@@ -61,7 +69,7 @@ def main() -> None:
         if (reason := SCENARIOS[name].unavailable()) is not None:
             print(f"skipped {name}: {reason}")
             continue
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             folder = out / f"{name}-s{seed}"
             command = [sys.executable, "-m", "testbed", "run", name, "--out", str(folder)]
             command += ["--seed", str(seed)]

@@ -5,6 +5,16 @@ the first requests pay for it. A start's cold period ends when the median of
 the next five requests first settles within 1.5x of that run's steady median
 (the median of its second half). Capped at half the run, so a service that
 never settles is not called "cold" throughout.
+
+A start's stamp is not the moment the new process served its first request.
+psutil dates a process's birth from the kernel's boot time, which it reads in
+whole seconds; the old process may still be answering what it accepted; and
+the new one imports and loads before it listens. So the requests just after
+a stamp can be the old process's last, served warm, and the cold run may
+begin at a slow stretch up to half a minute after it. Such a later stretch
+must stand clear of the service's own variation (3x its steady median, the
+rule's "much slower"): a busy service's median of five wanders past 1.5x now
+and then, and that is not a start's doing.
 """
 
 from __future__ import annotations
@@ -19,6 +29,8 @@ _SETTLED_RATIO = 1.5
 _SETTLE_WINDOW = 5  # requests
 _UNSEEN_START_S = 300.0
 _RESTART_KINDS = ("restart", "deploy")
+_ONSET_SLACK_S = 30.0  # how long after a start's stamp its first slow stretch may begin
+_LATE_ONSET_RATIO = 3.0  # how much slower than steady a stretch not at the stamp must be
 
 
 def restart_times(dump: Dump) -> tuple[list[float], str]:
@@ -52,11 +64,12 @@ def cold_requests(dump: Dump, requests: pd.DataFrame) -> tuple[np.ndarray, list[
     boundaries = [*starts, np.inf]
     for begin, end in zip(boundaries[:-1], boundaries[1:], strict=True):
         lo, hi = np.searchsorted(ts, [begin, end])
-        settled = _settled_index(latency[lo:hi])
-        if settled is None:
+        found = _cold_run(latency[lo:hi], ts[lo:hi] - begin)
+        if found is None:
             continue
-        cold[lo : lo + settled] = True
-        windows.append(float(ts[lo + settled - 1] - begin) if settled else 0.0)
+        onset, settled = lo + found[0], lo + found[1]
+        cold[onset:settled] = True
+        windows.append(float(ts[settled - 1] - begin) if settled > onset else 0.0)
     return cold, windows
 
 
@@ -96,24 +109,33 @@ def add_coldstart_facts(facts: Facts, dump: Dump, requests: pd.DataFrame, source
     facts.add("coldstart.worst_share", float(cold[slowest].mean()), cite)
 
 
-def _settled_index(latency: np.ndarray) -> int | None:
-    """How many leading requests of one run were served before latency settled.
+def _cold_run(latency: np.ndarray, since_start: np.ndarray) -> tuple[int, int] | None:
+    """The cold requests of one run as ``(first, past_last)`` indices, or None if the run is too short.
 
-    Settled: the median of the next few requests is within 1.5x of the steady
-    median, and the requests still slow at that point are the last cold ones. The
-    window is a handful of requests, not a share of the run: a lazy start that
-    holds up the first eight requests of a long run is as cold as one that holds
-    up eighty.
+    Cold: from the run's first request if the median of the first few is above 1.5x the steady
+    median, else from the first within the onset slack whose next few are 3x slower; until that
+    median settles within 1.5x and the requests still slow at that point are the last cold ones.
+    The window is a handful of requests, not a share of the run: a lazy start that holds up the
+    first eight requests of a long run is as cold as one that holds up eighty.
     """
-    values = latency[np.isfinite(latency)]
+    positions = np.flatnonzero(np.isfinite(latency))
+    values, since_start = latency[positions], since_start[positions]
     n = values.size
     if n < 20:
         return None
     limit = _SETTLED_RATIO * np.median(values[n // 2 :])
     k = _SETTLE_WINDOW
     rolling = pd.Series(values).rolling(k).median().to_numpy()[k - 1 :]  # window starting at i
-    settled = np.flatnonzero(rolling <= limit)
-    first = int(settled[0]) if settled.size else n // 2
-    while first < n // 2 and first > 0 and values[first] > limit:
+    late = rolling > limit * _LATE_ONSET_RATIO / _SETTLED_RATIO
+    slow = np.flatnonzero(late & (since_start[: rolling.size] <= _ONSET_SLACK_S))
+    onset = 0 if rolling[0] > limit else int(slow[0]) if slow.size else n
+    if onset >= n // 2:
+        return 0, 0
+    while values[onset] <= limit:  # the slow window may begin with the old process's last warm ones
+        onset += 1
+    settled = np.flatnonzero(rolling[onset:] <= limit)
+    first = onset + int(settled[0]) if settled.size else n // 2
+    while first < n // 2 and values[first] > limit:
         first += 1
-    return min(first, n // 2)
+    first = min(first, n // 2)
+    return int(positions[onset]), int(positions[first - 1]) + 1
