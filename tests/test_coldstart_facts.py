@@ -23,7 +23,9 @@ def _dump(tmp_path, rows: list[tuple[float, float]], starts: list[float]):
     return load_dump(str(tmp_path))
 
 
-def _steady(begin: float, end: float, rng: np.random.Generator, rate: float = 10.0) -> list[tuple[float, float]]:
+def _steady(
+    begin: float, end: float, rng: np.random.Generator, rate: float = 10.0
+) -> list[tuple[float, float]]:
     times = np.arange(begin, end, 1 / rate)
     return list(zip(times.tolist(), rng.uniform(15, 25, times.size).tolist(), strict=True))
 
