@@ -68,3 +68,27 @@ def test_a_slow_stretch_long_after_the_stamp_is_not_the_starts_doing(tmp_path):
     dump = _dump(tmp_path, rows, starts=[-1.0, 100.0])
     cold, _ = cold_requests(dump, dump.table("requests"))
     assert cold.sum() == 0
+
+
+def test_the_worst_share_asks_about_the_cold_requests_that_reach_the_tail(tmp_path):
+    # A start whose first requests are slow (5 of them past warm traffic's P99), followed by a
+    # settling stretch the cold window sweeps in: those cold-but-ordinary requests do not dilute the
+    # question. Then the same start where warm traffic has slower requests still: the share falls.
+    rng = np.random.default_rng(3)
+    times = np.arange(1.1, 300, 0.1)
+    warm = list(zip(times.tolist(), (20 * rng.lognormal(0, 0.4, times.size)).tolist(), strict=True))
+    p99_warm = np.percentile([latency for _, latency in warm], 99)  # about 50 ms; the median 20
+    first = [(0.1 * i, 600.0 - 40 * i) for i in range(5)] + [(0.5 + 0.1 * i, 35.0) for i in range(6)]
+    assert 35.0 < p99_warm
+    rows = first + warm
+    dump = _dump(tmp_path, rows, starts=[0.0])
+    facts = compute_facts(dump)
+    assert facts.get("coldstart.cold_in_tail") == 5
+    assert facts.get("coldstart.worst_share") == 1.0
+
+    bursts = [(100.0 + 20 * i, 2000.0) for i in range(5)]  # warm, and slower than any cold request
+    dump = _dump(tmp_path, sorted(rows + bursts), starts=[0.0])
+    facts = compute_facts(dump)
+    assert facts.get("coldstart.worst_share") <= 0.5
+    report = analyse(str(tmp_path))
+    assert "cold-start-contamination" not in [h["id"] for h in report["hypotheses"] if h["score"] >= 0.5]

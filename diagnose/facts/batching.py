@@ -42,6 +42,11 @@ def _add_wait_facts(facts: Facts, requests: pd.DataFrame, latency: np.ndarray, s
     wait, latency = wait[known], latency[known]
     cite = f"{source}: stage_batch_wait_ms against latency_ms"
     facts.add("batch.wait.share_mean", float(wait.mean() / latency.mean()), cite)
+    # The typical request's share as well: where the batches the window makes collapse throughput,
+    # queueing behind them swells mean latency and dilutes the mean share of the wait that began it.
+    positive = latency > 0
+    if positive.any():
+        facts.add("batch.wait.share_p50", float(np.median(wait[positive] / latency[positive])), cite)
     p50, p99 = np.percentile(wait, [50, 99])
     facts.add("batch.wait.p50_ms", float(p50), cite)
     facts.add("batch.wait.p99_ms", float(p99), cite)

@@ -110,8 +110,9 @@ CATALOGUE: dict[str, FactSpec] = {
     "coldstart.p99_warm_ms": FactSpec("ms", _RESTART, "P99 without the cold requests"),
     "coldstart.p99_inflation": FactSpec("factor", _RESTART, "P99 with cold requests / without"),
     "coldstart.tail_share": FactSpec("ratio", _RESTART, "share of requests above P99 that are cold"),
+    "coldstart.cold_in_tail": FactSpec("count", _RESTART, "cold requests slower than warm traffic's P99"),
     "coldstart.worst_share": FactSpec(
-        "ratio", _RESTART, "of the N slowest requests (N: the cold ones), the share that are cold"
+        "ratio", _RESTART, "of the N slowest requests (N: cold_in_tail), the share that are cold"
     ),
     "gpu.count": FactSpec("count", "gpu", "GPUs in the dump"),
     "gpu.util_pct.mean": FactSpec("pct", "gpu: util_pct", "mean GPU utilisation"),
@@ -224,6 +225,20 @@ CATALOGUE: dict[str, FactSpec] = {
     "spikes.colocated.cpu_rise_pct": FactSpec(
         "pct", _COLOCATED, "how much its CPU rises in its episodes, in percent of one core"
     ),
+    "spikes.contender.process": FactSpec(
+        "name", _COLOCATED, "the other process whose runs latency rises with most (by the test below)"
+    ),
+    "spikes.contender.cmdline": FactSpec("name", _COLOCATED, "its command line"),
+    "spikes.contender.runs": FactSpec("count", _COLOCATED, "its episodes (runs) in the dump"),
+    "spikes.contender.latency_ratio": FactSpec(
+        "factor", _COLOCATED, "latency while it runs / otherwise (geometric means of the per-window P50)"
+    ),
+    "spikes.contender.p_value": FactSpec(
+        "p", _COLOCATED, "chance of so high a ratio with its runs at random times (circular shifts, Holm)"
+    ),
+    "spikes.contender.throughput_ratio": FactSpec(
+        "factor", _COLOCATED, "requests per second while it runs / otherwise"
+    ),
     "queue.wait_growth": FactSpec("factor", _QUEUE, "queue wait in the busiest quarter / the quietest"),
     "queue.knee_rps": FactSpec("rps", _QUEUE, "lowest arrival rate at which queue wait doubled"),
     "queue.recommended_rps": FactSpec("rps", _QUEUE, "70 % of the knee: an operating point with headroom"),
@@ -231,6 +246,9 @@ CATALOGUE: dict[str, FactSpec] = {
     "queue.rho.p10": FactSpec("ratio", _RHO, "utilisation of the quietest tenth of the windows"),
     "queue.mm1_corr": FactSpec("ratio", _RHO, "Spearman of queue wait and rho/(1-rho)"),
     "batch.wait.share_mean": FactSpec("ratio", _BATCH_WAIT, "batch waiting's share of mean latency"),
+    "batch.wait.share_p50": FactSpec(
+        "ratio", _BATCH_WAIT, "the median request's share of its own latency spent waiting for its batch"
+    ),
     "batch.wait.p50_ms": FactSpec("ms", _BATCH_WAIT, "median time a request waits for its batch"),
     "batch.wait.p99_ms": FactSpec("ms", _BATCH_WAIT, "P99 of that wait"),
     "batch.wait_to_forward": FactSpec(

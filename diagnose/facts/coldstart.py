@@ -102,11 +102,14 @@ def add_coldstart_facts(facts: Facts, dump: Dump, requests: pd.DataFrame, source
     facts.add("coldstart.p99_warm_ms", float(p99_warm), cite)
     facts.add("coldstart.p99_inflation", float(p99_all / p99_warm) if p99_warm > 0 else None, cite)
     facts.add("coldstart.tail_share", float(cold[tail].mean()), cite)
-    # Are the cold requests the worst ones? Of the k slowest requests (k: how many were cold),
-    # the share that were cold: near 1 when the start made the worst latencies of the recording.
-    k = int(cold.sum())
+    # Are the cold requests the worst ones? Of the k slowest requests (k: how many cold ones were
+    # slower than warm traffic's P99), the share that were cold: near 1 when the start made the
+    # worst latencies of the recording. Cold requests within warm traffic's range (those the settling
+    # window sweeps in) are left out of k: they cannot be among the worst, and would dilute the share.
+    k = int((cold & valid & (latency > p99_warm)).sum())
+    facts.add("coldstart.cold_in_tail", k, cite)
     slowest = np.argsort(np.where(valid, latency, -np.inf))[::-1][:k]
-    facts.add("coldstart.worst_share", float(cold[slowest].mean()), cite)
+    facts.add("coldstart.worst_share", float(cold[slowest].mean()) if k else 0.0, cite)
 
 
 def _cold_run(latency: np.ndarray, since_start: np.ndarray) -> tuple[int, int] | None:

@@ -13,10 +13,12 @@ from diagnose.units import human_bytes
 
 _THROUGHPUT = "requests.throughput_rps"
 _PAGING = ("system.swap_in_per_s", "system.swap_out_per_s")
+_CONTENDER_LATENCY = ("requests.latency_ms.p50", "requests.latency_ms.p99")
 MIN_CONTENDING_CPU_PCT = 10.0  # a tenth of one core: see _contender
 
 
 def add_spike_facts(facts: Facts, analysis: SpikeAnalysis) -> None:
+    _add_contender(facts, analysis)
     reference = analysis.reference
     if reference is None:
         if any(name.startswith("requests.latency_ms") for name in analysis.findings):
@@ -103,18 +105,125 @@ def _add_paging(facts: Facts, analysis: SpikeAnalysis, spikes: list) -> None:
 
 def _shifted_p_value(paging: np.ndarray, inside: np.ndarray, observed: int, step: float) -> float:
     """Share of circular shifts of ``inside`` (beyond the alignment's lag search) that catch at least
-    ``observed`` paging samples, counted from cumulative sums: no copy of the series per shift."""
-    n = inside.size
-    shortest = int(np.ceil(2 * (MAX_LAG_S + LOCK_WIDTH_S) / step))
-    if n <= 2 * shortest or observed == 0:
+    ``observed`` paging samples."""
+    offsets = _offsets(inside.size, step)
+    if offsets is None or observed == 0:
         return 1.0
+    caught = _shifted_sums(paging.astype("float64"), inside, offsets)
+    return float((1 + np.sum(caught >= observed)) / (1 + SHIFTS))
+
+
+def _offsets(n: int, step: float) -> np.ndarray | None:
+    """The circular shifts of the null, in samples: none shorter than the alignment's lag search, which
+    would only move a lag, not break a link (None when the series is too short for any)."""
+    shortest = int(np.ceil(2 * (MAX_LAG_S + LOCK_WIDTH_S) / step))
+    if n <= 2 * shortest:
+        return None
+    return np.random.default_rng(0).integers(shortest, n - shortest, SHIFTS)
+
+
+def _shifted_sums(values: np.ndarray, inside: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Per offset, the sum of ``values`` over the runs of ``inside`` shifted round the circle, read
+    from cumulative sums: no copy of the series per shift."""
+    n = inside.size
     edges = np.flatnonzero(np.diff(np.concatenate(([0], inside.astype(np.int8), [0]))))
     starts, ends = edges[::2], edges[1::2]
-    offsets = np.random.default_rng(0).integers(shortest, n - shortest, SHIFTS)
-    counted = np.concatenate(([0], np.cumsum(np.concatenate((paging, paging)))))  # the circle, twice
+    counted = np.concatenate(([0.0], np.cumsum(np.concatenate((values, values)))))  # the circle, twice
     lo = (starts[None, :] + offsets[:, None]) % n
-    caught = (counted[lo + (ends - starts)[None, :]] - counted[lo]).sum(axis=1)
-    return float((1 + np.sum(caught >= observed)) / (1 + SHIFTS))
+    return (counted[lo + (ends - starts)[None, :]] - counted[lo]).sum(axis=1)
+
+
+def _add_contender(facts: Facts, analysis: SpikeAnalysis) -> None:
+    """Is latency higher while another process runs? Asked of each contending process's own episodes.
+
+    The alignment (above) starts from the latency episodes, which the search finds only where latency
+    stands well clear of its noise: a job that doubles the median of a sparse, noisy latency series
+    makes episodes in some of its runs and not others, at lags that vary. A job's own episodes (a
+    core's worth of CPU, gigabytes of GPU memory) stand clear of theirs. So the question is also
+    asked the other way round: over the windows of the per-window P50, is latency higher inside the
+    process's episodes than outside, beyond what its runs at random times would give (the same
+    circular shifts; the best of several processes corrected by their number, Holm)? And is
+    traffic higher then too (a load surge that both the process and latency follow)? The median per
+    window, not the tail, is compared: a contended core slows every request.
+    """
+    name = next((n for n in _CONTENDER_LATENCY if n in analysis.findings), None)
+    if name is None:
+        return
+    latency = analysis.findings[name].signal
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log(np.where(latency.values > 0, latency.values, np.nan))
+    valid = np.isfinite(logs)
+    offsets = _offsets(logs.size, latency.step)
+    if offsets is None:
+        return
+    times = latency.times()
+    tested = []
+    for found in analysis.findings.values():
+        runs = [e for e in found.episodes if e.direction > 0]
+        if len(runs) < 2 or not _contender(found):
+            continue
+        inside = _covered(times, runs)
+        if (inside & valid).sum() < 3 or (~inside & valid).sum() < 3:
+            continue
+        during = _mean_inside(logs, valid, inside[None, :].astype("float64"), None)
+        shifted = _mean_inside(logs, valid, inside, offsets)
+        p_value = float((1 + np.sum(shifted >= during[0])) / (1 + SHIFTS))
+        tested.append((p_value, -float(during[0]), found, inside, len(runs)))
+    if not tested:
+        return
+    p_value, log_ratio, found, inside, runs = min(tested, key=lambda t: t[:2])
+    meta = found.signal.meta
+    cite = (
+        f"{name} inside and outside the episodes of {found.signal.name}; p {p_value:.3g} "
+        f"against {SHIFTS} circular shifts, x {len(tested)} processes tested (Holm)"
+    )
+    facts.add("spikes.contender.process", _who(meta), cite)
+    facts.add("spikes.contender.cmdline", meta["cmdline"] or meta["name"], cite)
+    facts.add("spikes.contender.runs", runs, cite)
+    facts.add("spikes.contender.latency_ratio", float(np.exp(-log_ratio)), cite)
+    facts.add("spikes.contender.p_value", min(1.0, p_value * len(tested)), cite)
+    throughput = analysis.findings.get(_THROUGHPUT)
+    if throughput is not None and throughput.signal.values.size == inside.size:
+        rate = throughput.signal.values
+        during, rest = np.nanmean(rate[inside]), np.nanmean(rate[~inside])
+        if rest > 0 and np.isfinite(during):
+            facts.add(
+                "spikes.contender.throughput_ratio",
+                float(during / rest),
+                f"{_THROUGHPUT} inside and outside the episodes of {found.signal.name}",
+            )
+
+
+def _covered(times: np.ndarray, episodes: list) -> np.ndarray:
+    """Which of the sorted ``times`` fall in some episode [start, end): one pass, however many episodes."""
+    marks = np.zeros(times.size + 1, dtype="int64")
+    np.add.at(marks, np.searchsorted(times, [e.start for e in episodes]), 1)
+    np.add.at(marks, np.searchsorted(times, [e.end for e in episodes]), -1)
+    return np.cumsum(marks[:-1]) > 0
+
+
+def _mean_inside(
+    logs: np.ndarray, valid: np.ndarray, inside: np.ndarray, offsets: np.ndarray | None
+) -> np.ndarray:
+    """Mean of ``logs`` inside less mean outside: for ``inside`` itself (offsets None, ``inside`` a
+    one-row float mask) or for each circular shift of it."""
+    values = np.where(valid, logs, 0.0)
+    weights = valid.astype("float64")
+    if offsets is None:
+        sums, counts = inside @ values, inside @ weights
+    else:
+        sums, counts = _shifted_sums(values, inside, offsets), _shifted_sums(weights, inside, offsets)
+    total, count = values.sum(), weights.sum()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.nan_to_num(sums / counts - (total - sums) / (count - counts), nan=-np.inf)
+
+
+def _who(meta: dict) -> str:
+    """A process's label: its group, its pid, or its pids."""
+    pids = meta["pids"]
+    if "group" in meta:
+        return group_label(meta["group"])
+    return f"pid {pids[0]}" if len(pids) == 1 else f"pids {', '.join(str(p) for p in pids)}"
 
 
 def _contender(found: SignalFindings) -> bool:
@@ -160,11 +269,7 @@ def _add_colocated(facts: Facts, analysis: SpikeAnalysis, alignment: Alignment) 
     pids = meta["pids"]
     if pids:
         facts.add("spikes.colocated.pid", ", ".join(str(p) for p in pids), cite)
-    if "group" in meta:
-        who = group_label(meta["group"])
-    else:
-        who = f"pid {pids[0]}" if len(pids) == 1 else f"pids {', '.join(str(p) for p in pids)}"
-    facts.add("spikes.colocated.process", who, cite)
+    facts.add("spikes.colocated.process", _who(meta), cite)
     facts.add("spikes.colocated.name", meta["name"], cite)
     facts.add("spikes.colocated.cmdline", meta["cmdline"] or meta["name"], cite)
     facts.add("spikes.colocated.coincidence", alignment.coincidence, cite)
