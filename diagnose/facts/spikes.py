@@ -165,10 +165,10 @@ def _add_contender(facts: Facts, analysis: SpikeAnalysis) -> None:
         inside = _covered(times, runs)
         if (inside & valid).sum() < 3 or (~inside & valid).sum() < 3:
             continue
-        during = _mean_inside(logs, valid, inside[None, :].astype("float64"), None)
+        during = float(_mean_inside(logs, valid, inside, None))
         shifted = _mean_inside(logs, valid, inside, offsets)
-        p_value = float((1 + np.sum(shifted >= during[0])) / (1 + SHIFTS))
-        tested.append((p_value, -float(during[0]), found, inside, len(runs)))
+        p_value = float((1 + np.sum(shifted >= during)) / (1 + SHIFTS))
+        tested.append((p_value, -during, found, inside, len(runs)))
     if not tested:
         return
     p_value, log_ratio, found, inside, runs = min(tested, key=lambda t: t[:2])
@@ -205,12 +205,12 @@ def _covered(times: np.ndarray, episodes: list) -> np.ndarray:
 def _mean_inside(
     logs: np.ndarray, valid: np.ndarray, inside: np.ndarray, offsets: np.ndarray | None
 ) -> np.ndarray:
-    """Mean of ``logs`` inside less mean outside: for ``inside`` itself (offsets None, ``inside`` a
-    one-row float mask) or for each circular shift of it."""
+    """Mean of ``logs`` inside less mean outside: for ``inside`` itself (offsets None) or for each
+    circular shift of it."""
     values = np.where(valid, logs, 0.0)
     weights = valid.astype("float64")
     if offsets is None:
-        sums, counts = inside @ values, inside @ weights
+        sums, counts = values[inside].sum(), weights[inside].sum()
     else:
         sums, counts = _shifted_sums(values, inside, offsets), _shifted_sums(weights, inside, offsets)
     total, count = values.sum(), weights.sum()
