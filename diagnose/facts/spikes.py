@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from diagnose.detect import SignalFindings, SpikeAnalysis
+from diagnose.detect import Signal, SignalFindings, SpikeAnalysis
 from diagnose.detect.alignment import LOCK_WIDTH_S, MAX_LAG_S, SHIFTS, Alignment
 from diagnose.dump.processes import group_label
 from diagnose.facts.host_memory import PAGING_BYTES_PER_S
@@ -59,16 +59,10 @@ def _add_throughput(facts: Facts, analysis: SpikeAnalysis, spikes: list) -> None
     throughput = analysis.findings.get(_THROUGHPUT)
     if throughput is None:
         return
-    signal = throughput.signal
-    times = signal.times()
-    inside = np.zeros(times.size, dtype=bool)
-    for episode in spikes:
-        inside |= (times >= episode.start) & (times < episode.end)
-    values = signal.values
-    during, rest = np.nanmean(values[inside]), np.nanmean(values[~inside])
+    change = _mean_ratio(throughput.signal, spikes)
     cite = f"{_THROUGHPUT} inside and outside the latency episodes"
-    if rest > 0 and np.isfinite(during):
-        facts.add("spikes.throughput.change", float(during / rest), cite)
+    if change is not None:
+        facts.add("spikes.throughput.change", change, cite)
     match = next((a for a in analysis.alignments if a.b == _THROUGHPUT), None)
     facts.add("spikes.throughput.coincidence", match.coincidence if match else 0.0, cite)
 
@@ -91,10 +85,7 @@ def _add_paging(facts: Facts, analysis: SpikeAnalysis, spikes: list) -> None:
         if (s.start, s.step, s.values.size) == (first.start, first.step, first.values.size)
     )
     paging = traffic >= PAGING_BYTES_PER_S
-    times = first.times()
-    inside = np.zeros(times.size, dtype=bool)
-    for episode in spikes:
-        inside |= (times >= episode.start) & (times < episode.end)
+    inside = _covered(first.times(), spikes)
     if not inside.any() or inside.all():
         return
     observed = int(paging[inside].sum())
@@ -168,10 +159,10 @@ def _add_contender(facts: Facts, analysis: SpikeAnalysis) -> None:
         during = float(_mean_inside(logs, valid, inside, None))
         shifted = _mean_inside(logs, valid, inside, offsets)
         p_value = float((1 + np.sum(shifted >= during)) / (1 + SHIFTS))
-        tested.append((p_value, -during, found, inside, len(runs)))
+        tested.append((p_value, -during, found, runs))
     if not tested:
         return
-    p_value, log_ratio, found, inside, runs = min(tested, key=lambda t: t[:2])
+    p_value, log_ratio, found, runs = min(tested, key=lambda t: t[:2])
     meta = found.signal.meta
     cite = (
         f"{name} inside and outside the episodes of {found.signal.name}; p {p_value:.3g} "
@@ -179,19 +170,24 @@ def _add_contender(facts: Facts, analysis: SpikeAnalysis) -> None:
     )
     facts.add("spikes.contender.process", _who(meta), cite)
     facts.add("spikes.contender.cmdline", meta["cmdline"] or meta["name"], cite)
-    facts.add("spikes.contender.runs", runs, cite)
+    facts.add("spikes.contender.runs", len(runs), cite)
     facts.add("spikes.contender.latency_ratio", float(np.exp(-log_ratio)), cite)
     facts.add("spikes.contender.p_value", min(1.0, p_value * len(tested)), cite)
     throughput = analysis.findings.get(_THROUGHPUT)
-    if throughput is not None and throughput.signal.values.size == inside.size:
-        rate = throughput.signal.values
-        during, rest = np.nanmean(rate[inside]), np.nanmean(rate[~inside])
-        if rest > 0 and np.isfinite(during):
-            facts.add(
-                "spikes.contender.throughput_ratio",
-                float(during / rest),
-                f"{_THROUGHPUT} inside and outside the episodes of {found.signal.name}",
-            )
+    change = _mean_ratio(throughput.signal, runs) if throughput is not None else None
+    if change is not None:
+        facts.add(
+            "spikes.contender.throughput_ratio",
+            change,
+            f"{_THROUGHPUT} inside and outside the episodes of {found.signal.name}",
+        )
+
+
+def _mean_ratio(signal: Signal, episodes: list) -> float | None:
+    """A signal's mean inside the episodes over its mean outside them (None where either is missing)."""
+    inside = _covered(signal.times(), episodes)
+    during, rest = np.nanmean(signal.values[inside]), np.nanmean(signal.values[~inside])
+    return float(during / rest) if rest > 0 and np.isfinite(during) else None
 
 
 def _covered(times: np.ndarray, episodes: list) -> np.ndarray:
