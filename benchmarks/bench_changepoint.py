@@ -17,12 +17,16 @@ benchmark's F1 (margin 5). Three comparisons:
 
 NAB (realKnownCause, realAWSCloudwatch): episodes and change points together
 are the detections, scored with window precision, recall and F1 against the
-combined label windows.
+combined label windows, twice: with every episode, and with the unusual ones
+only (those unlike the signal's routine, diagnose/detect/routine.py), since
+NAB labels what is rare for a series, not every burst it makes; a sensitivity
+table varies the routine test's three constants.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -32,7 +36,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.changepoint_metrics import tcpd_f1, window_f1  # noqa: E402
-from diagnose.detect.episodes import find_episodes  # noqa: E402
+from diagnose.detect import routine  # noqa: E402
+from diagnose.detect.episodes import Episode, find_episodes  # noqa: E402
 from diagnose.detect.shifts import LEVELS, LINES, change_points, detect_shifts  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "changepoint"
@@ -112,8 +117,38 @@ def _mean_f1(series: list[tuple[str, np.ndarray, dict[str, list[int]]]], **optio
 
 
 def run_nab(folder: Path) -> None:
+    series = load_nab(folder)
+    every, unusual = [], []
+    print(f"  {'series':<58} windows  episodes  unusual  change points  every episode  unusual only")
+    for key, episodes, changes, labelled in series:
+        kept = _unusual(episodes)
+        every.append(window_f1(labelled, [e.start for e in episodes] + changes))
+        unusual.append(window_f1(labelled, [e.start for e in kept] + changes))
+        print(
+            f"  {key:<58} {len(labelled):>7}  {len(episodes):>8}  {len(kept):>7}  {len(changes):>13}  "
+            f"P {every[-1][0]:.2f} R {every[-1][1]:.2f}  P {unusual[-1][0]:.2f} R {unusual[-1][1]:.2f}"
+        )
+    for label, totals in (("every episode", every), ("unusual episodes", unusual)):
+        p, r, f = np.mean(totals, axis=0)
+        print(f"NAB, {label}: {len(totals)} series; mean window precision {p:.3f}, ", end="")
+        print(f"recall {r:.3f}, F1 {f:.3f}")
+    print("  routine test's sensitivity (population, fence, spread floor): precision, recall, F1")
+    defaults = (routine.MIN_POPULATION, routine.FENCE, routine.SPREAD_FLOOR)
+    try:
+        for population, fence, floor in itertools.product((5, 8, 12), (2.5, 3.0, 3.5), (1.1, 1.25, 1.5)):
+            routine.MIN_POPULATION, routine.FENCE, routine.SPREAD_FLOOR = population, fence, floor
+            scores = [window_f1(w, [e.start for e in _unusual(eps)] + cps) for _, eps, cps, w in series]
+            p, r, f = np.mean(scores, axis=0)
+            mark = "  (default)" if (population, fence, floor) == defaults else ""
+            print(f"    {population:>2}  {fence:.1f}  {floor:.2f}:  {p:.3f}  {r:.3f}  {f:.3f}{mark}")
+    finally:
+        routine.MIN_POPULATION, routine.FENCE, routine.SPREAD_FLOOR = defaults
+
+
+def load_nab(folder: Path) -> list[tuple[str, list[Episode], list[float], list[tuple[float, float]]]]:
+    """(name, episodes, change points, label windows) of every labelled series, on its own time grid."""
     windows = json.loads((folder / "labels" / "combined_windows.json").read_text())
-    totals = []
+    series = []
     for path in sorted((folder / "data").glob("*/*.csv")):
         key = f"{path.parent.name}/{path.name}"
         if key not in windows:
@@ -125,16 +160,14 @@ def run_nab(folder: Path) -> None:
         grid = np.full(int(round((ts[-1] - ts[0]) / step)) + 1, np.nan)
         grid[np.round((ts - ts[0]) / step).astype("int64")] = values
         episodes = find_episodes(grid, ts[0], step)
-        detections = [e.start for e in episodes] + change_points(grid, ts[0], step, episodes)
+        changes = change_points(grid, ts[0], step, episodes)
         labelled = [(pd.Timestamp(a).timestamp(), pd.Timestamp(b).timestamp()) for a, b in windows[key]]
-        precision, recall, f1 = window_f1(labelled, detections)
-        totals.append((precision, recall, f1))
-        print(
-            f"  {key:<58} windows {len(labelled)}  detections {len(detections):>3}  "
-            f"P {precision:.2f} R {recall:.2f} F1 {f1:.2f}"
-        )
-    p, r, f = np.mean(totals, axis=0)
-    print(f"NAB: {len(totals)} series; mean window precision {p:.3f}, recall {r:.3f}, F1 {f:.3f}")
+        series.append((key, episodes, changes, labelled))
+    return series
+
+
+def _unusual(episodes: list[Episode]) -> list[Episode]:
+    return [e for e, usual in zip(episodes, routine.routine_flags(episodes), strict=True) if not usual]
 
 
 def main() -> None:

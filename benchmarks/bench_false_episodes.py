@@ -8,7 +8,8 @@ real evidence is the testbed's healthy recordings committed under
 with ``cause: null``); the second generator's quiet variations (its own code,
 seeds 1-3) are reported beside them. Per signal family (the table and column,
 whatever process or GPU): signal-hours searched, episodes, and episodes per
-signal-hour, with the total per dump-hour.
+signal-hour, with the total per dump-hour; and of them the unusual ones (not
+like the signal's routine, diagnose/detect/routine.py).
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def recorded_healthy() -> list[Path]:
 
 
 def count(dumps: list[Path]) -> tuple[dict[str, list[float]], float]:
-    """Per signal family: [signal-hours, episodes]; and the dump-hours searched."""
-    families: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    """Per signal family: [signal-hours, episodes, unusual episodes]; and the dump-hours searched."""
+    families: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     hours = 0.0
     for dump in dumps:
         _, analysis = analyse_path(str(dump))
@@ -49,19 +50,24 @@ def count(dumps: list[Path]) -> tuple[dict[str, list[float]], float]:
             family = name.split("[")[0]
             families[family][0] += found.signal.values.size * found.signal.step / 3600
             families[family][1] += len(found.episodes)
+            families[family][2] += len(found.routine) - sum(found.routine)
     return dict(families), hours
 
 
 def table(title: str, dumps: list[Path]) -> None:
     families, hours = count(dumps)
-    total = sum(episodes for _, episodes in families.values())
+    total = sum(entry[1] for entry in families.values())
+    unusual = sum(entry[2] for entry in families.values())
     print(f"\n{title}: {len(dumps)} dumps, {hours:.2f} h; {total:.0f} episodes, ", end="")
-    print(f"{total / hours:.1f} per dump-hour")
-    print("| signal family | signal-hours | episodes | per signal-hour |")
-    print("|---|---|---|---|")
-    for family, (signal_hours, episodes) in sorted(families.items(), key=lambda item: -item[1][1]):
+    print(f"{total / hours:.1f} per dump-hour; unusual {unusual:.0f}, {unusual / hours:.1f} per dump-hour")
+    print("| signal family | signal-hours | episodes | per signal-hour | unusual | per signal-hour |")
+    print("|---|---|---|---|---|---|")
+    for family, (signal_hours, episodes, odd) in sorted(families.items(), key=lambda item: -item[1][1]):
         if episodes:
-            print(f"| {family} | {signal_hours:.2f} | {episodes:.0f} | {episodes / signal_hours:.1f} |")
+            print(
+                f"| {family} | {signal_hours:.2f} | {episodes:.0f} | {episodes / signal_hours:.1f} "
+                f"| {odd:.0f} | {odd / signal_hours:.1f} |"
+            )
 
 
 def main() -> None:

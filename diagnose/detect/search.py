@@ -1,13 +1,14 @@
-"""One signal's search: its episodes, its change points, and whether its rising episodes recur."""
+"""One signal's search: its episodes, its change points, and how its episodes recur."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from diagnose.detect.episodes import Episode, find_episodes
 from diagnose.detect.periodicity import Periodicity, periodicity
+from diagnose.detect.routine import routine_flags
 from diagnose.detect.shifts import change_points
 from diagnose.detect.signals import Signal
 
@@ -20,11 +21,12 @@ class SignalFindings:
     change_points: list[float]
     episodes: list[Episode]
     periodicity: Periodicity | None
+    routine: list[bool] = field(default_factory=list)  # per episode: like the signal's others (routine.py)
 
 
 def search_signal(signal: Signal, span: tuple[float, float]) -> SignalFindings:
     """``span`` is the whole analysis's (first, last) time: periodicity is judged against it."""
-    return with_periodicity(search_shape(signal), span)
+    return with_recurrence(search_shape(signal), span)
 
 
 def search_shape(signal: Signal) -> SignalFindings:
@@ -36,7 +38,14 @@ def search_shape(signal: Signal) -> SignalFindings:
     )
 
 
-def with_periodicity(found: SignalFindings, span: tuple[float, float]) -> SignalFindings:
-    """Whether the rising episodes recur, judged against the whole span (known once every signal is)."""
+def with_recurrence(found: SignalFindings, span: tuple[float, float]) -> SignalFindings:
+    """Whether the rising episodes recur with a period, judged against the whole span (known once every
+    signal is), and which episodes are routine for the signal."""
     starts = np.array([e.start for e in found.episodes if e.direction > 0])
-    return SignalFindings(found.signal, found.change_points, found.episodes, periodicity(starts, span))
+    return SignalFindings(
+        found.signal,
+        found.change_points,
+        found.episodes,
+        periodicity(starts, span),
+        routine_flags(found.episodes),
+    )

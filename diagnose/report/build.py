@@ -117,6 +117,7 @@ def _signals(spikes: SpikeAnalysis) -> dict:
 
 
 def _signal(found: SignalFindings) -> dict:
+    routine = found.routine or [False] * len(found.episodes)
     entry: dict = {
         "kind": found.signal.kind,
         "step_s": found.signal.step,
@@ -128,8 +129,9 @@ def _signal(found: SignalFindings) -> dict:
                 "peak": _round(e.peak),
                 "baseline": _round(e.baseline),
                 "direction": "up" if e.direction > 0 else "down",
+                "routine": usual,
             }
-            for e in found.episodes
+            for e, usual in zip(found.episodes, routine, strict=True)
         ],
         "period_s": None,
     }

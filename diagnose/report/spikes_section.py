@@ -10,7 +10,7 @@ MAX_ALIGNMENTS = 10
 
 
 def spike_rows(report: dict) -> list[list[str]]:
-    """signal, episodes, typical length, period, change points; the busiest signals first."""
+    """signal, episodes, unusual ones, typical length, period, change points; the busiest signals first."""
     signals = report["signals"]
     reference = report["alignments"][0]["a"] if report["alignments"] else None
     names = sorted(signals, key=lambda n: (n != reference, -len(signals[n]["episodes"]), n))
@@ -22,6 +22,7 @@ def spike_rows(report: dict) -> list[list[str]]:
             [
                 name,
                 str(len(episodes)),
+                str(sum(not e.get("routine", False) for e in episodes)),
                 f"{_median_length(episodes):.0f} s" if episodes else "-",
                 _period(entry),
                 str(len(entry["change_points"])),
@@ -48,6 +49,7 @@ def episode_rows(report: dict) -> tuple[str | None, list[list[str]]]:
             _in_unit(reference, e["peak"]),
             _in_unit(reference, e["baseline"]),
             e["direction"],
+            "routine" if e.get("routine") else "unusual",
         ]
         for e in episodes
     ]
@@ -66,8 +68,8 @@ def alignment_rows(report: dict) -> list[list[str]]:
     ]
 
 
-SIGNAL_HEADER = ["signal", "episodes", "typical length", "period", "change points"]
-EPISODE_HEADER = ["start", "end", "peak", "baseline", "direction"]
+SIGNAL_HEADER = ["signal", "episodes", "unusual", "typical length", "period", "change points"]
+EPISODE_HEADER = ["start", "end", "peak", "baseline", "direction", "kind"]
 ALIGNMENT_HEADER = ["moves with the latency spikes", "coincidence", "locked", "lag", "p (chance)"]
 
 
