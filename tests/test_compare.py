@@ -21,7 +21,7 @@ from diagnose.compare.bootstrap import (
     time_blocks,
     weighted_quantile,
 )
-from diagnose.compare.traffic import ks_two_sample
+from diagnose.compare.traffic import kolmogorov_sf, ks_two_sample
 from diagnose.compare.verdict import parse_gate
 from diagnose.errors import InputError
 from tests.conftest import ROOT
@@ -269,6 +269,13 @@ def test_the_two_sample_ks_statistic_is_scipys():
     reference = ks_2samp(a, b, method="asymp")
     assert statistic == pytest.approx(reference.statistic)
     assert p_value == pytest.approx(reference.pvalue, rel=0.2)
+
+
+def test_the_kolmogorov_distribution_is_scipys():
+    from scipy.special import kolmogorov
+
+    for x in [0.0, 0.05, 0.2, 0.5, 0.79, 0.8, 0.81, 1.0, 1.36, 2.0, 3.0, 6.0, 30.0]:
+        assert kolmogorov_sf(x) == pytest.approx(float(kolmogorov(x)), rel=1e-9, abs=1e-15), x
 
 
 def test_the_block_length_grows_with_the_series_memory():
