@@ -6,17 +6,21 @@ import asyncio
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from diagnose.collectors.recorder import RecordOptions
+from diagnose.detect.analysis import SpikeAnalysis
+from diagnose.detect.episodes import Episode
+from diagnose.detect.search import SignalFindings
 from diagnose.detect.signals import Signal
 from diagnose.dump import load_dump
 from diagnose.judge import default_rules_dir, load_rules
 from diagnose.live.app import DocumentScreen, LiveApp, LiveSettings
 from diagnose.live.chart import SeriesChart
 from diagnose.live.feed import LiveFeed, ReplayFeed
-from diagnose.live.panels import cited_signals, episodes
+from diagnose.live.panels import EpisodeMark, cited_signals, episodes
 from tests.conftest import DUMPS
 
 RULES = load_rules(default_rules_dir())
@@ -218,10 +222,18 @@ def test_cited_signals_follow_the_evidence_sources():
     report = {"evidence": {"tables": {"gpu": {"files": ["gpu.csv"]}, "system": {"files": ["system.csv"]}}}}
     hypothesis = {"evidence": [{"sources": ["gpu.csv: sm_clock_mhz, max_sm_clock_mhz while util_pct > 0"]}]}
     assert cited_signals(hypothesis, report, signals) == ["gpu.sm_clock_mhz[gpu=0]", "gpu.util_pct[gpu=0]"]
-    report["signals"] = {
-        "x": {"episodes": [{"start": "2025-11-30T00:00:10Z", "end": "2025-11-30T00:00:20Z"}]}
-    }
-    assert episodes(report, "x") == [(1764460810.0, 1764460820.0)]
+
+
+def test_chart_marks_come_from_the_analysis_with_the_routine_ones_told_apart():
+    signal = Signal("x", "process", 0.0, 1.0, np.zeros(10))
+    found = [Episode(100.0 * i, 100.0 * i + 10, 5.0, 1.0, 1) for i in range(3)]
+    spikes = SpikeAnalysis(findings={"x": SignalFindings(signal, [], found, None, [True, False, True])})
+    assert episodes(spikes, "x") == [
+        EpisodeMark(0.0, 10.0, True),
+        EpisodeMark(100.0, 110.0, False),
+        EpisodeMark(200.0, 210.0, True),
+    ]
+    assert episodes(spikes, "y") == [] and episodes(None, "x") == []
 
 
 def test_view_arguments_are_checked_before_the_screen_opens(run_cli, tmp_path):

@@ -119,8 +119,10 @@ hypotheses the rules drew from it, and each hypothesis says how to verify it.
 | `q` or Ctrl-C | quit |
 
 Red marks under a chart are *episodes*: intervals where that signal left its
-baseline and came back. Marks at the same places on two charts are spikes that
-move together; the report's alignment table says how likely that is by chance.
+baseline and came back; bright ones stand out from the signal's others, dim
+ones are its routine (at least 8 alike). Marks at the same places on two
+charts are spikes that move together; the report's alignment table says how
+likely that is by chance.
 
 A score of 0.5 or more is *likely*; a healthy service shows no likely finding.
 """
@@ -301,7 +303,7 @@ class LiveApp(App[None]):
             if widget is None:
                 widget = self._charts[chart.key] = SeriesChart(chart.key, chart.title)
                 container.mount(widget)
-            marks = episodes(self.report, chart.key) if self.report else []
+            marks = episodes(self._analysed[0].spikes, chart.key) if self._analysed else []
             widget.show(chart.signal, self._span, marks)
         if no_gpu and "no-gpu" not in self._charts:
             note = SeriesChart("no-gpu", "GPU")

@@ -14,9 +14,10 @@ from rich.text import Text
 from textual.widget import Widget
 
 from diagnose.detect.signals import Signal
-from diagnose.live.panels import format_for, latest
+from diagnose.live.panels import EpisodeMark, format_for, latest
 
 _CELLS = np.array(list(" ▁▂▃▄▅▆▇█"))
+_MARK_STYLES = ("dim", "red", "bold red")  # outside episodes, in a routine one, in one that stands out
 
 
 class SeriesChart(Widget):
@@ -29,14 +30,14 @@ class SeriesChart(Widget):
         self.key, self.title = key, title
         self._signal: Signal | None = None
         self._span: tuple[float, float] = (0.0, 1.0)
-        self._episodes: list[tuple[float, float]] = []
+        self._episodes: list[EpisodeMark] = []
         self._note: str | None = None
 
     def show(
         self,
         signal: Signal | None,
         span: tuple[float, float],
-        episodes: list[tuple[float, float]],
+        episodes: list[EpisodeMark],
         note: str | None = None,
     ) -> None:
         self._signal, self._span, self._episodes, self._note = signal, span, episodes, note
@@ -56,14 +57,16 @@ class SeriesChart(Widget):
         text.append(f"  min {format_for(self.key, low)}  max {format_for(self.key, top)}", style="dim")
         marks = self._marks(width)
         if marks.any():
-            text.append(f"  {self._visible_episodes()} episode(s) ━", style="red")
+            visible = self._visible_episodes()
+            unusual = sum(not e.routine for e in visible)
+            text.append(f"  {len(visible)} episode(s), {unusual} unusual ━", style="red")
         for line in self._bars(columns, low, top, rows):
             text.append("\n")
             text.append(line, style="cyan")
         text.append("\n")
-        edges = np.flatnonzero(np.diff(marks.astype("int8"))) + 1
+        edges = np.flatnonzero(np.diff(marks)) + 1
         for run in np.split(marks, edges):  # one styled span per run, not per column
-            text.append(("━" if run[0] else "─") * run.size, style="bold red" if run[0] else "dim")
+            text.append(("━" if run[0] else "─") * run.size, style=_MARK_STYLES[run[0]])
         return text
 
     def _columns(self, width: int) -> np.ndarray | None:
@@ -98,18 +101,16 @@ class SeriesChart(Widget):
         return lines
 
     def _marks(self, width: int) -> np.ndarray:
-        """Which columns of the time axis fall inside an episode."""
+        """Each column of the time axis: 0 outside episodes, 1 in a routine one, 2 in one that stands out."""
         start, end = self._span
         scale = width / max(end - start, 1e-9)
-        marks = np.zeros(width, dtype=bool)
-        for first, last in self._episodes:
-            if last < start or first > end:
-                continue
-            lo = int(np.clip(np.floor((first - start) * scale), 0, width - 1))
-            hi = int(np.clip(np.ceil((last - start) * scale), lo + 1, width))
-            marks[lo:hi] = True
+        marks = np.zeros(width, dtype="int8")
+        for episode in self._visible_episodes():
+            lo = int(np.clip(np.floor((episode.start - start) * scale), 0, width - 1))
+            hi = int(np.clip(np.ceil((episode.end - start) * scale), lo + 1, width))
+            marks[lo:hi] = np.maximum(marks[lo:hi], 1 if episode.routine else 2)
         return marks
 
-    def _visible_episodes(self) -> int:
+    def _visible_episodes(self) -> list[EpisodeMark]:
         start, end = self._span
-        return sum(1 for first, last in self._episodes if last >= start and first <= end)
+        return [e for e in self._episodes if e.end >= start and e.start <= end]

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from diagnose.detect.signals import Signal
 from diagnose.dump.model import Dump
 from diagnose.units import human_bytes, human_ms, percent
+
+if TYPE_CHECKING:
+    from diagnose.detect.analysis import SpikeAnalysis
 
 _STANDARD = (
     ("requests.latency_ms.p99", "latency P99"),
@@ -31,6 +34,13 @@ class Chart:
     key: str  # the signal's name, as in the report's signals section
     title: str
     signal: Signal | None  # None: nothing in the window for it
+
+
+@dataclass(frozen=True)
+class EpisodeMark:
+    start: float  # epoch seconds
+    end: float
+    routine: bool  # like the signal's other episodes: drawn dimmer than one that stands out
 
 
 def standard_charts(signals: dict[str, Signal]) -> list[Chart]:
@@ -69,14 +79,13 @@ def _names_column(source: str, signal: str, table_of: dict[str, str]) -> bool:
     return re.search(rf"\b{re.escape(column)}\b", columns) is not None
 
 
-def episodes(report: dict, key: str) -> list[tuple[float, float]]:
-    """(start, end) epoch seconds of a signal's episodes in the report."""
-    found = report.get("signals", {}).get(key, {}).get("episodes", [])
-    return [(_epoch(e["start"]), _epoch(e["end"])) for e in found if e.get("start") and e.get("end")]
-
-
-def _epoch(stamp: str) -> float:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+def episodes(spikes: SpikeAnalysis | None, key: str) -> list[EpisodeMark]:
+    """A signal's episodes as the analysis found them, each marked routine or not (detect/routine.py)."""
+    found = spikes.findings.get(key) if spikes is not None else None
+    if found is None:
+        return []
+    routine = found.routine or [False] * len(found.episodes)
+    return [EpisodeMark(e.start, e.end, usual) for e, usual in zip(found.episodes, routine, strict=True)]
 
 
 def latest(values: np.ndarray) -> float | None:
