@@ -1,6 +1,7 @@
 """False episodes on healthy evidence: how many spikes the search finds where nothing happened.
 
     python benchmarks/bench_false_episodes.py
+    python benchmarks/bench_false_episodes.py --runs testbed-runs/   # also your own healthy testbed runs
 
 Every episode found on a dump whose truth is "healthy" is a false one. The
 real evidence is the testbed's healthy recordings committed under
@@ -14,6 +15,7 @@ like the signal's routine, diagnose/detect/routine.py).
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from collections import defaultdict
@@ -27,10 +29,10 @@ from diagnose.pipeline import analyse_path  # noqa: E402
 from fixtures.variations import VARIATIONS, write_variation  # noqa: E402
 
 
-def recorded_healthy() -> list[Path]:
-    """The committed real recordings whose truth is healthy."""
+def recorded_healthy(folder: Path) -> list[Path]:
+    """The real recordings under ``folder`` whose truth is healthy."""
     found = []
-    for truth in sorted((ROOT / "fixtures").rglob("*truth.yaml")):
+    for truth in sorted(folder.rglob("*truth.yaml")):
         if yaml.safe_load(truth.read_text()).get("cause") is None:
             dump = truth.parent / ("dump" if truth.name == "truth.yaml" else truth.name.split(".")[0])
             if dump.is_dir():
@@ -71,7 +73,17 @@ def table(title: str, dumps: list[Path]) -> None:
 
 
 def main() -> None:
-    table("real healthy recordings (the testbed's)", recorded_healthy())
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--runs", type=Path, nargs="+", default=[], help="folders of testbed runs to count too (truth.yaml)"
+    )
+    args = parser.parse_args()
+    table("real healthy recordings (the testbed's, committed)", recorded_healthy(ROOT / "fixtures"))
+    if args.runs:
+        runs = [dump for folder in args.runs for dump in recorded_healthy(folder)]
+        table(f"real healthy recordings (testbed runs under {', '.join(map(str, args.runs))})", runs)
     quiet = [v for v in VARIATIONS if v.cause is None]
     with tempfile.TemporaryDirectory() as scratch:
         drawn = [
