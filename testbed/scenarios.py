@@ -116,16 +116,16 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "batch-window-too-long",
             "batch-window-too-long",
-            "a dynamic batcher that waits up to 80 ms for a batch of 32 at a light load",
+            "a dynamic batcher that waits up to 80 ms for a batch of 8 at a light load",
             rate_rps=8,
-            service_args=("--max-batch", "32", "--batch-window-ms", "80"),
+            service_args=("--max-batch", "8", "--batch-window-ms", "80"),
         ),
         Scenario(
             "batch-window-short",
             None,
             "batch-window-too-long's batcher and load with a 5 ms window: the fix, and its near miss",
             rate_rps=8,
-            service_args=("--max-batch", "32", "--batch-window-ms", "5"),
+            service_args=("--max-batch", "8", "--batch-window-ms", "5"),
         ),
         Scenario(
             "oversized-batch",
