@@ -134,15 +134,11 @@ def run_nab(folder: Path) -> None:
         print(f"recall {r:.3f}, F1 {f:.3f}")
     print("  routine test's sensitivity (population, fence, spread floor): precision, recall, F1")
     defaults = (routine.MIN_POPULATION, routine.FENCE, routine.SPREAD_FLOOR)
-    try:
-        for population, fence, floor in itertools.product((5, 8, 12), (2.5, 3.0, 3.5), (1.1, 1.25, 1.5)):
-            routine.MIN_POPULATION, routine.FENCE, routine.SPREAD_FLOOR = population, fence, floor
-            scores = [window_f1(w, [e.start for e in _unusual(eps)] + cps) for _, eps, cps, w in series]
-            p, r, f = np.mean(scores, axis=0)
-            mark = "  (default)" if (population, fence, floor) == defaults else ""
-            print(f"    {population:>2}  {fence:.1f}  {floor:.2f}:  {p:.3f}  {r:.3f}  {f:.3f}{mark}")
-    finally:
-        routine.MIN_POPULATION, routine.FENCE, routine.SPREAD_FLOOR = defaults
+    for setting in itertools.product((5, 8, 12), (2.5, 3.0, 3.5), (1.1, 1.25, 1.5)):
+        scores = [window_f1(w, [e.start for e in _unusual(eps, *setting)] + cps) for _, eps, cps, w in series]
+        p, r, f = np.mean(scores, axis=0)
+        mark = "  (default)" if setting == defaults else ""
+        print(f"    {setting[0]:>2}  {setting[1]:.1f}  {setting[2]:.2f}:  {p:.3f}  {r:.3f}  {f:.3f}{mark}")
 
 
 def load_nab(folder: Path) -> list[tuple[str, list[Episode], list[float], list[tuple[float, float]]]]:
@@ -166,8 +162,10 @@ def load_nab(folder: Path) -> list[tuple[str, list[Episode], list[float], list[t
     return series
 
 
-def _unusual(episodes: list[Episode]) -> list[Episode]:
-    return [e for e, usual in zip(episodes, routine.routine_flags(episodes), strict=True) if not usual]
+def _unusual(episodes: list[Episode], *setting: float) -> list[Episode]:
+    """The episodes not routine for their series (the routine test's defaults, or ``setting``)."""
+    flags = routine.routine_flags(episodes, *setting)
+    return [e for e, usual in zip(episodes, flags, strict=True) if not usual]
 
 
 def main() -> None:

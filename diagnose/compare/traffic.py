@@ -126,6 +126,7 @@ def ks_two_sample(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 
 
 _TERMS = np.arange(1, 41)
+_SIGNS = np.where(_TERMS % 2 == 1, 1.0, -1.0)
 
 
 def kolmogorov_sf(x: float) -> float:
@@ -137,8 +138,7 @@ def kolmogorov_sf(x: float) -> float:
     if x <= 0:
         return 1.0
     if x >= 0.8:
-        signs = np.where(_TERMS % 2 == 1, 1.0, -1.0)
-        return float(min(1.0, max(0.0, 2 * np.sum(signs * np.exp(-2 * _TERMS**2 * x * x)))))
+        return float(min(1.0, max(0.0, 2 * np.sum(_SIGNS * np.exp(-2 * _TERMS**2 * x * x)))))
     odd = 2 * _TERMS - 1
     cdf = np.sqrt(2 * np.pi) / x * np.sum(np.exp(-(odd**2) * np.pi**2 / (8 * x * x)))
     return float(min(1.0, max(0.0, 1.0 - cdf)))

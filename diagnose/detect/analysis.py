@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from diagnose.detect.alignment import Alignment, align
 from diagnose.detect.episodes import Episode
 from diagnose.detect.helper import SignalQueue, SpikeHelper
-from diagnose.detect.search import SignalFindings, search_shape, with_recurrence
+from diagnose.detect.search import SignalFindings, search_shape, with_periodicity
 from diagnose.detect.signals import Batch, Signal, grid_note, in_order, iter_signals, server_pids
 from diagnose.dump.model import Dump
 from diagnose.isolation import isolated
@@ -89,7 +89,7 @@ class SpikeSearch:
         for signal in self._signals:  # in the signals' order, whoever searched them
             shape = found.get(signal.name)
             if shape is not None:
-                analysis.findings[signal.name] = with_recurrence(shape, self._span)
+                analysis.findings[signal.name] = with_periodicity(shape, self._span)
         _align(analysis)
         return analysis
 

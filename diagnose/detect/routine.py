@@ -30,22 +30,32 @@ FENCE = 3.0
 SPREAD_FLOOR = 1.25
 
 
-def routine_flags(episodes: Sequence[Episode]) -> list[bool]:
-    """For each episode, in order: True when it is like the signal's others in its direction."""
+def routine_flags(
+    episodes: Sequence[Episode],
+    population: int = MIN_POPULATION,
+    fence: float = FENCE,
+    spread_floor: float = SPREAD_FLOOR,
+) -> list[bool]:
+    """For each episode, in order: True when it is like the signal's others in its direction.
+
+    The three options are there for the benchmark's sensitivity table; the analysis uses the defaults.
+    """
     flags = [False] * len(episodes)
     for direction in (1, -1):
         members = [i for i, e in enumerate(episodes) if e.direction == direction]
-        if len(members) < MIN_POPULATION:
+        if len(members) < population:
             continue
         heights = np.log([max(abs(episodes[i].peak - episodes[i].baseline), 1e-300) for i in members])
         lengths = np.log([max(episodes[i].duration, 1e-300) for i in members])
-        within = (heights <= _fence(heights)) & (lengths <= _fence(lengths))
+        within = (heights <= _fence(heights, fence, spread_floor)) & (
+            lengths <= _fence(lengths, fence, spread_floor)
+        )
         for i, inside in zip(members, within.tolist(), strict=True):
             flags[i] = inside
     return flags
 
 
-def _fence(logs: np.ndarray) -> float:
+def _fence(logs: np.ndarray, fence: float, spread_floor: float) -> float:
     centre = float(np.median(logs))
-    spread = max(1.4826 * float(np.median(np.abs(logs - centre))), float(np.log(SPREAD_FLOOR)))
-    return centre + FENCE * spread
+    spread = max(1.4826 * float(np.median(np.abs(logs - centre))), float(np.log(spread_floor)))
+    return centre + fence * spread

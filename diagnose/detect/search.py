@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,12 +21,16 @@ class SignalFindings:
     change_points: list[float]
     episodes: list[Episode]
     periodicity: Periodicity | None
-    routine: list[bool] = field(default_factory=list)  # per episode: like the signal's others (routine.py)
+    routine: list[bool] | None = None  # per episode: like the signal's others (routine.py); derived if None
+
+    def __post_init__(self) -> None:
+        if self.routine is None:
+            self.routine = routine_flags(self.episodes)
 
 
 def search_signal(signal: Signal, span: tuple[float, float]) -> SignalFindings:
     """``span`` is the whole analysis's (first, last) time: periodicity is judged against it."""
-    return with_recurrence(search_shape(signal), span)
+    return with_periodicity(search_shape(signal), span)
 
 
 def search_shape(signal: Signal) -> SignalFindings:
@@ -38,14 +42,9 @@ def search_shape(signal: Signal) -> SignalFindings:
     )
 
 
-def with_recurrence(found: SignalFindings, span: tuple[float, float]) -> SignalFindings:
-    """Whether the rising episodes recur with a period, judged against the whole span (known once every
-    signal is), and which episodes are routine for the signal."""
+def with_periodicity(found: SignalFindings, span: tuple[float, float]) -> SignalFindings:
+    """Whether the rising episodes recur, judged against the whole span (known once every signal is)."""
     starts = np.array([e.start for e in found.episodes if e.direction > 0])
     return SignalFindings(
-        found.signal,
-        found.change_points,
-        found.episodes,
-        periodicity(starts, span),
-        routine_flags(found.episodes),
+        found.signal, found.change_points, found.episodes, periodicity(starts, span), found.routine
     )

@@ -84,8 +84,8 @@ def episodes(spikes: SpikeAnalysis | None, key: str) -> list[EpisodeMark]:
     found = spikes.findings.get(key) if spikes is not None else None
     if found is None:
         return []
-    routine = found.routine or [False] * len(found.episodes)
-    return [EpisodeMark(e.start, e.end, usual) for e, usual in zip(found.episodes, routine, strict=True)]
+    flags = zip(found.episodes, found.routine, strict=True)
+    return [EpisodeMark(episode.start, episode.end, usual) for episode, usual in flags]
 
 
 def latest(values: np.ndarray) -> float | None:

@@ -117,7 +117,6 @@ def _signals(spikes: SpikeAnalysis) -> dict:
 
 
 def _signal(found: SignalFindings) -> dict:
-    routine = found.routine or [False] * len(found.episodes)
     entry: dict = {
         "kind": found.signal.kind,
         "step_s": found.signal.step,
@@ -131,7 +130,7 @@ def _signal(found: SignalFindings) -> dict:
                 "direction": "up" if e.direction > 0 else "down",
                 "routine": usual,
             }
-            for e, usual in zip(found.episodes, routine, strict=True)
+            for e, usual in zip(found.episodes, found.routine, strict=True)
         ],
         "period_s": None,
     }
