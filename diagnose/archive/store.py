@@ -301,8 +301,11 @@ class Archive:
 
     def _open(self) -> None:
         """Check what the file is, then create or migrate its schema in one transaction."""
-        application = self._db.execute("PRAGMA application_id").fetchone()[0]
+        # Tables first: a writer creating the archive sets both in one commit, so once its tables
+        # are seen, so is its id. Read the other way round, a commit between the two reads made a
+        # second writer call a new archive "not a diagnose archive".
         tables = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        application = self._db.execute("PRAGMA application_id").fetchone()[0]
         if tables and application != APPLICATION_ID:
             raise ArchiveError(
                 f"{self.path}: an SQLite file, but not a diagnose archive; it was left as it is"
