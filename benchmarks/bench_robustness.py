@@ -30,8 +30,8 @@ def run(seeds: int) -> list[dict]:
             for seed in range(1, seeds + 1):
                 folder = write_variation(variation, Path(scratch) / f"{variation.name}-{seed}", seed=seed)
                 report = analyse(str(folder))
-                ids = [h["id"] for h in report["hypotheses"]]
-                likely = [f"{h['id']} {h['score']:.2f}" for h in report["hypotheses"] if h["score"] >= LIKELY]
+                ids = [h.id for h in report.hypotheses]
+                likely = [f"{h.id} {h.score:.2f}" for h in report.hypotheses if h.score >= LIKELY]
                 rank = ids.index(variation.cause) + 1 if variation.cause in ids else None
                 rows.append(
                     {

@@ -794,14 +794,14 @@ def _run_file(args: argparse.Namespace) -> int:
         print(f"diagnose: {output_format} report written to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    for warning in report["evidence"]["warnings"]:
+    for warning in report.evidence.warnings:
         print(f"diagnose: warning: {warning}", file=sys.stderr)
-    for line in dead_source_lines(report["evidence"]):
+    for line in dead_source_lines(report.evidence):
         print(f"diagnose: warning: the recording holds nothing from {line}", file=sys.stderr)
     if args.fail_on is not None:
-        tripped = [h for h in report["hypotheses"] if h["score"] >= args.fail_on]
+        tripped = [h for h in report.hypotheses if h.score >= args.fail_on]
         if tripped:
-            named = ", ".join(f"{h['id']} ({h['score']:.2f})" for h in tripped)
+            named = ", ".join(f"{h.id} ({h.score:.2f})" for h in tripped)
             print(f"diagnose: --fail-on {args.fail_on:g}: {named}", file=sys.stderr)
             return ExitCode.FINDING_AT_THRESHOLD
     return ExitCode.OK

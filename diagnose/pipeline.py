@@ -15,14 +15,14 @@ from diagnose.dump.model import Dump
 from diagnose.facts import add_spike_evidence, compute_facts
 from diagnose.judge import default_rules_dir, judge, load_rules
 from diagnose.judge.rules import Rule
-from diagnose.report import build_report
+from diagnose.report import Report, build_report
 
 
 @dataclass
 class Analysis:
     """The report, and the per-signal findings behind it (what a live view plots)."""
 
-    report: dict
+    report: Report
     spikes: SpikeAnalysis
 
 
@@ -32,7 +32,7 @@ def analyse(
     slo_p99_ms: float | None = None,
     tz: str | None = None,
     window_s: float | None = None,
-) -> dict:
+) -> Report:
     """The report of a dump, or of its last ``window_s`` seconds."""
     return analyse_path(dump_path, rules_dir, slo_p99_ms, tz, window_s)[1].report
 

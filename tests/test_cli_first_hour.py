@@ -106,10 +106,11 @@ def test_the_slo_given_is_shown_in_every_format(run_cli):
     assert summary["slo_p99_ms"] == 100 and summary["slo_source"] == "--slo-p99-ms"
 
 
-def test_text_wraps_to_the_width_it_is_given(report_of):
+def test_text_wraps_to_the_width_it_is_given():
+    from diagnose.pipeline import analyse
     from diagnose.report.text import render_text
 
-    report = report_of(FIXTURE)
+    report = analyse(str(FIXTURE))
     narrow, wide = render_text(report, width=70), render_text(report, width=140)
     hypothesis = [line for line in narrow.splitlines() if line.startswith("     +")]
     assert hypothesis and all(len(line) <= 70 for line in hypothesis)

@@ -56,7 +56,7 @@ def test_a_restart_served_warm_at_once_has_no_cold_requests_though_one_request_i
     cold, _ = cold_requests(dump, dump.table("requests"))
     assert cold.sum() == 0
     report = analyse(str(tmp_path))
-    assert "cold-start-contamination" not in [h["id"] for h in report["hypotheses"]]
+    assert "cold-start-contamination" not in [h.id for h in report.hypotheses]
 
 
 def test_a_slow_stretch_long_after_the_stamp_is_not_the_starts_doing(tmp_path):
@@ -91,4 +91,4 @@ def test_the_worst_share_asks_about_the_cold_requests_that_reach_the_tail(tmp_pa
     facts = compute_facts(dump)
     assert facts.get("coldstart.worst_share") <= 0.5
     report = analyse(str(tmp_path))
-    assert "cold-start-contamination" not in [h["id"] for h in report["hypotheses"] if h["score"] >= 0.5]
+    assert "cold-start-contamination" not in [h.id for h in report.hypotheses if h.score >= 0.5]

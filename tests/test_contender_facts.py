@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.pipeline import analyse
+from diagnose.report import Report
 
 T0 = 1_764_460_800.0
 RUNS = [(100.0 + 150 * i, 120.0 + 150 * i) for i in range(6)]  # a job every 150 s, 20 s each
@@ -55,9 +56,9 @@ def _write(folder, slowdown: float, surge: float = 1.0) -> None:
     pd.DataFrame(rows).to_csv(folder / "processes.csv", index=False)
 
 
-def _colocated(report: dict) -> tuple[float | None, dict]:
-    score = next((h["score"] for h in report["hypotheses"] if h["id"] == "co-located-contention"), None)
-    facts = {k: v["value"] for k, v in report["facts"].items() if k.startswith("spikes.contender.")}
+def _colocated(report: Report) -> tuple[float | None, dict]:
+    score = next((h.score for h in report.hypotheses if h.id == "co-located-contention"), None)
+    facts = {k: v.value for k, v in report.facts.items() if k.startswith("spikes.contender.")}
     return score, facts
 
 

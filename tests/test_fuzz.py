@@ -85,4 +85,4 @@ def test_generated_tables_are_read_or_refused_in_one_line(table, columns, rows, 
         from diagnose.pipeline import analyse_dump
 
         report = analyse_dump(dump, load_rules(default_rules_dir())).report
-        assert not [w for w in report["evidence"]["warnings"] if "This is a bug" in w]
+        assert not [w for w in report.evidence.warnings if "This is a bug" in w]

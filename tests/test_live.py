@@ -49,8 +49,8 @@ def test_replayed_incident_shows_its_cause_opens_it_and_exports_the_same_markdow
         app = _app(dump, tmp_path)
         async with app.run_test(size=(180, 50)) as pilot:
             await _until(pilot, lambda: app.report is not None)
-            assert app.report["hypotheses"][0]["id"] == "co-located-contention"
-            assert app.report["hypotheses"][0]["score"] >= 0.5
+            assert app.report.hypotheses[0].id == "co-located-contention"
+            assert app.report.hypotheses[0].score >= 0.5
             await pilot.press("enter")
             await _until(pilot, lambda: isinstance(app.screen, DocumentScreen))
             shown = app.screen.markdown
@@ -60,8 +60,8 @@ def test_replayed_incident_shows_its_cause_opens_it_and_exports_the_same_markdow
             return app, shown
 
     app, shown = asyncio.run(drive())
-    hypothesis = app.report["hypotheses"][0]
-    assert "**Verify**" in shown and hypothesis["verify"][0] in shown and hypothesis["remedy"][0] in shown
+    hypothesis = app.report.hypotheses[0]
+    assert "**Verify**" in shown and hypothesis.verify[0] in shown and hypothesis.remedy[0] in shown
     cli = tmp_path / "cli" / app.exported.name  # the same name: the same relative picture links
     cli.parent.mkdir()
     code, _, _ = run_cli("file", dump, "--format", "markdown", "-o", cli)
@@ -124,7 +124,7 @@ def test_no_gpu_is_said_and_everything_else_works(tmp_path):
             assert "no GPU" in str(app.query_one("#top").render())
             assert "no GPU here: this dump has no GPU table" in text
             assert "latency P99" in text and "host CPU" in text
-            assert not [h for h in app.report["hypotheses"] if h["score"] >= 0.5]
+            assert not [h for h in app.report.hypotheses if h.score >= 0.5]
 
     asyncio.run(drive())
 
@@ -214,14 +214,29 @@ def test_live_feed_samples_the_host_into_windows(tmp_path):
     assert load_dump(str(tmp_path / "rec")).tables["system"]["ts"].size >= 2
 
 
-def test_cited_signals_follow_the_evidence_sources():
-    signals = {
-        name: Signal(name, "gpu", 0.0, 1.0, pd.Series([1.0, 2.0]).to_numpy())
-        for name in ("gpu.sm_clock_mhz[gpu=0]", "gpu.util_pct[gpu=0]", "system.cpu_pct")
-    }
-    report = {"evidence": {"tables": {"gpu": {"files": ["gpu.csv"]}, "system": {"files": ["system.csv"]}}}}
-    hypothesis = {"evidence": [{"sources": ["gpu.csv: sm_clock_mhz, max_sm_clock_mhz while util_pct > 0"]}]}
-    assert cited_signals(hypothesis, report, signals) == ["gpu.sm_clock_mhz[gpu=0]", "gpu.util_pct[gpu=0]"]
+@pytest.mark.parametrize(
+    ("fixture", "cause", "cited", "not_cited"),
+    [
+        ("gpu-throttling", "gpu-throttling", "gpu.sm_clock_mhz[gpu=0]", "gpu_processes.mem_used_bytes"),
+        (
+            "co-located-contention",
+            "co-located-contention",
+            "gpu_processes.mem_used_bytes[name=python3]",
+            "gpu.sm_",
+        ),
+    ],
+)
+def test_cited_signals_are_the_ones_the_evidence_facts_came_from(fixture, cause, cited, not_cited):
+    from diagnose.detect.signals import build_signals, server_pids
+    from diagnose.pipeline import analyse_path
+
+    dump, analysis = analyse_path(str(DUMPS / fixture))
+    signals = {s.name: s for s in build_signals(dump, server_pids(dump))}
+    assert any(name.startswith(not_cited) for name in signals)  # there, and not what the evidence is about
+    [hypothesis] = [h for h in analysis.report.hypotheses if h.id == cause]
+    found = cited_signals(hypothesis, analysis.report, signals)
+    assert cited in found
+    assert not any(name.startswith(not_cited) for name in found)
 
 
 def test_chart_marks_come_from_the_analysis_with_the_routine_ones_told_apart():
@@ -273,7 +288,7 @@ def test_a_live_view_warns_about_a_dead_source_and_its_report_lists_it(tmp_path)
         feed.close()
     assert any("request log" in line and "no such file" in line for line in said)
     report = analyse_dump(window, load_rules(default_rules_dir())).report
-    assert dead_source_lines(report["evidence"]) == [
+    assert dead_source_lines(report.evidence) == [
         f"request log {missing}: never reached (no such file or directory)"
     ]
 

@@ -56,28 +56,28 @@ def test_the_timeline_plots_the_latency_signals_and_shades_the_detected_spikes(c
     assert np.array_equal(track.times, p99.signal.times())
     reference = analysis.spikes.findings[analysis.spikes.reference]
     assert data.episodes == tuple((e.start, e.end) for e in reference.episodes if e.direction > 0)
-    assert len(data.episodes) == analysis.report["facts"]["spikes.latency.episodes"]["value"]
+    assert len(data.episodes) == analysis.report.fact("spikes.latency.episodes")
 
 
 def test_the_timeline_shows_the_job_the_diagnosis_names_first_in_its_own_units(contention):
     dump, analysis = contention
     data = timeline_data(analysis.report, analysis.spikes, dump)
-    cited = analysis.report["facts"]["spikes.colocated.signal"]["value"]
+    cited = analysis.report.fact("spikes.colocated.signal")
     assert data.related[0].name == cited
     assert data.related[0].label == "GPU memory of python3 (GiB)"
     job = analysis.spikes.findings[cited].signal.values
     assert np.allclose(data.related[0].values, job / 2**30, equal_nan=True)
-    aligned = {a["b"] for a in analysis.report["alignments"]}
+    aligned = {a.b for a in analysis.report.alignments}
     assert all(track.name in aligned | {cited} for track in data.related)
 
 
 def test_the_stage_picture_shows_the_summary_shares(contention):
     _, analysis = contention
     data = stage_data(analysis.report)
-    stages = analysis.report["summary"]["stages"]
+    stages = analysis.report.summary.stages
     assert set(data.stages) == set(stages)
     for name, mean, tail in zip(data.stages, data.share_mean, data.share_p99, strict=True):
-        assert mean == stages[name]["share"] and tail == stages[name]["tail_share"]
+        assert mean == stages[name].share and tail == stages[name].tail_share
     assert list(data.share_p99) == sorted(data.share_p99, reverse=True)
 
 
@@ -249,7 +249,7 @@ def test_the_cold_start_picture_marks_the_requests_the_facts_call_cold():
 
     dump, analysis = analyse_path(str(DUMPS / "cold-start-contamination"))
     data = coldstart_data(dump)
-    assert int(data.cold.sum()) == analysis.report["facts"]["coldstart.cold_requests"]["value"]
+    assert int(data.cold.sum()) == analysis.report.fact("coldstart.cold_requests")
     assert np.nanmin(data.since_start_s) >= 0
 
 
@@ -258,13 +258,13 @@ def test_the_batch_curve_is_the_one_the_facts_quote_with_its_knee():
 
     dump, analysis = analyse_path(str(DUMPS / "oversized-batch"))
     data = batch_curve(dump, analysis.report)
-    facts = analysis.report["facts"]
-    assert data.knee == facts["batch.knee_size"]["value"]
+    facts = analysis.report.facts
+    assert data.knee == facts["batch.knee_size"].value
     quoted = [
-        float(part.split(":")[0].removeprefix("size ")) for part in facts["batch.curve"]["value"].split("; ")
+        float(part.split(":")[0].removeprefix("size ")) for part in facts["batch.curve"].value.split("; ")
     ]
     assert np.allclose(data.size, quoted)
-    assert data.items_per_s.max() == pytest.approx(facts["batch.capacity_items_per_s"]["value"])
+    assert data.items_per_s.max() == pytest.approx(facts["batch.capacity_items_per_s"].value)
 
 
 def test_the_committed_gallery_is_current_by_the_data_it_shows(tmp_path, monkeypatch):
@@ -286,10 +286,10 @@ def test_the_queueing_curve_is_the_facts_windows_with_their_knee():
 
     dump, analysis = analyse_path(str(DUMPS / "queue-saturation"))
     data = queue_curve(dump, analysis.report)
-    facts = analysis.report["facts"]
-    assert data.knee_rps == facts["queue.knee_rps"]["value"]
+    facts = analysis.report.facts
+    assert data.knee_rps == facts["queue.knee_rps"].value
     assert data.recommended_rps == pytest.approx(0.7 * data.knee_rps)
-    assert np.nanmax(data.windows.rho) == pytest.approx(facts["queue.rho.max"]["value"])
+    assert np.nanmax(data.windows.rho) == pytest.approx(facts["queue.rho.max"].value)
     shape = data.windows.rho / (1 - data.windows.rho)
     residual = data.windows.wait_ms - data.fit_scale_ms * shape
     assert abs(np.dot(residual, shape)) < 1e-6 * np.dot(shape, shape) * data.fit_scale_ms  # least squares
@@ -300,11 +300,11 @@ def test_the_length_shift_picture_draws_the_line_the_facts_fitted():
 
     dump, analysis = analyse_path(str(DUMPS / "input-length-shift"))
     data = shift_model(dump, analysis.report)
-    facts = analysis.report["facts"]
-    assert data.split == facts["latency.shift_at"]["value"] and not data.tail
+    facts = analysis.report.facts
+    assert data.split == facts["latency.shift_at"].value and not data.tail
     predicted = np.median(data.intercept + data.slope * data.input_len[data.after])
     actual = np.median(data.served_ms[data.after])
-    assert actual / predicted == pytest.approx(facts["latency.unexplained_ratio"]["value"])
+    assert actual / predicted == pytest.approx(facts["latency.unexplained_ratio"].value)
 
 
 def test_a_shift_in_the_tail_is_drawn_at_the_p95s_split(tmp_path):
@@ -314,7 +314,7 @@ def test_a_shift_in_the_tail_is_drawn_at_the_p95s_split(tmp_path):
     (tail,) = [v for v in VARIATIONS if v.name == "input-shift-in-the-tail"]
     dump, analysis = analyse_path(str(write_variation(tail, tmp_path / "tail", seed=3)))
     data = shift_model(dump, analysis.report)
-    assert data.tail and data.split == analysis.report["facts"]["latency.tail_shift_at"]["value"]
+    assert data.tail and data.split == analysis.report.fact("latency.tail_shift_at")
     # the long prompts are after the split only
     assert data.input_len[data.after].max() > 2 * data.input_len[data.before].max()
 
@@ -324,10 +324,10 @@ def test_the_clock_picture_shows_the_facts_throttled_seconds():
 
     dump, analysis = analyse_path(str(DUMPS / "gpu-throttling-power-cap"))
     data = clock_data(dump)
-    facts = analysis.report["facts"]
+    facts = analysis.report.facts
     assert dump.table("gpu")["gpu"].nunique() == 1  # one GPU: per second is per row
-    assert data.throttled.mean() == pytest.approx(facts["gpu.throttled_share"]["value"])
-    assert np.median(data.clock_share) == pytest.approx(facts["gpu.sm_clock_ratio.p50"]["value"])
+    assert data.throttled.mean() == pytest.approx(facts["gpu.throttled_share"].value)
+    assert np.median(data.clock_share) == pytest.approx(facts["gpu.sm_clock_ratio.p50"].value)
 
 
 def test_every_rule_has_a_picture_of_its_evidence():
@@ -363,11 +363,11 @@ def test_the_interference_picture_compares_the_requests_the_facts_compared():
 
     dump, analysis = analyse_path(str(DUMPS / "prefill-decode-interference"))
     data = interference_data(dump)
-    facts = analysis.report["facts"]
-    assert data.ratio == pytest.approx(facts["tpot.long_prefill_ratio"]["value"])
-    assert data.threshold_tokens == facts["llm.long_prompt_tokens"]["value"]
+    facts = analysis.report.facts
+    assert data.ratio == pytest.approx(facts["tpot.long_prefill_ratio"].value)
+    assert data.threshold_tokens == facts["llm.long_prompt_tokens"].value
     share = data.during_relative.size / (data.during_relative.size + data.clear_relative.size)
-    assert share == pytest.approx(facts["tpot.long_prefill_share"]["value"])
+    assert share == pytest.approx(facts["tpot.long_prefill_share"].value)
     # The minute drawn: its bars start inside it, and a bar marked as overlapped has a long prefill within it.
     assert ((data.first >= data.window[0]) & (data.first < data.window[1])).all()
     crossing = [
@@ -390,7 +390,7 @@ def test_the_sampling_picture_shows_each_series_at_its_own_interval():
 
     dump, analysis = analyse_path(str(DUMPS / "coarse-sampling"))
     data = sampling_data(dump)
-    assert data.rows[0][1] == analysis.report["facts"]["sampling.interval_s"]["value"]  # the finest first
+    assert data.rows[0][1] == analysis.report.fact("sampling.interval_s")  # the finest first
     for name, interval, times in data.rows:
         assert interval == dump.median_interval(name)
         assert np.allclose(np.diff(times), interval)

@@ -46,8 +46,8 @@ def grouped(tmp_path_factory):
 
 
 def test_a_co_located_job_known_only_as_a_group_is_found_and_named_as_one(grouped):
-    first = grouped["hypotheses"][0]
-    assert first["id"] == "co-located-contention"
-    assert grouped["facts"]["spikes.colocated.process"]["value"] == "process-exporter group python3"
-    assert "spikes.colocated.pid" not in grouped["facts"]
-    assert any("process-exporter group python3" in line["text"] for line in first["evidence"])
+    first = grouped.hypotheses[0]
+    assert first.id == "co-located-contention"
+    assert grouped.fact("spikes.colocated.process") == "process-exporter group python3"
+    assert "spikes.colocated.pid" not in grouped.facts
+    assert any("process-exporter group python3" in line.text for line in first.evidence)

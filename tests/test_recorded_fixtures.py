@@ -44,7 +44,7 @@ def test_a_recorded_run_is_diagnosed_as_what_was_injected(run, request):
         request.applymarker(pytest.mark.xfail(reason=KNOWN_MISSES[run.name], strict=True))
     truth = yaml.safe_load((run / "truth.yaml").read_text())
     report = analyse(str(run / "dump"))
-    hypotheses = [(h["id"], h["score"]) for h in report["hypotheses"]]
+    hypotheses = [(h.id, h.score) for h in report.hypotheses]
     if truth["cause"] is None:
         assert not [h for h in hypotheses if h[1] >= LIKELY], hypotheses
         return

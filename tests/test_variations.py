@@ -15,7 +15,7 @@ from fixtures.variations import VARIATIONS, write_variation
 @pytest.mark.parametrize("variation", VARIATIONS, ids=[v.name for v in VARIATIONS])
 def test_the_cause_ranks_first_and_quiet_dumps_stay_quiet(variation, tmp_path):
     report = analyse(str(write_variation(variation, tmp_path / variation.name, seed=7)))
-    ranked = [(h["id"], h["score"]) for h in report["hypotheses"]]
+    ranked = [(h.id, h.score) for h in report.hypotheses]
     if variation.cause is None:
         assert [h for h in ranked if h[1] >= 0.5] == [], ranked
     else:

@@ -23,6 +23,7 @@ from diagnose.compare.measure import (
     warm_requests,
 )
 from diagnose.dump.model import Dump
+from diagnose.dump.timestamps import iso
 from diagnose.judge.rules import Rule
 from diagnose.pipeline import analyse_dump
 
@@ -58,14 +59,14 @@ def measure_dump(
         report = analyse_dump(dump, rules, helper=helper).report
     evidence = Evidence(
         dump.path,
-        (report["window"]["start"], report["window"]["end"]),
+        (iso(report.window.start), iso(report.window.end)),
         0 if requests is None else len(requests.frame),
         0 if requests is None else requests.cold_excluded,
         {m.name: m for m in measures},
         _samples(requests),
         describe(dump),
         background(dump),
-        [(h["id"], float(h["score"])) for h in report["hypotheses"]],
+        [(h.id, float(h.score)) for h in report.hypotheses],
         list(dump.warnings),
     )
     return evidence, requests

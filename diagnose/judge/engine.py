@@ -32,6 +32,7 @@ class EvidenceLine:
     text: str
     value: float | int | str | bool | None
     sources: tuple[str, ...]
+    facts: tuple[str, ...]  # the facts the line cites, the first being ``value``
 
 
 @dataclass
@@ -116,8 +117,9 @@ def _evidence(condition: Condition, facts: Facts) -> EvidenceLine | None:
     if text is None:
         return None
     names = condition.evidence.facts or sorted(expr.names(condition.test))
-    sources = tuple(dict.fromkeys(facts.values[n].source for n in names if n in facts.values))
-    return EvidenceLine(text, facts.get(names[0]) if names else None, sources)
+    cited = tuple(n for n in names if n in facts.values)
+    sources = tuple(dict.fromkeys(facts.values[n].source for n in cited))
+    return EvidenceLine(text, facts.get(names[0]) if names else None, sources, cited)
 
 
 def _missing_evidence(conditions: list[Condition], facts: Facts) -> list[str]:

@@ -33,6 +33,7 @@ from diagnose.live.feed import FeedState
 from diagnose.live.panels import Chart, cited_signals, episodes, stage_rows, standard_charts, top_processes
 from diagnose.pipeline import Analysis, analyse_dump
 from diagnose.report.markdown import render_hypothesis, render_markdown, render_not_found, render_sources
+from diagnose.report.model import Hypothesis, Report
 
 WINDOWS: tuple[float | None, ...] = (60.0, 300.0, 900.0, 3600.0, None)  # None: everything so far
 
@@ -157,7 +158,7 @@ class LiveApp(App[None]):
         self.feed, self.settings = feed, settings
         self.window_s = settings.window_s
         self.paused = False
-        self.report: dict | None = None  # the latest analysis
+        self.report: Report | None = None  # the latest analysis
         self._analysed: tuple[Analysis, Dump] | None = None  # and what it was made of, for the pictures
         self.samples = 0
         self.analyses = 0
@@ -317,42 +318,42 @@ class LiveApp(App[None]):
         options = self.query_one("#hypotheses", OptionList)
         keep = self._highlighted()
         options.clear_options()
-        hypotheses = self.report["hypotheses"]
+        hypotheses = self.report.hypotheses
         if not hypotheses:
             options.add_option(
                 Option("no hypothesis: no rule found evidence of a known cause", disabled=True)
             )
         for h in hypotheses:
             label = Text()
-            label.append(f"{h['score']:.2f} ", style="bold red" if h["score"] >= 0.5 else "yellow")
-            label.append(f"{h['confidence']:<9}", style="dim")
-            label.append(h["id"], style="bold")
-            label.append(f"  {h['title']}")
-            options.add_option(Option(label, id=h["id"]))
+            label.append(f"{h.score:.2f} ", style="bold red" if h.score >= 0.5 else "yellow")
+            label.append(f"{h.confidence:<9}", style="dim")
+            label.append(h.id, style="bold")
+            label.append(f"  {h.title}")
+            options.add_option(Option(label, id=h.id))
         if hypotheses:
-            ids = [h["id"] for h in hypotheses]
-            options.highlighted = ids.index(keep["id"]) if keep and keep["id"] in ids else 0
+            ids = [h.id for h in hypotheses]
+            options.highlighted = ids.index(keep.id) if keep and keep.id in ids else 0
         self._show_detail()
 
     def _show_detail(self) -> None:
         hypothesis = self._highlighted()
         detail = Text()
         if hypothesis is not None:
-            for line in hypothesis["evidence"][:4]:
+            for line in hypothesis.evidence[:4]:
                 detail.append("• ", style="green")
-                detail.append(line["text"] + "\n")
-            for line in hypothesis["contrary"][:2]:
+                detail.append(line.text + "\n")
+            for line in hypothesis.contrary[:2]:
                 detail.append("✗ against: ", style="yellow")
-                detail.append(line["text"] + "\n")
+                detail.append(line.text + "\n")
         elif self.report is not None:
-            not_fired = len(self.report["ruled_out"]) + len(self.report["not_run"])
+            not_fired = len(self.report.ruled_out) + len(self.report.not_run)
             detail.append(f"{not_fired} rule(s) ruled out or not checked; press o to see why", style="dim")
         self.query_one("#detail", Static).update(detail)
 
     def _show_stages(self) -> None:
         table = self.query_one("#stages", DataTable)
         table.clear()
-        for row in stage_rows(self.report or {"summary": {}}):
+        for row in stage_rows(self.report):
             table.add_row(*row)
 
     def _show_processes(self, by_cpu: list, by_gpu: list) -> None:
@@ -362,11 +363,11 @@ class LiveApp(App[None]):
             for row in rows:
                 table.add_row(*row)
 
-    def _highlighted(self) -> dict | None:
-        if self.report is None or not self.report["hypotheses"]:
+    def _highlighted(self) -> Hypothesis | None:
+        if self.report is None or not self.report.hypotheses:
             return None
         index = self.query_one("#hypotheses", OptionList).highlighted
-        hypotheses = self.report["hypotheses"]
+        hypotheses = self.report.hypotheses
         return hypotheses[index] if index is not None and index < len(hypotheses) else None
 
     def on_option_list_option_highlighted(self, _: OptionList.OptionHighlighted) -> None:
@@ -383,7 +384,7 @@ class LiveApp(App[None]):
         if hypothesis is None:
             self.notify("no hypothesis to open yet", timeout=3)
             return
-        rank = self.report["hypotheses"].index(hypothesis) + 1
+        rank = self.report.hypotheses.index(hypothesis) + 1
         self.push_screen(DocumentScreen("\n".join(render_hypothesis(rank, hypothesis)), id="hypothesis"))
 
     def action_not_fired(self) -> None:
@@ -391,7 +392,7 @@ class LiveApp(App[None]):
             self.notify("no analysis yet", timeout=3)
             return
         lines = render_not_found(self.report) or ["Every rule fired."]
-        lines += ["", *render_sources(self.report["evidence"])]
+        lines += ["", *render_sources(self.report.evidence)]
         self.push_screen(DocumentScreen("\n".join(lines), id="not-fired"))
 
     def action_help(self) -> None:

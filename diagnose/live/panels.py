@@ -14,6 +14,7 @@ import numpy as np
 
 from diagnose.detect.signals import Signal
 from diagnose.dump.model import Dump
+from diagnose.report.model import Hypothesis, Report
 from diagnose.units import human_bytes, human_ms, percent
 
 if TYPE_CHECKING:
@@ -54,19 +55,23 @@ def standard_charts(signals: dict[str, Signal]) -> list[Chart]:
     return charts
 
 
-def cited_signals(hypothesis: dict, report: dict, signals: dict[str, Signal]) -> list[str]:
-    """Signals a hypothesis's evidence names, directly or as a file's columns (``gpu.csv: sm_clock_mhz``)."""
-    table_of = {
-        file: table
-        for table, entry in report["evidence"]["tables"].items()
-        for file in entry.get("files", [])
-    }
+def cited_signals(hypothesis: Hypothesis, report: Report, signals: dict[str, Signal]) -> list[str]:
+    """Signals the facts behind a hypothesis's evidence came from.
+
+    A fact's value may be a signal's name (``spikes.colocated.signal``); its
+    citation may name the signal (``gpu_processes.mem_used_bytes[name=x]:
+    episodes ...``) or the file and columns the signal is drawn from
+    (``gpu.csv: sm_clock_mhz, ...``).
+    """
+    table_of = {file: table for table, read in report.evidence.tables.items() for file in read.files}
     cited: list[str] = []
-    for line in hypothesis.get("evidence", []):
-        for source in line.get("sources", []):
-            for name in signals:
-                if name in source or _names_column(source, name, table_of):
-                    cited.append(name)
+    for line in hypothesis.evidence:
+        for fact in (report.facts[name] for name in line.facts if name in report.facts):
+            if isinstance(fact.value, str) and fact.value in signals:
+                cited.append(fact.value)
+            cited += [
+                name for name in signals if name in fact.source or _names_column(fact.source, name, table_of)
+            ]
     return list(dict.fromkeys(cited))
 
 
@@ -107,18 +112,18 @@ def format_for(key: str, value: float | None) -> str:
     return f"{value:.3g}"
 
 
-def stage_rows(report: dict) -> list[tuple[str, str, str, str, str, str]]:
+def stage_rows(report: Report | None) -> list[tuple[str, str, str, str, str, str]]:
     """Per stage: kind, share of the mean, P50, P99, share of the P99 excess."""
-    stages = report["summary"].get("stages") or {}
-    rows = sorted(stages.items(), key=lambda item: -item[1]["share"])
+    stages = report.summary.stages if report is not None else {}
+    rows = sorted(stages.items(), key=lambda item: -item[1].share)
     return [
         (
             name,
-            row["kind"],
-            percent(row["share"]),
-            human_ms(row["p50_ms"]),
-            human_ms(row["p99_ms"]),
-            percent(row["excess_share"]),
+            row.kind,
+            percent(row.share),
+            human_ms(row.p50_ms),
+            human_ms(row.p99_ms),
+            percent(row.excess_share),
         )
         for name, row in rows
     ]

@@ -17,6 +17,7 @@ from diagnose.dump.model import Dump
 from diagnose.pictures import evidence
 from diagnose.pictures.stages import draw_stages, stage_data
 from diagnose.pictures.timeline import draw_timeline, timeline_data
+from diagnose.report.model import Report
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ def in_memory(draw: Callable[[Path], list[Picture]]) -> list[tuple[str, bytes, s
         return [(p.title, p.path.read_bytes(), p.alt) for p in draw(Path(scratch))]
 
 
-def render_pictures(report: dict, spikes: SpikeAnalysis, dump: Dump, folder: Path) -> list[Picture]:
+def render_pictures(report: Report, spikes: SpikeAnalysis, dump: Dump, folder: Path) -> list[Picture]:
     """Draw every picture the analysis has data for into ``folder``; return them in report order."""
     from diagnose.pictures import style
 
@@ -90,9 +91,9 @@ SHOWN_BY_TIMELINE = frozenset(
 SHOWN_BY_STAGES = frozenset({"cpu-bound-stage", "compute-bound-forward"})
 
 
-def _named_as_evidence(pictures: list[Picture], report: dict) -> list[Picture]:
+def _named_as_evidence(pictures: list[Picture], report: Report) -> list[Picture]:
     """The timeline and the stage breakdown say which fired findings they are the evidence of."""
-    fired = [h["id"] for h in report["hypotheses"]]
+    fired = [h.id for h in report.hypotheses]
     named = []
     for picture in pictures:
         shown = SHOWN_BY_TIMELINE if picture.path.name == "timeline.png" else SHOWN_BY_STAGES
@@ -137,7 +138,7 @@ EVIDENCE = {
     ),
     "gpu-throttling": (
         "clocks",
-        lambda dump, report: evidence.clock_data(dump, _fact(report, "gpu.throttle_gpu")),
+        lambda dump, report: evidence.clock_data(dump, report.fact("gpu.throttle_gpu")),
         evidence.draw_clocks,
         "the SM clock share of its maximum and the temperature while the most throttled GPU worked, its "
         "throttled seconds shaded, and the forward time on the same axis",
@@ -177,27 +178,21 @@ EVIDENCE = {
 }
 
 
-def _fact(report: dict, name: str) -> object:
-    """A fact's value from the report, or None."""
-    fact = report.get("facts", {}).get(name)
-    return fact.get("value") if isinstance(fact, dict) else None
-
-
-def _evidence_pictures(report: dict, dump: Dump, folder: Path) -> list[Picture]:
+def _evidence_pictures(report: Report, dump: Dump, folder: Path) -> list[Picture]:
     """The picture of each fired hypothesis's evidence, strongest hypothesis first, each drawn once."""
     from diagnose.pictures import style
 
     pictures, drawn = [], set()
-    for hypothesis in report["hypotheses"]:
-        if hypothesis["id"] not in EVIDENCE:
+    for hypothesis in report.hypotheses:
+        if hypothesis.id not in EVIDENCE:
             continue
-        name, data_of, draw, alt = EVIDENCE[hypothesis["id"]]
+        name, data_of, draw, alt = EVIDENCE[hypothesis.id]
         if name in drawn or (data := data_of(dump, report)) is None:
             continue
         path = folder / f"{name}.png"
         style.save(draw(data), path)
         drawn.add(name)
-        pictures.append(Picture(f"Evidence: {hypothesis['id']}", path, alt, data))
+        pictures.append(Picture(f"Evidence: {hypothesis.id}", path, alt, data))
     return pictures
 
 

@@ -48,6 +48,7 @@ from diagnose.facts.llm import LOCAL_WINDOW_S, interference_split
 from diagnose.facts.queueing import QueueWindows, queue_windows
 from diagnose.facts.sampling import series_intervals
 from diagnose.facts.throttle import BUSY_PCT, throttled_rows
+from diagnose.report.model import Report
 
 GIB = 2**30
 
@@ -82,9 +83,8 @@ class QueueCurve:
     recommended_rps: float | None
 
 
-def queue_curve(dump: Dump, report: dict) -> QueueCurve | None:
-    facts = report["facts"]
-    capacity = facts.get("batch.capacity_items_per_s", {}).get("value")
+def queue_curve(dump: Dump, report: Report) -> QueueCurve | None:
+    capacity = report.fact("batch.capacity_items_per_s")
     found = queue_windows(dump, capacity)
     if found is None or isinstance(found, str):
         return None
@@ -94,8 +94,7 @@ def queue_curve(dump: Dump, report: dict) -> QueueCurve | None:
         shape = found.rho[known] / (1 - found.rho[known])
         if np.dot(shape, shape) > 0:
             scale = float(np.dot(shape, found.wait_ms[known]) / np.dot(shape, shape))
-    value = lambda name: facts.get(name, {}).get("value")  # noqa: E731 - a two-use look-up
-    return QueueCurve(found, scale, value("queue.knee_rps"), value("queue.recommended_rps"))
+    return QueueCurve(found, scale, report.fact("queue.knee_rps"), report.fact("queue.recommended_rps"))
 
 
 @dataclass(frozen=True)
@@ -191,14 +190,13 @@ def _panel(dump: Dump, table: str, title: str, rows) -> SeriesPanel | None:
     return SeriesPanel(title, tuple(drawn)) if drawn else None
 
 
-def shift_model(dump: Dump, report: dict) -> LengthModel | None:
+def shift_model(dump: Dump, report: Report) -> LengthModel | None:
     """The line fitted before the shift; the P95's shift where the tail rose more than the median."""
     requests = dump.table("requests")
     if requests is None or "latency_ms" not in requests.columns:
         return None
-    facts = report["facts"]
-    median = facts.get("latency.rise_ratio", {}).get("value")
-    tail = facts.get("latency.tail_rise_ratio", {}).get("value")
+    median = report.fact("latency.rise_ratio")
+    tail = report.fact("latency.tail_rise_ratio")
     return length_model(requests, tail=tail is not None and (median is None or tail > median))
 
 
@@ -231,7 +229,7 @@ def coldstart_data(dump: Dump) -> ColdData | None:
     return ColdData(since, requests["latency_ms"].to_numpy(dtype="float64"), found[0])
 
 
-def batch_curve(dump: Dump, report: dict) -> BatchCurve | None:
+def batch_curve(dump: Dump, report: Report) -> BatchCurve | None:
     requests = dump.table("requests")
     if requests is None or not {"batch_size", "stage_forward_ms"} <= set(requests.columns):
         return None
@@ -241,7 +239,7 @@ def batch_curve(dump: Dump, report: dict) -> BatchCurve | None:
     curve = throughput_curve(size[known], forward[known])
     if len(curve) < 3:
         return None
-    knee = report["facts"].get("batch.knee_size", {}).get("value")
+    knee = report.fact("batch.knee_size")
     return BatchCurve(
         curve["size"].to_numpy(), curve["items_per_s"].to_numpy(), curve["forward_ms"].to_numpy(), knee
     )

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diagnose.report.model import Report
+
 
 @dataclass(frozen=True)
 class StageData:
@@ -17,15 +19,13 @@ class StageData:
     unaccounted: float | None  # latency in no logged stage, as a share of the mean
 
 
-def stage_data(report: dict) -> StageData | None:
-    stages = report["summary"]["stages"]
-    rows = [(name, row.get("share"), row.get("tail_share")) for name, row in stages.items()]
-    rows = [(n, m, t) for n, m, t in rows if m is not None and t is not None]
+def stage_data(report: Report) -> StageData | None:
+    rows = [(name, row.share, row.tail_share) for name, row in report.summary.stages.items()]
     if not rows:
         return None
     rows.sort(key=lambda r: -r[2])
     names, means, tails = zip(*rows, strict=True)
-    return StageData(names, means, tails, report["summary"].get("unaccounted_share"))
+    return StageData(names, means, tails, report.summary.unaccounted_share)
 
 
 def draw_stages(data: StageData):

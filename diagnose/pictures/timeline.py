@@ -15,6 +15,7 @@ import numpy as np
 
 from diagnose.detect import SpikeAnalysis
 from diagnose.dump.model import Dump
+from diagnose.report.model import Report
 
 MAX_RELATED = 3
 _EVENT_KINDS = ("restart", "deploy", "oom", "xid", "profiler_start", "engine_dead")
@@ -38,7 +39,7 @@ class TimelineData:
     events: tuple[tuple[float, str], ...]
 
 
-def timeline_data(report: dict, spikes: SpikeAnalysis, dump: Dump) -> TimelineData | None:
+def timeline_data(report: Report, spikes: SpikeAnalysis, dump: Dump) -> TimelineData | None:
     """What the timeline shows, from the analysis itself; None where no latency was recorded."""
     latency = tuple(
         _track(spikes, name)
@@ -53,13 +54,13 @@ def timeline_data(report: dict, spikes: SpikeAnalysis, dump: Dump) -> TimelineDa
     return TimelineData(latency, episodes, change_points, _related(report, spikes), _events(dump))
 
 
-def _related(report: dict, spikes: SpikeAnalysis) -> tuple[Track, ...]:
+def _related(report: Report, spikes: SpikeAnalysis) -> tuple[Track, ...]:
     cited = [
-        fact["value"]
-        for fact in report["facts"].values()
-        if isinstance(fact["value"], str) and fact["value"] in spikes.findings
+        fact.value
+        for fact in report.facts.values()
+        if isinstance(fact.value, str) and fact.value in spikes.findings
     ]
-    aligned = [a["b"] for a in report["alignments"] if a["p_value"] is not None and a["p_value"] < 0.05]
+    aligned = [a.b for a in report.alignments if a.p_value is not None and a.p_value < 0.05]
     names = [n for n in dict.fromkeys([*cited, *aligned]) if not n.startswith("requests.latency_ms")]
     return tuple(_track(spikes, name) for name in names[:MAX_RELATED])
 

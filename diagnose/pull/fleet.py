@@ -59,7 +59,8 @@ def sweep(
             results.append(HostResult(host, None, [], str(error)))
             continue
         findings = [
-            {key: h.get(key) for key in ("id", "score", "confidence", "title")} for h in report["hypotheses"]
+            {"id": h.id, "score": h.score, "confidence": h.confidence, "title": h.title}
+            for h in report.hypotheses
         ]
         results.append(HostResult(host, str(summary.path), findings))
     _write_summary(output, results, client.url, start, end)

@@ -4,6 +4,7 @@ from diagnose.report.build import REPORT_FORMAT, build_report
 from diagnose.report.html import render_html
 from diagnose.report.json_report import render_json
 from diagnose.report.markdown import render_markdown
+from diagnose.report.model import Report
 from diagnose.report.text import render_text
 
 RENDERERS = {"text": render_text, "markdown": render_markdown, "html": render_html, "json": render_json}
@@ -11,6 +12,7 @@ RENDERERS = {"text": render_text, "markdown": render_markdown, "html": render_ht
 __all__ = [
     "REPORT_FORMAT",
     "RENDERERS",
+    "Report",
     "build_report",
     "render_html",
     "render_json",

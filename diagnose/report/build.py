@@ -1,7 +1,8 @@
-"""Assemble the report as plain data in the shape of docs/report-json.md.
+"""Assemble the report (report/model.py) from the dump, its facts, the rules' outcomes and the spikes.
 
-Every renderer (JSON, Markdown, terminal text) reads this one structure, so
-the three can never disagree about a number.
+Every renderer (JSON, Markdown, terminal text, HTML), the live view, the
+pictures and compare read this one structure, so none can disagree about a
+number.
 """
 
 from __future__ import annotations
@@ -12,63 +13,78 @@ from diagnose.detect import SignalFindings, SpikeAnalysis
 from diagnose.detect.alignment import Alignment
 from diagnose.dump.model import Dump
 from diagnose.dump.reader import KNOWN_TABLES
-from diagnose.dump.timestamps import iso
 from diagnose.facts.model import Facts
 from diagnose.judge.engine import FIRED, RULED_OUT, SKIPPED, EvidenceLine, Outcome
+from diagnose.report.model import (
+    AlignmentReport,
+    CitedValue,
+    Episode,
+    EvidenceRead,
+    Hypothesis,
+    ImporterUse,
+    LatencyWindow,
+    Line,
+    NotRun,
+    OomClass,
+    Periodicity,
+    Report,
+    RuledOut,
+    SignalReport,
+    SourceState,
+    StageShare,
+    Summary,
+    TableRead,
+    TokenLatency,
+    Window,
+)
 
 REPORT_FORMAT = "diagnose-report/1"
 
 
 def build_report(
     dump: Dump, facts: Facts, outcomes: list[Outcome], spikes: SpikeAnalysis | None = None
-) -> dict:
-    return {
-        "format": REPORT_FORMAT,
-        "dump": dump.path,
-        "window": {"start": iso(facts.start), "end": iso(facts.end)},
-        "evidence": {
-            "tables": {
-                name: {"rows": int(len(frame)), "files": dump.files[name]}
+) -> Report:
+    return Report(
+        format=REPORT_FORMAT,
+        dump=dump.path,
+        window=Window(facts.start, facts.end),
+        evidence=EvidenceRead(
+            tables={
+                name: TableRead(int(len(frame)), tuple(dump.files[name]))
                 for name, frame in dump.tables.items()
             },
-            "missing": [name for name in KNOWN_TABLES if name not in dump.tables],
-            "importers": list(dump.importers),
-            "not_used": list(dump.not_used),
-            "warnings": [*dump.warnings, *(spikes.warnings if spikes else []), *facts.warnings],
-            "sources": _sources(dump),
-            "environment": _environment(dump),
-        },
-        "summary": _summary(facts),
-        "signals": _signals(spikes) if spikes else {},
-        "alignments": [_alignment(a) for a in spikes.alignments] if spikes else [],
-        "hypotheses": _hypotheses(outcomes),
-        "ruled_out": [
-            {"id": o.rule.id, "rule": o.rule.path, "reason": o.reason}
-            for o in outcomes
-            if o.status == RULED_OUT
-        ],
-        "not_run": [
-            {"id": o.rule.id, "rule": o.rule.path, "missing": o.missing}
-            for o in outcomes
-            if o.status == SKIPPED
-        ],
-        "facts": {
-            name: {"value": fact.value, "source": fact.source} for name, fact in sorted(facts.values.items())
-        },
-    }
+            missing=tuple(name for name in KNOWN_TABLES if name not in dump.tables),
+            importers=tuple(ImporterUse(u["file"], u["importer"], int(u["rows"])) for u in dump.importers),
+            not_used=tuple(dump.not_used),
+            warnings=(*dump.warnings, *(spikes.warnings if spikes else []), *facts.warnings),
+            sources=_sources(dump),
+            environment=_environment(dump),
+        ),
+        summary=_summary(facts),
+        signals=_signals(spikes) if spikes else {},
+        alignments=tuple(_alignment(a) for a in spikes.alignments) if spikes else (),
+        hypotheses=_hypotheses(outcomes),
+        ruled_out=tuple(
+            RuledOut(o.rule.id, o.rule.path, o.reason) for o in outcomes if o.status == RULED_OUT
+        ),
+        not_run=tuple(
+            NotRun(o.rule.id, o.rule.path, tuple(o.missing)) for o in outcomes if o.status == SKIPPED
+        ),
+        facts={name: CitedValue(fact.value, fact.source) for name, fact in sorted(facts.values.items())},
+    )
 
 
-def _sources(dump: Dump) -> list[dict]:
+def _sources(dump: Dump) -> tuple[SourceState, ...]:
     """What a recorder was asked to read, and whether it delivered (the manifest's ``sources``)."""
     section = dump.manifest.extra.get("sources")
     if not isinstance(section, dict):
-        return []
-    sources = []
-    for key, entry in section.items():
-        if isinstance(entry, dict):
-            fields = ("kind", "target", "status", "at", "reason")
-            sources.append({"source": str(key), **{f: _text(entry.get(f)) for f in fields}})
-    return sources
+        return ()
+    fields = ("kind", "target", "status", "at", "reason")
+    return tuple(
+        SourceState(str(key), *(_text(entry.get(f)) for f in fields))
+        for key, entry in section.items()
+        if isinstance(entry, dict)
+    )
 
 
 def _environment(dump: Dump) -> dict[str, str]:
@@ -81,34 +97,41 @@ def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _summary(facts: Facts) -> dict:
+def _summary(facts: Facts) -> Summary:
     summary = facts.summary
-    return {
-        "slo_p99_ms": summary.slo_p99_ms,
-        "slo_source": summary.slo_source,
-        "ooms": [dict(entry) for entry in summary.ooms],
-        "llm": {
-            name: {k: _round(v) if isinstance(v, float) else v for k, v in row.items()}
+    return Summary(
+        slo_p99_ms=summary.slo_p99_ms,
+        slo_source=summary.slo_source,
+        ooms=tuple(OomClass(str(e["class"]), int(e["count"]), _text(e.get("example"))) for e in summary.ooms),
+        llm={
+            name: TokenLatency(
+                _round(row.get("p50")), _round(row.get("p95")), _round(row.get("p99")), str(row["source"])
+            )
             for name, row in summary.llm.items()
         },
-        "requests": summary.requests,
-        "throughput_rps": _round(summary.throughput_rps),
-        "latency_ms": {k: _round(v) for k, v in summary.latency_ms.items()},
-        "stages": {
-            name: {k: _round(v) if isinstance(v, float) else v for k, v in row.items()}
+        requests=summary.requests,
+        throughput_rps=_round(summary.throughput_rps),
+        latency_ms={k: _round(v) for k, v in summary.latency_ms.items()},
+        stages={
+            name: StageShare(
+                str(row["kind"]),
+                *(_round(row[k]) for k in ("share", "tail_share", "excess_share", "p50_ms", "p99_ms")),
+            )
             for name, row in summary.stages.items()
         },
-        "unaccounted_share": _round(summary.unaccounted_share),
-        "window_s": summary.window_s,
-        "windows": [
-            {**{k: _round(v) for k, v in w.items() if k != "start"}, "start": iso(w["start"])}
+        unaccounted_share=_round(summary.unaccounted_share),
+        window_s=summary.window_s,
+        windows=tuple(
+            LatencyWindow(
+                int(w["requests"]), *(_round(w[k]) for k in ("p50", "p95", "p99", "p999")), start=w["start"]
+            )
             for w in summary.windows
-        ],
-    }
+        ),
+    )
 
 
-def _signals(spikes: SpikeAnalysis) -> dict:
-    """Signals where something happened: a change point, an episode or a period."""
+def _signals(spikes: SpikeAnalysis) -> dict[str, SignalReport]:
+    """Signals where something happened: a change point or an episode."""
     return {
         name: _signal(found)
         for name, found in spikes.findings.items()
@@ -116,53 +139,49 @@ def _signals(spikes: SpikeAnalysis) -> dict:
     }
 
 
-def _signal(found: SignalFindings) -> dict:
-    entry: dict = {
-        "kind": found.signal.kind,
-        "step_s": found.signal.step,
-        "change_points": [iso(t) for t in found.change_points],
-        "episodes": [
-            {
-                "start": iso(e.start),
-                "end": iso(e.end),
-                "peak": _round(e.peak),
-                "baseline": _round(e.baseline),
-                "direction": "up" if e.direction > 0 else "down",
-                "routine": usual,
-            }
-            for e, usual in zip(found.episodes, found.routine, strict=True)
-        ],
-        "period_s": None,
-    }
+def _signal(found: SignalFindings) -> SignalReport:
     period = found.periodicity
-    if period is not None:
-        entry["period_s"] = _round(period.period_s) if period.periodic else None
-        entry["periodicity"] = {
-            "estimate_s": _round(period.period_s),
-            "jitter_s": _round(period.jitter_s),
-            "occurrences": period.occurrences,
-            "p_value": _round(period.p_value),
-            "periodic": period.periodic,
-        }
+    periodicity = (
+        None
+        if period is None
+        else Periodicity(
+            _round(period.period_s),
+            _round(period.jitter_s),
+            period.occurrences,
+            _round(period.p_value),
+            period.periodic,
+        )
+    )
     meta = {k: v for k, v in found.signal.meta.items() if k in ("pids", "name", "cmdline", "gpu", "stage")}
-    if meta:
-        entry["meta"] = meta
-    return entry
+    return SignalReport(
+        kind=found.signal.kind,
+        step_s=found.signal.step,
+        change_points=tuple(found.change_points),
+        episodes=tuple(
+            Episode(
+                e.start, e.end, _round(e.peak), _round(e.baseline), "up" if e.direction > 0 else "down", usual
+            )
+            for e, usual in zip(found.episodes, found.routine, strict=True)
+        ),
+        period_s=periodicity.estimate_s if periodicity and periodicity.periodic else None,
+        periodicity=periodicity,
+        meta=meta or None,
+    )
 
 
-def _alignment(alignment: Alignment) -> dict:
-    return {
-        "a": alignment.a,
-        "b": alignment.b,
-        "coincidence": _round(alignment.coincidence),
-        "locked": _round(alignment.locked),
-        "lag_s": None if math.isnan(alignment.lag_s) else _round(alignment.lag_s),
-        "p_value": _round(alignment.p_value),
-        "matched": alignment.matched,
-    }
+def _alignment(alignment: Alignment) -> AlignmentReport:
+    return AlignmentReport(
+        a=alignment.a,
+        b=alignment.b,
+        coincidence=_round(alignment.coincidence),
+        locked=_round(alignment.locked),
+        lag_s=None if math.isnan(alignment.lag_s) else _round(alignment.lag_s),
+        p_value=_round(alignment.p_value),
+        matched=alignment.matched,
+    )
 
 
-def _hypotheses(outcomes: list[Outcome]) -> list[dict]:
+def _hypotheses(outcomes: list[Outcome]) -> tuple[Hypothesis, ...]:
     """Fired rules, strongest first; rules sharing an id appear once, with the strongest evidence."""
     best: dict[str, Outcome] = {}
     for outcome in outcomes:
@@ -171,29 +190,29 @@ def _hypotheses(outcomes: list[Outcome]) -> list[dict]:
         if outcome.rule.id not in best or outcome.score > best[outcome.rule.id].score:
             best[outcome.rule.id] = outcome
     ranked = sorted(best.values(), key=lambda o: (-o.score, o.rule.id))
-    return [
-        {
-            "id": o.rule.id,
-            "rule": o.rule.path,
-            "rule_shown_as": o.rule.shown_as,
-            "title": o.rule.title,
-            "summary": o.rule.summary,
-            "score": o.score,
-            "confidence": o.confidence,
-            "evidence": [_line(e) for e in o.evidence],
-            "contrary": [_line(e) for e in o.contrary],
-            "not_checked": o.missing,
-            "verify": list(o.rule.verify),
-            "remedy": list(o.rule.remedy),
-            "pitfalls": list(o.rule.pitfalls),
-        }
+    return tuple(
+        Hypothesis(
+            id=o.rule.id,
+            rule=o.rule.path,
+            rule_shown_as=o.rule.shown_as,
+            title=o.rule.title,
+            summary=o.rule.summary,
+            score=o.score,
+            confidence=o.confidence,
+            evidence=tuple(_line(e) for e in o.evidence),
+            contrary=tuple(_line(e) for e in o.contrary),
+            not_checked=tuple(o.missing),
+            verify=tuple(o.rule.verify),
+            remedy=tuple(o.rule.remedy),
+            pitfalls=tuple(o.rule.pitfalls),
+        )
         for o in ranked
-    ]
+    )
 
 
-def _line(line: EvidenceLine) -> dict:
+def _line(line: EvidenceLine) -> Line:
     value = _round(line.value) if isinstance(line.value, float) else line.value
-    return {"text": line.text, "value": value, "sources": list(line.sources)}
+    return Line(line.text, value, line.sources, line.facts)
 
 
 def _round(value: float | None) -> float | None:

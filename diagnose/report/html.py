@@ -11,6 +11,7 @@ import base64
 import html
 
 from diagnose.report.markdown import render_markdown
+from diagnose.report.model import Report
 
 _STYLE = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1a1a1a;
@@ -30,9 +31,9 @@ img { max-width: 100%; height: auto; }
 """
 
 
-def render_html(report: dict, pictures: list[tuple[str, bytes, str]] | None = None) -> str:
+def render_html(report: Report, pictures: list[tuple[str, bytes, str]] | None = None) -> str:
     """``pictures``: (title, PNG bytes, alt text), shown after the summary as in the Markdown report."""
-    return page(f"diagnose report: {report['dump']}", render_markdown(report, inline(pictures or [])))
+    return page(f"diagnose report: {report.dump}", render_markdown(report, inline(pictures or [])))
 
 
 def inline(pictures: list[tuple[str, bytes, str]]) -> list[tuple[str, str, str]]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from diagnose.dump.timestamps import iso
 from diagnose.report.evidence_lines import oom_lines, source_lines
+from diagnose.report.model import EvidenceRead, Hypothesis, Line, Report, Summary
 from diagnose.report.spikes_section import (
     ALIGNMENT_HEADER,
     EPISODE_HEADER,
@@ -14,18 +16,18 @@ from diagnose.report.spikes_section import (
 from diagnose.units import human_ms, percent
 
 
-def render_markdown(report: dict, pictures: list[tuple[str, str, str]] | None = None) -> str:
+def render_markdown(report: Report, pictures: list[tuple[str, str, str]] | None = None) -> str:
     """``pictures``: (title, path relative to the report, alt text), shown after the summary."""
-    out: list[str] = [f"# diagnose report: `{report['dump']}`", ""]
-    window = report["window"]
-    if window["start"]:
-        out += [f"Window: {window['start']} to {window['end']}", ""]
-    out += _summary(report["summary"])
+    out: list[str] = [f"# diagnose report: `{report.dump}`", ""]
+    window = report.window
+    if iso(window.start):
+        out += [f"Window: {iso(window.start)} to {iso(window.end)}", ""]
+    out += _summary(report.summary)
     if pictures:
         out += ["## Pictures", ""]
         for title, path, alt in pictures:
             out += [f"**{title}**", "", f"![{alt}]({path})", ""]
-    hypotheses = report["hypotheses"]
+    hypotheses = report.hypotheses
     out += ["## Hypotheses", ""]
     if not hypotheses:
         out += ["No rule found evidence of a known root cause.", ""]
@@ -33,54 +35,54 @@ def render_markdown(report: dict, pictures: list[tuple[str, str, str]] | None = 
         out += render_hypothesis(rank, h)
     out += _spikes(report)
     out += render_not_found(report)
-    out += _evidence_section(report["evidence"])
+    out += _evidence_section(report.evidence)
     return "\n".join(out).rstrip() + "\n"
 
 
-def render_hypothesis(rank: int, h: dict) -> list[str]:
+def render_hypothesis(rank: int, h: Hypothesis) -> list[str]:
     """One hypothesis as Markdown lines: evidence, verification, remedy, pitfalls."""
     out = [
-        f"### {rank}. {h['title']}",
+        f"### {rank}. {h.title}",
         "",
-        f"`{h['id']}` · score **{h['score']:.2f}** ({h['confidence']}) · rule: `{h['rule_shown_as']}`",
+        f"`{h.id}` · score **{h.score:.2f}** ({h.confidence}) · rule: `{h.rule_shown_as}`",
         "",
         "**Evidence**",
         "",
-        *[f"- {_evidence(e)}" for e in h["evidence"]],
-        *[f"- *Against:* {_evidence(e)}" for e in h["contrary"]],
+        *[f"- {_evidence(e)}" for e in h.evidence],
+        *[f"- *Against:* {_evidence(e)}" for e in h.contrary],
         "",
     ]
-    if h["not_checked"]:
-        out += [f"Not checked for lack of: {', '.join(h['not_checked'])}", ""]
-    out += ["**Verify**", "", *[f"{i}. {s}" for i, s in enumerate(h["verify"], 1)], ""]
-    out += ["**Remedy**", "", *[f"{i}. {s}" for i, s in enumerate(h["remedy"], 1)], ""]
-    out += ["**Pitfalls**", "", *[f"- {s}" for s in h["pitfalls"]], ""]
+    if h.not_checked:
+        out += [f"Not checked for lack of: {', '.join(h.not_checked)}", ""]
+    out += ["**Verify**", "", *[f"{i}. {s}" for i, s in enumerate(h.verify, 1)], ""]
+    out += ["**Remedy**", "", *[f"{i}. {s}" for i, s in enumerate(h.remedy, 1)], ""]
+    out += ["**Pitfalls**", "", *[f"- {s}" for s in h.pitfalls], ""]
     return out
 
 
-def render_sources(evidence: dict) -> list[str]:
+def render_sources(evidence: EvidenceRead) -> list[str]:
     """The recorder's sources; the ones that delivered nothing are what this dump lacks."""
-    lines = source_lines(evidence)
+    lines = source_lines(evidence.sources)
     if not lines:
         return []
     return ["Sources the recorder was given:", "", *[f"- {line}" for line in lines], ""]
 
 
-def render_not_found(report: dict) -> list[str]:
+def render_not_found(report: Report) -> list[str]:
     """The rules that did not fire: ruled out (failing values) or not checked (missing evidence)."""
     out: list[str] = []
-    if report["ruled_out"]:
+    if report.ruled_out:
         out += ["## Ruled out", "", "| rule | why |", "|---|---|"]
-        out += [f"| `{r['id']}` | {_cell(r['reason'])} |" for r in report["ruled_out"]]
+        out += [f"| `{r.id}` | {_cell(r.reason)} |" for r in report.ruled_out]
         out.append("")
-    if report["not_run"]:
+    if report.not_run:
         out += ["## Not checked (missing evidence)", "", "| rule | missing |", "|---|---|"]
-        out += [f"| `{r['id']}` | {_cell('; '.join(r['missing']))} |" for r in report["not_run"]]
+        out += [f"| `{r.id}` | {_cell('; '.join(r.missing))} |" for r in report.not_run]
         out.append("")
     return out
 
 
-def _spikes(report: dict) -> list[str]:
+def _spikes(report: Report) -> list[str]:
     rows = spike_rows(report)
     if not rows:
         return []
@@ -104,8 +106,8 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
 
 
-def _summary(summary: dict) -> list[str]:
-    latency = summary["latency_ms"]
+def _summary(summary: Summary) -> list[str]:
+    latency = summary.latency_ms
     ooms = [f"- {line}" for line in oom_lines(summary)]
     ooms = ["Out-of-memory errors:", "", *ooms, ""] if ooms else []
     if not latency:
@@ -115,62 +117,62 @@ def _summary(summary: dict) -> list[str]:
         "",
         "| requests | throughput | P50 | P95 | P99 | P99.9 | mean |",
         "|---:|---:|---:|---:|---:|---:|---:|",
-        f"| {summary['requests']:,} | {_rps(summary['throughput_rps'])} | "
+        f"| {summary.requests:,} | {_rps(summary.throughput_rps)} | "
         + " | ".join(human_ms(latency.get(k)) for k in ("p50", "p95", "p99", "p999", "mean"))
         + " |",
         "",
     ]
-    llm = summary.get("llm", {})
+    llm = summary.llm
     if llm:
         out += ["| | P50 | P95 | P99 | from |", "|---|---:|---:|---:|---|"]
         names = {"ttft": "time to first token", "tpot": "time per output token"}
         out += [
             f"| {names[name]} | "
-            + " | ".join(human_ms(row.get(p)) for p in ("p50", "p95", "p99"))
-            + f" | {_cell(row['source'])} |"
+            + " | ".join(human_ms(getattr(row, p)) for p in ("p50", "p95", "p99"))
+            + f" | {_cell(row.source)} |"
             for name, row in llm.items()
         ]
         out.append("")
-    target, p99 = summary.get("slo_p99_ms"), latency.get("p99")
+    target, p99 = summary.slo_p99_ms, latency.get("p99")
     if target and p99 is not None:
         verdict = "met" if p99 <= target else f"**missed**: P99 is {p99 / target:.1f}x the target"
-        out += [f"Target: P99 ≤ {human_ms(target)} ({summary['slo_source']}): {verdict}.", ""]
+        out += [f"Target: P99 ≤ {human_ms(target)} ({summary.slo_source}): {verdict}.", ""]
     out += ooms
-    stages = summary["stages"]
+    stages = summary.stages
     if stages:
         out += [
             "| stage | kind | share of mean | share of P99 requests | share of tail excess | P50 | P99 |",
             "|---|---|---:|---:|---:|---:|---:|",
         ]
-        for name, row in sorted(stages.items(), key=lambda item: -item[1]["share"]):
+        for name, row in sorted(stages.items(), key=lambda item: -item[1].share):
             out.append(
-                f"| {name} | {row['kind']} | {percent(row['share'])} | {percent(row['tail_share'])} | "
-                f"{percent(row['excess_share'])} | {human_ms(row['p50_ms'])} | {human_ms(row['p99_ms'])} |"
+                f"| {name} | {row.kind} | {percent(row.share)} | {percent(row.tail_share)} | "
+                f"{percent(row.excess_share)} | {human_ms(row.p50_ms)} | {human_ms(row.p99_ms)} |"
             )
-        unaccounted = summary.get("unaccounted_share")
+        unaccounted = summary.unaccounted_share
         if unaccounted is not None and unaccounted >= 0.05:
             out.append(f"| *in no stage* | - | {percent(unaccounted)} | | | | |")
         out.append("")
     return out
 
 
-def _evidence_section(evidence: dict) -> list[str]:
+def _evidence_section(evidence: EvidenceRead) -> list[str]:
     out = ["## Evidence used", "", "| table | rows | files |", "|---|---:|---|"]
-    out += [f"| {n} | {t['rows']:,} | {', '.join(t['files'])} |" for n, t in evidence["tables"].items()]
+    out += [f"| {n} | {t.rows:,} | {', '.join(t.files)} |" for n, t in evidence.tables.items()]
     out.append("")
-    if evidence["missing"]:
-        out += [f"Missing tables: {', '.join(evidence['missing'])}", ""]
-    if evidence["not_used"]:
-        out += [f"Files not used: {', '.join(evidence['not_used'])}", ""]
+    if evidence.missing:
+        out += [f"Missing tables: {', '.join(evidence.missing)}", ""]
+    if evidence.not_used:
+        out += [f"Files not used: {', '.join(evidence.not_used)}", ""]
     out += render_sources(evidence)
-    if evidence["warnings"]:
-        out += ["Warnings:", "", *[f"- {w}" for w in evidence["warnings"]], ""]
+    if evidence.warnings:
+        out += ["Warnings:", "", *[f"- {w}" for w in evidence.warnings], ""]
     return out
 
 
-def _evidence(line: dict) -> str:
-    sources = "; ".join(line["sources"])
-    return f"{line['text']} *(from {sources})*" if sources else line["text"]
+def _evidence(line: Line) -> str:
+    sources = "; ".join(line.sources)
+    return f"{line.text} *(from {sources})*" if sources else line.text
 
 
 def _cell(text: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from diagnose.dump.timestamps import iso
+from diagnose.report.model import Episode, Report, SignalReport
 from diagnose.units import human_bytes, human_ms, percent
 
 MAX_SIGNALS = 12
@@ -9,62 +11,62 @@ MAX_EPISODES = 10
 MAX_ALIGNMENTS = 10
 
 
-def spike_rows(report: dict) -> list[list[str]]:
+def spike_rows(report: Report) -> list[list[str]]:
     """signal, episodes, unusual ones, typical length, period, change points; the busiest signals first."""
-    signals = report["signals"]
-    reference = report["alignments"][0]["a"] if report["alignments"] else None
-    names = sorted(signals, key=lambda n: (n != reference, -len(signals[n]["episodes"]), n))
+    signals = report.signals
+    reference = report.alignments[0].a if report.alignments else None
+    names = sorted(signals, key=lambda n: (n != reference, -len(signals[n].episodes), n))
     rows = []
     for name in names[:MAX_SIGNALS]:
         entry = signals[name]
-        episodes = entry["episodes"]
+        episodes = entry.episodes
         rows.append(
             [
                 name,
                 str(len(episodes)),
-                str(sum(not e.get("routine", False) for e in episodes)),
+                str(sum(not e.routine for e in episodes)),
                 f"{_median_length(episodes):.0f} s" if episodes else "-",
                 _period(entry),
-                str(len(entry["change_points"])),
+                str(len(entry.change_points)),
             ]
         )
     return rows
 
 
-def episode_rows(report: dict) -> tuple[str | None, list[list[str]]]:
-    if not report["alignments"]:
+def episode_rows(report: Report) -> tuple[str | None, list[list[str]]]:
+    if not report.alignments:
         reference = next(
-            (n for n in ("requests.latency_ms.p99", "requests.latency_ms.p50") if n in report["signals"]),
+            (n for n in ("requests.latency_ms.p99", "requests.latency_ms.p50") if n in report.signals),
             None,
         )
     else:
-        reference = report["alignments"][0]["a"]
+        reference = report.alignments[0].a
     if reference is None:
         return None, []
-    episodes = report["signals"][reference]["episodes"][:MAX_EPISODES]
+    episodes = report.signals[reference].episodes[:MAX_EPISODES]
     return reference, [
         [
-            e["start"],
-            e["end"],
-            _in_unit(reference, e["peak"]),
-            _in_unit(reference, e["baseline"]),
-            e["direction"],
-            "routine" if e.get("routine") else "unusual",
+            str(iso(e.start)),
+            str(iso(e.end)),
+            _in_unit(reference, e.peak),
+            _in_unit(reference, e.baseline),
+            e.direction,
+            "routine" if e.routine else "unusual",
         ]
         for e in episodes
     ]
 
 
-def alignment_rows(report: dict) -> list[list[str]]:
+def alignment_rows(report: Report) -> list[list[str]]:
     return [
         [
-            a["b"],
-            percent(a["coincidence"]),
-            percent(a["locked"]),
-            "-" if a["lag_s"] is None else f"{a['lag_s']:+.1f} s",
-            "< 0.001" if a["p_value"] <= 0.001 else f"{a['p_value']:.3f}",
+            a.b,
+            percent(a.coincidence),
+            percent(a.locked),
+            "-" if a.lag_s is None else f"{a.lag_s:+.1f} s",
+            "< 0.001" if a.p_value <= 0.001 else f"{a.p_value:.3f}",
         ]
-        for a in report["alignments"][:MAX_ALIGNMENTS]
+        for a in report.alignments[:MAX_ALIGNMENTS]
     ]
 
 
@@ -73,23 +75,18 @@ EPISODE_HEADER = ["start", "end", "peak", "baseline", "direction", "kind"]
 ALIGNMENT_HEADER = ["moves with the latency spikes", "coincidence", "locked", "lag", "p (chance)"]
 
 
-def _median_length(episodes: list[dict]) -> float:
-    from datetime import datetime
-
-    lengths = sorted(
-        (datetime.fromisoformat(e["end"]) - datetime.fromisoformat(e["start"])).total_seconds()
-        for e in episodes
-    )
+def _median_length(episodes: tuple[Episode, ...]) -> float:
+    lengths = sorted(e.end - e.start for e in episodes)
     return lengths[len(lengths) // 2]
 
 
-def _period(entry: dict) -> str:
-    period = entry.get("periodicity")
-    if not period:
+def _period(entry: SignalReport) -> str:
+    period = entry.periodicity
+    if period is None:
         return "-"
-    if not period["periodic"]:
-        return f"not regular (p = {period['p_value']:.2f})"
-    return f"{period['estimate_s']:.0f} s +- {period['jitter_s']:.0f} s"
+    if not period.periodic:
+        return f"not regular (p = {period.p_value:.2f})"
+    return f"{period.estimate_s:.0f} s +- {period.jitter_s:.0f} s"
 
 
 def _in_unit(signal: str, value: float | None) -> str:

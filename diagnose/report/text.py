@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import textwrap
 
+from diagnose.dump.timestamps import iso
 from diagnose.report.evidence_lines import oom_lines, source_lines
+from diagnose.report.model import EvidenceRead, Report, Summary
 from diagnose.report.spikes_section import (
     ALIGNMENT_HEADER,
     EPISODE_HEADER,
@@ -18,43 +20,41 @@ from diagnose.units import human_ms, percent
 DEFAULT_WIDTH = 100  # when the terminal's width is not known: a file, a pipe
 
 
-def render_text(report: dict, width: int = DEFAULT_WIDTH) -> str:
+def render_text(report: Report, width: int = DEFAULT_WIDTH) -> str:
     """The report for ``width`` columns: prose wraps to it; table rows stay whole."""
     width = max(60, width)
-    out: list[str] = [f"diagnose: {report['dump']}"]
-    window = report["window"]
-    if window["start"]:
-        out.append(f"window:   {window['start']} to {window['end']}")
+    out: list[str] = [f"diagnose: {report.dump}"]
+    window = report.window
+    if iso(window.start):
+        out.append(f"window:   {iso(window.start)} to {iso(window.end)}")
     out.append("")
-    out += _summary(report["summary"])
-    hypotheses = report["hypotheses"]
+    out += _summary(report.summary)
+    hypotheses = report.hypotheses
     out.append(
         "HYPOTHESES (most likely first)" if hypotheses else "No rule found evidence of a known root cause."
     )
     for rank, h in enumerate(hypotheses, start=1):
         out.append("")
-        out.append(f"{rank}. [{h['score']:.2f} {h['confidence']}] {h['title']}")
-        out.append(f"   id {h['id']}; rule: {h['rule_shown_as']}")
-        out += _block("Evidence", [e["text"] for e in h["evidence"]], width, bullet="+")
-        out += _block("Against", [e["text"] for e in h["contrary"]], width, bullet="-")
-        out += _block("Not checked, missing", h["not_checked"], width, bullet="?")
-        out += _block("Verify", h["verify"], width, numbered=True)
-        out += _block("Remedy", h["remedy"], width, numbered=True)
-        out += _block("Pitfalls", h["pitfalls"], width, bullet="!")
+        out.append(f"{rank}. [{h.score:.2f} {h.confidence}] {h.title}")
+        out.append(f"   id {h.id}; rule: {h.rule_shown_as}")
+        out += _block("Evidence", [e.text for e in h.evidence], width, bullet="+")
+        out += _block("Against", [e.text for e in h.contrary], width, bullet="-")
+        out += _block("Not checked, missing", h.not_checked, width, bullet="?")
+        out += _block("Verify", h.verify, width, numbered=True)
+        out += _block("Remedy", h.remedy, width, numbered=True)
+        out += _block("Pitfalls", h.pitfalls, width, bullet="!")
     out += _spikes(report)
-    if report["ruled_out"]:
+    if report.ruled_out:
         out += ["", "RULED OUT"]
-        out += _wrap([f"{r['id']}: {r['reason']}" for r in report["ruled_out"]], "  - ", width)
-    if report["not_run"]:
+        out += _wrap([f"{r.id}: {r.reason}" for r in report.ruled_out], "  - ", width)
+    if report.not_run:
         out += ["", "NOT CHECKED (missing evidence)"]
-        out += _wrap(
-            [f"{r['id']}: needs {'; '.join(r['missing'])}" for r in report["not_run"]], "  - ", width
-        )
-    out += ["", *_evidence(report["evidence"], width)]
+        out += _wrap([f"{r.id}: needs {'; '.join(r.missing)}" for r in report.not_run], "  - ", width)
+    out += ["", *_evidence(report.evidence, width)]
     return "\n".join(out).rstrip() + "\n"
 
 
-def _spikes(report: dict) -> list[str]:
+def _spikes(report: Report) -> list[str]:
     rows = spike_rows(report)
     if not rows:
         return []
@@ -76,13 +76,13 @@ def _columns(header: list[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
-def _summary(summary: dict) -> list[str]:
-    latency = summary["latency_ms"]
+def _summary(summary: Summary) -> list[str]:
+    latency = summary.latency_ms
     if not latency:
         return ["No request latencies in the dump.", *_ooms(summary), ""]
-    rps = summary["throughput_rps"]
+    rps = summary.throughput_rps
     out = [
-        f"requests {summary['requests']:,}" + (f" at {rps:,.1f}/s" if rps else ""),
+        f"requests {summary.requests:,}" + (f" at {rps:,.1f}/s" if rps else ""),
         "latency  "
         + "  ".join(
             f"{label} {human_ms(latency.get(k))}"
@@ -98,15 +98,15 @@ def _summary(summary: dict) -> list[str]:
         *_target(summary),
         *_ooms(summary),
     ]
-    stages = summary["stages"]
+    stages = summary.stages
     if stages:
         out += ["", f"{'stage':<16}{'kind':<9}{'mean':>7}{'P99 req':>9}{'tail':>7}{'P50':>11}{'P99':>11}"]
-        for name, row in sorted(stages.items(), key=lambda item: -item[1]["share"]):
+        for name, row in sorted(stages.items(), key=lambda item: -item[1].share):
             out.append(
-                f"{name:<16}{row['kind']:<9}{percent(row['share']):>7}{percent(row['tail_share']):>9}"
-                f"{percent(row['excess_share']):>7}{human_ms(row['p50_ms']):>11}{human_ms(row['p99_ms']):>11}"
+                f"{name:<16}{row.kind:<9}{percent(row.share):>7}{percent(row.tail_share):>9}"
+                f"{percent(row.excess_share):>7}{human_ms(row.p50_ms):>11}{human_ms(row.p99_ms):>11}"
             )
-        unaccounted = summary.get("unaccounted_share")
+        unaccounted = summary.unaccounted_share
         if unaccounted is not None and unaccounted >= 0.05:
             out.append(f"{'in no stage':<16}{'-':<9}{percent(unaccounted):>7}")
         out.append(
@@ -115,29 +115,31 @@ def _summary(summary: dict) -> list[str]:
     return [*out, ""]
 
 
-def _llm(summary: dict) -> list[str]:
+def _llm(summary: Summary) -> list[str]:
     labels = {"ttft": "TTFT", "tpot": "TPOT"}
     return [
         f"{labels[name]:<9}"
-        + "  ".join(f"{p.upper()} {human_ms(row.get(p))}" for p in ("p50", "p95", "p99"))
-        + f"  (from {row['source']})"
-        for name, row in summary.get("llm", {}).items()
+        + "  ".join(f"{p.upper()} {human_ms(getattr(row, p))}" for p in ("p50", "p95", "p99"))
+        + f"  (from {row.source})"
+        for name, row in summary.llm.items()
     ]
 
 
-def _ooms(summary: dict) -> list[str]:
+def _ooms(summary: Summary) -> list[str]:
     return [f"OOM      {line}" for line in oom_lines(summary)]
 
 
-def _target(summary: dict) -> list[str]:
-    target, p99 = summary.get("slo_p99_ms"), summary["latency_ms"].get("p99")
+def _target(summary: Summary) -> list[str]:
+    target, p99 = summary.slo_p99_ms, summary.latency_ms.get("p99")
     if not target or p99 is None:
         return []
     verdict = "met" if p99 <= target else f"missed: P99 is {p99 / target:.1f}x the target"
-    return [f"target   P99 <= {human_ms(target)} ({summary['slo_source']}): {verdict}"]
+    return [f"target   P99 <= {human_ms(target)} ({summary.slo_source}): {verdict}"]
 
 
-def _block(title: str, items: list[str], width: int, bullet: str = "-", numbered: bool = False) -> list[str]:
+def _block(
+    title: str, items: list[str] | tuple[str, ...], width: int, bullet: str = "-", numbered: bool = False
+) -> list[str]:
     if not items:
         return []
     lines = [f"   {title}:"]
@@ -159,16 +161,14 @@ def _wrap(items: list[str], indent: str, width: int) -> list[str]:
     return lines
 
 
-def _evidence(evidence: dict, width: int) -> list[str]:
-    tables = ", ".join(
-        f"{n} ({t['rows']:,} rows, {', '.join(t['files'])})" for n, t in evidence["tables"].items()
-    )
+def _evidence(evidence: EvidenceRead, width: int) -> list[str]:
+    tables = ", ".join(f"{n} ({t.rows:,} rows, {', '.join(t.files)})" for n, t in evidence.tables.items())
     out = _wrap([f"evidence: {tables}"], "", width)
-    if evidence["missing"]:
-        out += _wrap([f"missing:  {', '.join(evidence['missing'])}"], "", width)
-    if evidence["not_used"]:
-        out += _wrap([f"not used: {', '.join(evidence['not_used'])}"], "", width)
-    out += _wrap([f"source:   {line}" for line in source_lines(evidence)], "", width)
-    for warning in evidence["warnings"]:
+    if evidence.missing:
+        out += _wrap([f"missing:  {', '.join(evidence.missing)}"], "", width)
+    if evidence.not_used:
+        out += _wrap([f"not used: {', '.join(evidence.not_used)}"], "", width)
+    out += _wrap([f"source:   {line}" for line in source_lines(evidence.sources)], "", width)
+    for warning in evidence.warnings:
         out += _wrap([f"warning:  {warning}"], "", width)
     return out

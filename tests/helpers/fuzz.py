@@ -46,7 +46,7 @@ def escapes(
             report = analyse_dump(dump, rules).report
         except Exception:  # noqa: BLE001
             return [*found, f"analyse: {_last_frame()}"]
-        found += [f"warning: {w}" for w in report["evidence"]["warnings"] if "This is a bug" in w]
+        found += [f"warning: {w}" for w in report.evidence.warnings if "This is a bug" in w]
     return found
 
 

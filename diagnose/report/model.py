@@ -1,0 +1,228 @@
+"""The report as typed data: what every renderer, the live view, pictures and compare read.
+
+The fields follow docs/report-json.md one for one, so the JSON edge
+(:func:`diagnose.report.json_report.plain`) is a mechanical walk: a field's
+``json`` metadata renames it, ``time`` marks epoch seconds written as ISO-8601,
+``omit_if_none`` leaves out an extension that does not apply. Numbers are
+rounded to the precision the report states when the report is built, so
+every renderer shows the same figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from diagnose.facts.model import FactValue
+
+_TIME = {"time": True}
+
+
+@dataclass(frozen=True)
+class Window:
+    start: float | None = field(default=None, metadata=_TIME)
+    end: float | None = field(default=None, metadata=_TIME)
+
+
+@dataclass(frozen=True)
+class TableRead:
+    rows: int
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ImporterUse:
+    """A file an importer turned into a table (an nvidia-smi log, a vLLM ``/metrics`` scrape)."""
+
+    file: str
+    importer: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class SourceState:
+    """A source a recorder was given (the manifest's ``sources``) and whether it delivered."""
+
+    source: str
+    kind: str | None
+    target: str | None
+    status: str | None
+    at: str | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class EvidenceRead:
+    tables: dict[str, TableRead]
+    missing: tuple[str, ...]
+    importers: tuple[ImporterUse, ...]
+    not_used: tuple[str, ...]
+    warnings: tuple[str, ...]
+    sources: tuple[SourceState, ...]
+    environment: dict[str, str]
+
+    @property
+    def dead_sources(self) -> tuple[SourceState, ...]:
+        """Sources that never delivered or were lost: the evidence the recording does not hold."""
+        return tuple(s for s in self.sources if s.status != "ok")
+
+
+@dataclass(frozen=True)
+class OomClass:
+    kind: str = field(metadata={"json": "class"})
+    count: int
+    example: str | None
+
+
+@dataclass(frozen=True)
+class TokenLatency:
+    """TTFT or TPOT percentiles, and whether they were logged or derived from stages."""
+
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    source: str
+
+
+@dataclass(frozen=True)
+class StageShare:
+    kind: str
+    share: float
+    tail_share: float
+    excess_share: float
+    p50_ms: float
+    p99_ms: float
+
+
+@dataclass(frozen=True)
+class LatencyWindow:
+    requests: int
+    p50: float
+    p95: float
+    p99: float
+    p999: float
+    start: float = field(metadata=_TIME)
+
+
+@dataclass(frozen=True)
+class Summary:
+    slo_p99_ms: float | None
+    slo_source: str | None
+    ooms: tuple[OomClass, ...]
+    llm: dict[str, TokenLatency]
+    requests: int | None
+    throughput_rps: float | None
+    latency_ms: dict[str, float]  # p50, p95, p99, p999, mean, max
+    stages: dict[str, StageShare]
+    unaccounted_share: float | None
+    window_s: float | None
+    windows: tuple[LatencyWindow, ...]
+
+
+@dataclass(frozen=True)
+class Episode:
+    start: float = field(metadata=_TIME)
+    end: float = field(metadata=_TIME)
+    peak: float | None
+    baseline: float | None
+    direction: str  # "up" or "down"
+    routine: bool  # like the signal's other episodes (detect/routine.py)
+
+
+@dataclass(frozen=True)
+class Periodicity:
+    estimate_s: float | None
+    jitter_s: float | None
+    occurrences: int
+    p_value: float | None
+    periodic: bool
+
+
+@dataclass(frozen=True)
+class SignalReport:
+    """A signal in which something happened: a change point or an episode."""
+
+    kind: str
+    step_s: float
+    change_points: tuple[float, ...] = field(metadata=_TIME)
+    episodes: tuple[Episode, ...]
+    period_s: float | None  # set only when the episodes are periodic
+    periodicity: Periodicity | None = field(default=None, metadata={"omit_if_none": True})
+    meta: dict[str, object] | None = field(default=None, metadata={"omit_if_none": True})
+
+
+@dataclass(frozen=True)
+class AlignmentReport:
+    a: str
+    b: str
+    coincidence: float | None
+    locked: float | None
+    lag_s: float | None
+    p_value: float | None
+    matched: int
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of evidence for or against a hypothesis, with the files its numbers came from."""
+
+    text: str
+    value: FactValue | None
+    sources: tuple[str, ...]
+    facts: tuple[str, ...]  # the facts it cites, by name: each in the report's ``facts``
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    id: str
+    rule: str
+    rule_shown_as: str
+    title: str
+    summary: str
+    score: float
+    confidence: str
+    evidence: tuple[Line, ...]
+    contrary: tuple[Line, ...]
+    not_checked: tuple[str, ...]
+    verify: tuple[str, ...]
+    remedy: tuple[str, ...]
+    pitfalls: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RuledOut:
+    id: str
+    rule: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class NotRun:
+    id: str
+    rule: str
+    missing: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CitedValue:
+    value: FactValue
+    source: str
+
+
+@dataclass(frozen=True)
+class Report:
+    format: str
+    dump: str
+    window: Window
+    evidence: EvidenceRead
+    summary: Summary
+    signals: dict[str, SignalReport]
+    alignments: tuple[AlignmentReport, ...]
+    hypotheses: tuple[Hypothesis, ...]  # strongest first
+    ruled_out: tuple[RuledOut, ...]
+    not_run: tuple[NotRun, ...]
+    facts: dict[str, CitedValue]
+
+    def fact(self, name: str) -> FactValue | None:
+        """A fact's value, or None where the dump did not give it."""
+        cited = self.facts.get(name)
+        return None if cited is None else cited.value
