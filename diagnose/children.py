@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from diagnose.blas import one_thread_environment
+from diagnose.process_env import worker_environment
 
 
 def usable_cpus() -> int:
@@ -23,8 +23,8 @@ def usable_cpus() -> int:
 
 
 def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` with this copy of diagnose first on the path (the child runs the same code) and one
-    BLAS thread (it works beside this process)."""
+    """``environ`` with this copy of diagnose first on the path (the child runs the same code) and
+    diagnose's settings (process_env.py: it works beside this process)."""
     root = str(Path(__file__).resolve().parents[1])
     paths = [root, *filter(None, environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return {**one_thread_environment(environ), "PYTHONPATH": os.pathsep.join(paths)}
+    return {**worker_environment(environ), "PYTHONPATH": os.pathsep.join(paths)}

@@ -13,9 +13,9 @@ import traceback
 from pathlib import Path
 
 from diagnose import __version__
-from diagnose.blas import use_one_thread
 from diagnose.errors import DiagnoseError, ExitCode, InputError
 from diagnose.heap import reuse_freed_memory
+from diagnose.process_env import use_worker_environment
 
 _EPILOG = """\
 examples:
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return ExitCode.BAD_INPUT
     reuse_freed_memory()
-    use_one_thread()
+    use_worker_environment()
     try:
         return args.handler(args)
     except DiagnoseError as error:

@@ -173,7 +173,8 @@ def _autocovariance_sums(series: np.ndarray) -> tuple[float, float, int] | None:
 def _per_second(ts: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Mean per second of the values (of their log where all are positive); seconds without any left out."""
     keep = np.isfinite(values)
-    ts, values = ts[keep], values[keep]
+    if not keep.all():  # else no copies of a million values
+        ts, values = ts[keep], values[keep]
     if values.size and values.min() > 0:
         values = np.log(values)
     second = (ts - ts[0]).astype("int64") if ts.size else ts.astype("int64")
@@ -200,7 +201,9 @@ class Grid:
 
     @classmethod
     def spanning(cls, values: np.ndarray) -> Grid:
-        values = values[np.isfinite(values)]
+        finite = np.isfinite(values)
+        if not finite.all():  # else no copy of a million values
+            values = values[finite]
         low, high = (float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
         if low > 0:
             return cls(np.geomspace(low, high * (1 + 1e-9), _BINS + 1), True)
@@ -209,11 +212,17 @@ class Grid:
     def bins(self, values: np.ndarray) -> np.ndarray:
         """Each value's bin, by arithmetic on the evenly spaced (log) edges: no search."""
         low, high = self.edges[0], self.edges[-1]
-        if self.log:
-            position = np.log(np.maximum(values, low) / low) / np.log(high / low)
+        if self.log:  # in place, one array: a million values each time
+            position = np.maximum(values, low)
+            position /= low
+            np.log(position, out=position)
+            position /= np.log(high / low)
         else:
-            position = (values - low) / (high - low)
-        return np.clip((position * _BINS).astype("int64"), 0, _BINS - 1)
+            position = values - low
+            position /= high - low
+        position *= _BINS
+        found = position.astype("int64")
+        return np.clip(found, 0, _BINS - 1, out=found)
 
 
 class Resampled:
@@ -223,7 +232,6 @@ class Resampled:
         self,
         values: np.ndarray,
         blocks: Blocks,
-        grid: Grid,
         weights: np.ndarray,
         sample_weights: np.ndarray | None = None,
     ) -> None:
@@ -231,14 +239,9 @@ class Resampled:
         every = bool(keep.all())  # then no copies of a million values
         self.values = values if every else values[keep]
         self.sample_weights = sample_weights if sample_weights is None or every else sample_weights[keep]
-        block = blocks.index if every else blocks.index[keep]
-        self._block, self._blocks = block, blocks
-        mass = self.sample_weights  # None: every sample counts once
-        weighted = self.values if mass is None else mass * self.values
-        self._sums = np.bincount(block, weighted, minlength=blocks.count)
-        self._block_mass = np.bincount(block, mass, minlength=blocks.count).astype("float64")
+        self._block = blocks.index if every else blocks.index[keep]
+        self._blocks = blocks
         self._weights = weights
-        self._grid = grid
         self._exact: dict[tuple[float, ...], list[float]] = {}
 
     def quantile(self, q: float) -> float:
@@ -258,9 +261,26 @@ class Resampled:
         return float(np.average(self.values, weights=self.sample_weights))
 
     @cached_property
+    def _grid(self) -> Grid:
+        """Where the replicates' quantiles are read; built only where one is (a mean or a sum needs none)."""
+        return Grid.spanning(self.values)
+
+    @cached_property
+    def _sums(self) -> np.ndarray:
+        """Each block's sum of the (weighted) values: built only where a mean or a sum is resampled."""
+        mass = self.sample_weights  # None: every sample counts once
+        weighted = self.values if mass is None else mass * self.values
+        return np.bincount(self._block, weighted, minlength=self._blocks.count)
+
+    @cached_property
+    def _block_mass(self) -> np.ndarray:
+        return np.bincount(self._block, self.sample_weights, minlength=self._blocks.count).astype("float64")
+
+    @cached_property
     def _histograms(self) -> np.ndarray:
         """One histogram per block on the shared grid: built only where a quantile is resampled."""
-        cells = self._block * _BINS + self._grid.bins(self.values)
+        cells = self._grid.bins(self.values)
+        cells += self._block * _BINS
         counts = np.bincount(cells, self.sample_weights, minlength=self._blocks.count * _BINS)
         return counts.reshape(self._blocks.count, _BINS)
 

@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from diagnose.compare.bootstrap import Blocks, Grid, Resampled, replicate_weights, time_blocks
+from diagnose.compare.bootstrap import Blocks, Resampled, replicate_weights, time_blocks
 from diagnose.dump.model import Dump
 from diagnose.dump.schema import stage_columns
 from diagnose.facts.coldstart import cold_requests
@@ -107,7 +107,7 @@ def latency_measures(side: Requests, weights: np.ndarray | None = None) -> list[
     """Latency percentiles, mean and service time; ``weights`` re-weights the side's requests."""
     latency = side.values("latency_ms")
     found = _quantiles(side, latency, "", "latency", LATENCY_QUANTILES, "latency_ms", weights)
-    resampled = Resampled(latency, side.blocks, Grid.spanning(latency), side.weights, weights)
+    resampled = Resampled(latency, side.blocks, side.weights, weights)
     found.append(
         Measure(
             "mean",
@@ -155,7 +155,7 @@ def _quantiles(
 ) -> list[Measure]:
     if np.isfinite(values).sum() < 2:
         return []
-    resampled = Resampled(values, side.blocks, Grid.spanning(values), side.weights, weights)
+    resampled = Resampled(values, side.blocks, side.weights, weights)
     qs = list(quantiles.values())
     replicates = resampled.replicate_quantiles(qs).astype("float32")
     exact = resampled.quantiles(qs)
@@ -188,12 +188,11 @@ def resolution(values: np.ndarray) -> float | None:
 
 def _errors_and_rates(side: Requests) -> list[Measure]:
     found = []
-    ones = Grid.spanning(np.array([0.0, 1.0]))
     answered = np.ones(len(side.frame))
     if "status" in side.frame.columns:
         failed = Statuses.of(side.frame["status"]).failed()
         if np.isfinite(failed).any():
-            errors = Resampled(failed, side.blocks, ones, side.weights)
+            errors = Resampled(failed, side.blocks, side.weights)
             found.append(
                 Measure(
                     "error_rate",
@@ -219,7 +218,7 @@ def _errors_and_rates(side: Requests) -> list[Measure]:
             ("work_rate", f"offered work ({' + '.join(lengths)} per s)", None, work, " + ".join(lengths))
         )
     for name, label, better, amounts, column in rates:
-        resampled = Resampled(amounts, side.blocks, ones, side.weights)
+        resampled = Resampled(amounts, side.blocks, side.weights)
         found.append(
             Measure(
                 name,
@@ -306,7 +305,7 @@ def measure_series(dump: Dump, salt: int) -> list[Measure]:
 
 def _resampled(ts: np.ndarray, values: np.ndarray, salt: int) -> tuple[Blocks, Resampled]:
     blocks = time_blocks(ts, values)
-    return blocks, Resampled(values, blocks, Grid.spanning(values), replicate_weights(blocks, 10 + salt))
+    return blocks, Resampled(values, blocks, replicate_weights(blocks, 10 + salt))
 
 
 def _series(dump: Dump, table: str, column: str, combine: str) -> tuple[np.ndarray, np.ndarray] | None:
