@@ -154,8 +154,11 @@ def _autocovariance_sums(series: np.ndarray) -> tuple[float, float, int] | None:
     runs = max(5, int(np.ceil(np.sqrt(np.log10(n)))))
     most = int(np.ceil(np.sqrt(n))) + runs
     most = min(most, n - 1)
-    spectrum = np.fft.rfft(x, 2 * n)
-    covariance = np.fft.irfft(spectrum * np.conj(spectrum))[: most + 1] / n
+    # Zero-padded to at least 2n, so that no lag wraps around; to a power of two, which pocketfft
+    # transforms in a tenth of the time of 2n when n has a large prime factor (86,398 s of a day).
+    size = 1 << (2 * n - 1).bit_length()
+    spectrum = np.fft.rfft(x, size)
+    covariance = np.fft.irfft(spectrum * np.conj(spectrum), size)[: most + 1] / n
     rho = covariance[1:] / covariance[0]
     small = np.abs(rho) < 2 * np.sqrt(np.log10(n) / n)
     lag = next((m for m in range(0, most - runs + 1) if small[m : m + runs].all()), most - runs)
@@ -187,9 +190,9 @@ def replicate_weights(blocks: Blocks, salt: int) -> np.ndarray:
     """How often each block is drawn in each replicate: REPLICATES x blocks.count."""
     rng = np.random.default_rng([_SEED, salt])
     drawn = rng.integers(0, blocks.count, size=(REPLICATES, blocks.count))
-    weights = np.zeros((REPLICATES, blocks.count), dtype="float32")
-    np.add.at(weights, (np.repeat(np.arange(REPLICATES), blocks.count), drawn.ravel()), 1.0)
-    return weights
+    cells = (np.arange(REPLICATES)[:, None] * blocks.count + drawn).ravel()
+    counts = np.bincount(cells, minlength=REPLICATES * blocks.count)
+    return counts.reshape(REPLICATES, blocks.count).astype("float32")
 
 
 @dataclass(frozen=True)
@@ -286,7 +289,9 @@ class Resampled:
 
     def replicate_quantiles(self, qs: list[float]) -> np.ndarray:
         """len(qs) x REPLICATES, centred so the unresampled histogram gives the exact quantile."""
-        cumulative = np.cumsum(self._weights @ self._histograms.astype("float32"), axis=1)
+        # Cumulated per block first: the product then cumulates every replicate at once (one cumsum
+        # along a thousand rows took twice the product's time).
+        cumulative = self._weights @ np.cumsum(self._histograms, axis=1, dtype="float32")
         full = np.cumsum(self._histograms.sum(axis=0))[None, :]
         out = np.empty((len(qs), REPLICATES))
         for row, (q, exact) in enumerate(zip(qs, self.quantiles(qs), strict=True)):
