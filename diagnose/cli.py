@@ -14,7 +14,7 @@ from pathlib import Path
 
 from diagnose import __version__
 from diagnose.errors import DiagnoseError, ExitCode, InputError
-from diagnose.heap import reuse_freed_memory
+from diagnose.heap import leave_the_rest_to_exit, reuse_freed_memory
 from diagnose.process_env import use_worker_environment
 
 _EPILOG = """\
@@ -32,6 +32,13 @@ examples:
   diagnose rules                                   list the rules
   diagnose rules check my-rules/                   validate your own rule folder
 """
+
+
+def run() -> int:
+    """The ``diagnose`` command: :func:`main`, then an exit that does not walk the heap again."""
+    code = main()
+    leave_the_rest_to_exit()
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ import numpy as np
 from diagnose.compare.comparison import measure_path
 from diagnose.compare.evidence import Evidence
 from diagnose.compare.measure import Measure
-from diagnose.heap import reuse_freed_memory
+from diagnose.heap import leave_the_rest_to_exit, reuse_freed_memory
 
 
 def to_json(evidence: Evidence) -> dict:
@@ -75,6 +75,7 @@ def _main() -> None:
     temporary = args.out.with_suffix(".tmp")
     temporary.write_text(json.dumps(to_json(evidence)), encoding="utf-8")
     temporary.replace(args.out)
+    leave_the_rest_to_exit()  # the parent waits for this exit
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from diagnose.detect.periodicity import Periodicity
 from diagnose.detect.search import SignalFindings, search_shape
 from diagnose.detect.signals import Signal
 from diagnose.dump.model import Dump
-from diagnose.heap import reuse_freed_memory
+from diagnose.heap import leave_the_rest_to_exit, reuse_freed_memory
 
 # Below this many rows over all tables the searches take well under a second, and the helper's
 # start-up (about half a second of another core, importing numpy and pandas) would not pay for itself.
@@ -242,3 +242,4 @@ if __name__ == "__main__":
         _serve(sys.stdin.buffer, sys.stdout.buffer)
     except (KeyboardInterrupt, BrokenPipeError):
         pass  # Ctrl-C reaches the whole process group; the parent reports it
+    leave_the_rest_to_exit()  # the parent waits for this exit
