@@ -32,7 +32,7 @@ class EvidenceLine:
     text: str
     value: float | int | str | bool | None
     sources: tuple[str, ...]
-    facts: tuple[str, ...]  # the facts the line cites, the first being ``value``
+    facts: tuple[str, ...]  # the facts the line cites that the dump has (``value`` is the first named)
 
 
 @dataclass
