@@ -24,26 +24,13 @@ import pandas as pd
 
 from diagnose.dump.model import Dump
 from diagnose.facts.model import Facts
+from diagnose.facts.restarts import restart_times
 
 _SETTLED_RATIO = 1.5
 _SETTLE_WINDOW = 5  # requests
 _UNSEEN_START_S = 300.0
-_RESTART_KINDS = ("restart", "deploy")
 _ONSET_SLACK_S = 30.0  # how long after a start's stamp its first slow stretch may begin
 _LATE_ONSET_RATIO = 3.0  # how much slower than steady a stretch not at the stamp must be
-
-
-def restart_times(dump: Dump) -> tuple[list[float], str]:
-    starts = list(dump.manifest.process_starts)
-    sources = ["manifest.yaml process_start"] if starts else []
-    events = dump.table("events")
-    if events is not None:
-        kinds = events["kind"].astype("string").str.lower()
-        found = events.loc[kinds.isin(_RESTART_KINDS), "ts"].tolist()
-        if found:
-            starts += found
-            sources.append(f"{dump.source('events')}: restart/deploy events")
-    return sorted(set(starts)), " and ".join(sources)
 
 
 def cold_requests(dump: Dump, requests: pd.DataFrame) -> tuple[np.ndarray, list[float]] | None:

@@ -42,10 +42,11 @@ import pandas as pd
 
 from diagnose.dump.model import Dump
 from diagnose.facts.batching import throughput_curve
-from diagnose.facts.coldstart import cold_requests, restart_times
+from diagnose.facts.coldstart import cold_requests
 from diagnose.facts.length_shift import LengthModel, length_model
 from diagnose.facts.llm import LOCAL_WINDOW_S, interference_split
 from diagnose.facts.queueing import QueueWindows, queue_windows
+from diagnose.facts.restarts import restart_times
 from diagnose.facts.sampling import series_intervals
 from diagnose.facts.throttle import BUSY_PCT, throttled_rows
 from diagnose.report.model import Report

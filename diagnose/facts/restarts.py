@@ -1,0 +1,119 @@
+"""When the service (re)started, from every form of evidence that carries it.
+
+A restart is stated outright by the manifest (``process_start``, the
+recorder's own restart detection) or an event (``restart``, ``deploy``). It is
+also shown, without being stated, by the process table: the server's pid
+replaced by a process of the same name and command line. A dump assembled by
+hand, pulled from Prometheus, or replayed with its events removed holds only
+that; it is the same fact, and the cold-start analysis reads it the same way.
+
+A pid replaced is a restart only where the process is one of its kind: a pool
+of workers with the same command line (gunicorn, Ray, a data loader) starts and
+stops processes as it runs, and its pids overlap. So a lineage is read only
+from a name and command line that never has two pids alive at once, whose old
+pid was seen in most samples of its life (not a process drifting in and out of
+the recorder's busiest-processes list), and whose new pid came within a few
+minutes of the old one's last sample. The start is stamped at the old pid's
+last sample: the new process was born after it, and the cold-start analysis
+allows a start's slow requests to begin up to half a minute after its stamp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from diagnose.dump.model import Dump
+from diagnose.dump.processes import identifiers
+
+_RESTART_KINDS = ("restart", "deploy")
+_MAX_GAP_S = 300.0  # a replacement comes within minutes of the old process's end, not hours
+_MIN_SAMPLES = 3  # each pid seen at least this often: a lineage, not one stray row
+_MIN_PRESENCE = 0.5  # the old pid in at least half the samples of its life
+_SAME_RESTART_S = 60.0  # a stated start this close to a pid's replacement is the same restart
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """A process whose pid was replaced by one of the same name and command line."""
+
+    at: float  # the old pid's last sample: the restart happened after it
+    old_pid: int
+    new_pid: int
+    name: str
+
+
+def restart_times(dump: Dump) -> tuple[list[float], str]:
+    """Every start the evidence shows, sorted, and where they came from (for a fact's citation)."""
+    starts = list(dump.manifest.process_starts)
+    sources = ["manifest.yaml process_start"] if starts else []
+    events = dump.table("events")
+    if events is not None and "kind" in events.columns:
+        kinds = events["kind"].astype("string").str.lower()
+        found = events.loc[kinds.isin(_RESTART_KINDS), "ts"].tolist()
+        if found:
+            starts += found
+            sources.append(f"{dump.source('events')}: restart/deploy events")
+    processes = dump.table("processes")
+    if processes is not None:
+        # A recorder that saw the pid change also wrote the start: the two stamps of one restart lie
+        # seconds apart, and only the stated one is kept.
+        replaced = [
+            r for r in replacements(processes) if all(abs(r.at - t) > _SAME_RESTART_S for t in starts)
+        ]
+        if replaced:
+            starts += [r.at for r in replaced]
+            shown = ", ".join(f"{r.name} pid {r.old_pid} -> {r.new_pid}" for r in replaced[:3])
+            more = f" and {len(replaced) - 3} more" if len(replaced) > 3 else ""
+            sources.append(
+                f"{dump.source('processes')}: the pid replaced by one of the same name and command line "
+                f"({shown}{more})"
+            )
+    return sorted(set(starts)), " and ".join(sources)
+
+
+def replacements(processes: pd.DataFrame) -> list[Replacement]:
+    """Each pid replaced by a process of the same name and command line, oldest first."""
+    if not {"ts", "pid", "name"} <= set(processes.columns) or processes.empty:
+        return []
+    frame = pd.DataFrame(
+        {
+            "ts": pd.to_numeric(processes["ts"], errors="coerce"),
+            "pid": identifiers(processes["pid"]),
+            "identity": processes["name"].astype("string").fillna("")
+            + "\0"
+            + (processes["cmdline"].astype("string").fillna("") if "cmdline" in processes else ""),
+        }
+    ).dropna(subset=["ts", "pid"])
+    ticks = np.unique(frame["ts"].to_numpy(dtype="float64"))
+    if ticks.size < 2 * _MIN_SAMPLES:
+        return []
+    interval = float(np.median(np.diff(ticks)))
+    lives = frame.groupby(["identity", "pid"], sort=False)["ts"].agg(["min", "max", "count"]).reset_index()
+    found = []
+    for identity, pids in lives.groupby("identity", sort=False):
+        if len(pids) < 2 or not str(identity).split("\0")[0]:
+            continue
+        pids = pids.sort_values("min")
+        first, last, count = (pids[c].to_numpy(dtype="float64") for c in ("min", "max", "count"))
+        if (first[1:] <= last[:-1]).any():
+            continue  # two alive at once: a pool of workers, not one server
+        for i in range(len(pids) - 1):
+            life = (last[i] - first[i]) / interval + 1 if interval > 0 else count[i]
+            if (
+                count[i] >= _MIN_SAMPLES
+                and count[i + 1] >= _MIN_SAMPLES
+                and count[i] >= _MIN_PRESENCE * life
+                and first[i + 1] - last[i] <= _MAX_GAP_S
+            ):
+                found.append(
+                    Replacement(
+                        float(last[i]),
+                        int(pids["pid"].iloc[i]),
+                        int(pids["pid"].iloc[i + 1]),
+                        str(identity).split("\0")[0],
+                    )
+                )
+    return sorted(found, key=lambda r: r.at)

@@ -1,0 +1,56 @@
+"""Restarts from every form of evidence: stated (manifest, events) or shown by the pid that was replaced."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from diagnose.dump import load_dump
+from diagnose.facts.restarts import replacements, restart_times
+
+T0 = 1_764_460_800.0
+
+
+def _rows(pid: int, begin: int, end: int, name: str = "python", cmdline: str = "python -m serve") -> list:
+    return [
+        {"ts": T0 + t, "pid": pid, "name": name, "cmdline": cmdline, "cpu_pct": 50.0}
+        for t in range(begin, end)
+    ]
+
+
+def _table(*parts: list) -> pd.DataFrame:
+    return pd.DataFrame([row for part in parts for row in part])
+
+
+def test_a_pid_replaced_by_one_of_the_same_name_and_command_line_is_a_restart():
+    table = _table(_rows(4242, 0, 100), _rows(4243, 108, 200), _rows(901, 0, 200, "node_exporter", "ne"))
+    [found] = replacements(table)
+    assert (found.old_pid, found.new_pid, found.name) == (4242, 4243, "python")
+    assert found.at == T0 + 99  # the old process's last sample: the new one was born after it
+
+
+def test_a_pool_of_workers_whose_pids_overlap_is_no_restart():
+    # two workers alive at once, one recycled: a pool doing its work, not the server restarting
+    table = _table(_rows(10, 0, 100), _rows(11, 0, 200), _rows(12, 105, 200))
+    assert replacements(table) == []
+
+
+def test_another_process_a_stray_row_or_a_process_seen_now_and_then_is_no_restart():
+    other = _table(_rows(4242, 0, 100), _rows(5000, 110, 200, cmdline="python job.py"))
+    assert replacements(other) == []
+    stray = _table(_rows(4242, 0, 100), _rows(4243, 150, 151))
+    assert replacements(stray) == []
+    # in the busiest-processes list only now and then: 10 samples over 100 s of life
+    spotty = _table([r for r in _rows(4242, 0, 100) if r["ts"] % 10 == 0], _rows(4243, 110, 200))
+    assert replacements(spotty) == []
+    late = _table(_rows(4242, 0, 100), _rows(4243, 1000, 1100))  # an hour's gap: not a replacement
+    assert replacements(late) == []
+
+
+def test_restart_times_read_the_lineage_and_keep_a_stated_restart_once(tmp_path):
+    _table(_rows(4242, 0, 100), _rows(4243, 108, 200)).to_csv(tmp_path / "processes.csv", index=False)
+    starts, source = restart_times(load_dump(str(tmp_path)))
+    assert starts == [T0 + 99]
+    assert "processes.csv: the pid replaced" in source and "python pid 4242 -> 4243" in source
+    (tmp_path / "events.jsonl").write_text(f'{{"ts": {T0 + 104}, "kind": "restart"}}\n')
+    starts, source = restart_times(load_dump(str(tmp_path)))
+    assert starts == [T0 + 104] and "pid replaced" not in source
