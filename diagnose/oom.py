@@ -6,22 +6,35 @@ total by PyTorch"; 2.1's "total capacty" typo; 2.2+'s "reserved by PyTorch but
 unallocated"; the memory-fraction block; the caching allocator's C++ warning
 in bytes; "CUDA error: out of memory" with no figures at all). Each field is
 found by its own pattern so a truncated or prefixed message still yields what
-it holds. Other back ends (XPU, MPS, HIP, TensorFlow) are recognised and named
-as such: their allocators differ, and CUDA's reading would mislead.
+it holds. ROCm's PyTorch (HIP) runs the same caching allocator and prints the
+same figures, so its messages are read like CUDA's. Other back ends (XPU, MPS,
+TensorFlow) are recognised and named as such: their allocators differ, and
+CUDA's reading would mislead.
 
 The classification rule, in order (docs/importers.md repeats it):
 
-1. another back end than CUDA -> ``other back end``;
+1. another back end than CUDA or HIP -> ``other back end``;
 2. no request size -> ``unknown`` (the message lacks the figures);
 3. request > the card's total -> exhaustion: request larger than the card;
-4. reserved-but-unallocated >= request -> ``fragmentation`` (PyTorch held enough, in pieces);
-5. a memory-fraction limit ("allowed") that allocated + request exceed -> exhaustion: the limit;
-6. free on the card > request + 5 % -> ``anomalous`` (the margin: messages round to two decimals,
-   and the allocator and the driver round allocations up to blocks and pages);
+4. reserved-but-unallocated >= request, and a material share (5 %) of the card -> ``fragmentation``
+   (PyTorch held enough, in pieces, and enough of the card that the pieces matter);
+5. a memory-fraction limit ("allowed") that the reserve + the request's segment exceed -> exhaustion:
+   the limit (the allocator counts segments: 2 MiB for requests to 1 MiB, 20 MiB to 10 MiB);
+6. free on the card > the request's segment + 5 % -> ``anomalous`` (the margin: messages round to
+   two decimals, and the driver rounds allocations up to pages);
 7. other processes hold >= max(request, 10 % of the card) -> exhaustion: another process;
 8. neither the card's total nor the reserve known -> ``unknown``;
 9. a serving engine's log and this process holds >= 85 % of the card -> exhaustion: its KV cache;
-10. otherwise -> ``exhaustion``.
+10. otherwise -> ``exhaustion`` (where a sliver of stranded memory covered the request, the reason
+    says so: the card is full, and defragmenting it would give back almost nothing).
+
+Why 5 % is material: the stranded memory is the caching allocator's slack, and
+a full card always has some (blocks rounded up to 512 B and 2 MiB, segments of
+2 and 20 MiB partly in use). In the real messages whose stranded memory did
+*not* cover the request, so the card was plainly full, that slack was 0-6 % of
+the card, median 1.5 %. Below 5 % a stranded figure that covers one request is
+that slack: the next allocation fails as well, and the pitfall "the memory is
+free, only fragmented" would be wrong advice.
 """
 
 from __future__ import annotations
@@ -148,6 +161,8 @@ EXHAUSTION_ENGINE_PREALLOCATED = "exhaustion: the serving engine's preallocated 
 EXHAUSTION_LIMIT = "exhaustion: the process's memory limit (memory fraction) is reached"
 _ROUNDING_MARGIN = 0.05  # free memory this close to the request is not "more than enough" (rule 6)
 _ENGINE_SHARE = 0.85  # vLLM preallocates gpu_memory_utilization (0.9 by default) of the card
+MATERIAL_SHARE = 0.05  # stranded memory past the allocator's slack on a full card (module docstring)
+_ALLOCATOR_BACKENDS = ("cuda", "hip")  # PyTorch's caching allocator, the same figures
 EXHAUSTION = "exhaustion"
 ANOMALOUS = "anomalous: free memory exceeded the request"
 UNKNOWN = "unknown: the message lacks the figures"
@@ -166,7 +181,7 @@ def explain_oom(oom: OomMessage, serving_engine: bool = False) -> tuple[str, str
     most of the card for its KV cache (vLLM, SGLang).
     """
     requested = oom.requested_bytes
-    if oom.backend != "cuda":
+    if oom.backend not in _ALLOCATOR_BACKENDS:
         return OTHER_BACKEND, f"{_BACKEND_NAMES[oom.backend]}'s out-of-memory error, not CUDA's"
     if requested is None:
         return UNKNOWN, "the message gives no request size, so there is nothing to weigh"
@@ -174,12 +189,16 @@ def explain_oom(oom: OomMessage, serving_engine: bool = False) -> tuple[str, str
     if oom.total_bytes is not None and requested > oom.total_bytes:
         return EXHAUSTION_REQUEST_TOO_LARGE, f"{asked} > the card's {human_bytes(oom.total_bytes)}"
     stranded = oom.reserved_unallocated_bytes
-    if stranded is not None and stranded >= requested:
-        return FRAGMENTATION, f"reserved but unallocated {human_bytes(stranded)} >= {asked}"
-    if oom.allowed_bytes is not None and (oom.allocated_bytes or 0) + requested > oom.allowed_bytes:
-        used = f"allocated {human_bytes(oom.allocated_bytes or 0)} + {asked}"
+    covers = stranded is not None and stranded >= requested
+    share = stranded_share(oom)
+    if covers and (share is None or share >= MATERIAL_SHARE):
+        of_card = f", {share:.0%} of the card" if share is not None else ""
+        return FRAGMENTATION, f"reserved but unallocated {human_bytes(stranded)} >= {asked}{of_card}"
+    reserve = (oom.allocated_bytes or 0) + (stranded or 0)
+    if oom.allowed_bytes is not None and reserve + _segment(requested) > oom.allowed_bytes:
+        used = f"reserved {human_bytes(reserve)} + a {human_bytes(_segment(requested))} segment for {asked}"
         return EXHAUSTION_LIMIT, f"{used} > the {human_bytes(oom.allowed_bytes)} allowed"
-    if oom.free_bytes is not None and oom.free_bytes > requested * (1 + _ROUNDING_MARGIN):
+    if oom.free_bytes is not None and oom.free_bytes > _segment(requested) * (1 + _ROUNDING_MARGIN):
         return ANOMALOUS, f"free {human_bytes(oom.free_bytes)} > {asked}, yet the allocation failed"
     other, card = oom.other_processes_bytes, human_bytes(oom.total_bytes or 0)
     if other is not None and oom.total_bytes and other >= max(requested, 0.1 * oom.total_bytes):
@@ -195,12 +214,40 @@ def explain_oom(oom: OomMessage, serving_engine: bool = False) -> tuple[str, str
         for label, value in (("free", oom.free_bytes), ("reserved but unallocated", stranded))
         if value is not None
     ]
+    if covers and share is not None:
+        allocated = f", {human_bytes(oom.allocated_bytes)} allocated" if oom.allocated_bytes else ""
+        return EXHAUSTION, (
+            f"the {card} card is full{allocated}: the {human_bytes(stranded)} reserved but unallocated "
+            f"covers the {human_bytes(requested)} asked for, but is only {share:.1%} of the card, "
+            "the allocator's slack"
+        )
     if not known:
         return EXHAUSTION, f"{asked} of a {card} card; no free or reserved figure stated"
     if len(known) == 2:
         return EXHAUSTION, f"{known[0]} and {known[1]}, each < {asked}"
     unstated = "" if oom.free_bytes is not None else " (free memory not stated)"
     return EXHAUSTION, f"{known[0]} < {asked}{unstated}"
+
+
+def _segment(requested: float) -> float:
+    """What the caching allocator asks the driver for to serve a request (its allocation sizes: 2 MiB
+    for small requests, 20 MiB up to 10 MiB, else rounded up to 2 MiB), which a memory limit counts."""
+    mib = 1024**2
+    if requested <= mib:
+        return 2 * mib
+    if requested < 10 * mib:
+        return 20 * mib
+    return -(-requested // (2 * mib)) * 2 * mib
+
+
+def stranded_share(oom: OomMessage) -> float | None:
+    """Reserved-but-unallocated memory as a share of the card (of PyTorch's whole reserve where the
+    message does not give the card's size); None without the figures."""
+    stranded = oom.reserved_unallocated_bytes
+    if stranded is None:
+        return None
+    whole = oom.total_bytes or (stranded + oom.allocated_bytes if oom.allocated_bytes is not None else None)
+    return stranded / whole if whole else None
 
 
 _BACKEND_NAMES = {"xpu": "Intel XPU", "mps": "Apple MPS", "hip": "AMD HIP (ROCm)", "tensorflow": "TensorFlow"}

@@ -19,6 +19,10 @@ SHOWN = {
     "field-2026-12/vllm/11.log": "engine-stall",  # Engine iteration timed out, then the engine's death
     "field-2026-12/vllm/14.log": "engine-stall",  # 27 running at 0 tokens/s for 30 s, then the timeout
     "formats/vllm_log/12.txt": "engine-stall",  # MQLLMEngine is already dead, 500s to clients
+    # the engine's own warning and nothing else: "preempted by PreemptionMode.RECOMPUTE mode because
+    # there is not enough KV cache space" (06: without its log prefix, cumulative count 101)
+    "formats/vllm_log/05.txt": "kv-cache-pressure",
+    "formats/vllm_log/06.txt": "kv-cache-pressure",
 }
 ENGINE_CAUSES = {"kv-cache-pressure", "engine-stall"}
 

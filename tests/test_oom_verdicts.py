@@ -42,10 +42,10 @@ VERDICTS = {
     ("oom", "05.log"): {FRAG},
     ("oom", "06.log"): {EXH},
     ("oom", "07.log"): {EXH},
-    ("oom", "08.log"): {FRAG},
+    ("oom", "08.log"): {ANOMALOUS},
     ("oom", "09.log"): {EXH},
     ("oom", "10.log"): {EXH},
-    ("oom", "11.log"): {FRAG},
+    ("oom", "11.log"): {EXH},
     ("oom", "12.log"): {FRAG},
     ("oom", "13.log"): {EXH},
     ("oom", "14.log"): {EXH, FRAG},
@@ -59,15 +59,15 @@ VERDICTS = {
     ("oom", "22.log"): {OTHER_BACKEND},
     ("oom", "23.log"): {OTHER_BACKEND},
     ("oom", "24.log"): {OTHER_BACKEND},
-    ("oom", "25.log"): {OTHER_BACKEND},
-    ("oom", "26.log"): {OTHER_BACKEND},
-    ("oom", "27.log"): {OTHER_BACKEND},
+    ("oom", "25.log"): {LIMIT},
+    ("oom", "26.log"): {TOO_LARGE},
+    ("oom", "27.log"): {EXH},
     ("oom", "28.log"): {UNKNOWN},
     ("oom", "29.log"): {UNKNOWN},
     ("oom", "30.log"): {EXH},
     ("oom", "31.log"): {FRAG},
     ("oom", "32.log"): {EXH},
-    ("oom", "33.log"): {FRAG},
+    ("oom", "33.log"): {EXH},
     ("oom", "34.log"): {FRAG},
     ("oom", "35.log"): {FRAG},
     ("oom", "36.log"): {EXH},
@@ -77,16 +77,16 @@ VERDICTS = {
     ("oom", "40.log"): {EXH},  # "this process has 0 bytes in use" is NVML in a container, not a fact
     ("oom", "41.log"): {TOO_LARGE},
     ("oom", "42.log"): {EXH},
-    ("oom", "43.log"): {FRAG},
+    ("oom", "43.log"): {EXH},
     ("oom", "44.log"): {EXH},
     ("oom", "45.log"): {FRAG},
-    ("oom", "46.log"): {FRAG},
+    ("oom", "46.log"): {EXH},
     ("oom", "47.log"): {EXH},
     ("oom", "48.log"): {UNKNOWN},
     ("oom", "49.log"): {OTHER_BACKEND},
     ("pytorch_oom", "01.txt"): {ANOMALOUS},
-    ("pytorch_oom", "02.txt"): {FRAG},
-    ("pytorch_oom", "03.txt"): {FRAG},
+    ("pytorch_oom", "02.txt"): {EXH},
+    ("pytorch_oom", "03.txt"): {EXH},
     ("pytorch_oom", "04.txt"): {EXH},
     ("pytorch_oom", "05.txt"): {FRAG},
     ("pytorch_oom", "06.txt"): {FRAG},
@@ -98,7 +98,7 @@ VERDICTS = {
     ("pytorch_oom", "12.txt"): {FRAG},
     ("pytorch_oom", "13.txt"): {ANOMALOUS},
     ("pytorch_oom", "14.txt"): {EXH},
-    ("pytorch_oom", "15.txt"): {FRAG},
+    ("pytorch_oom", "15.txt"): {EXH},
     ("pytorch_oom", "16.txt"): {EXH},
     ("pytorch_oom", "17.txt"): {OTHER_PROCESS},
     ("pytorch_oom", "18.txt"): {ENGINE},
@@ -108,10 +108,10 @@ VERDICTS = {
     ("pytorch_oom", "22.txt"): {EXH},
     ("pytorch_oom", "23.txt"): {TOO_LARGE},
     ("pytorch_oom", "24.txt"): {EXH},
-    ("pytorch_oom", "25.txt"): {FRAG},
+    ("pytorch_oom", "25.txt"): {ENGINE},
     ("pytorch_oom", "26.txt"): {FRAG},
     ("pytorch_oom", "27.txt"): {EXH},
-    ("pytorch_oom", "28.txt"): {FRAG},
+    ("pytorch_oom", "28.txt"): {ANOMALOUS},
     ("pytorch_oom", "29.txt"): {EXH},
     ("pytorch_oom", "30.txt"): {EXH},
 }
@@ -133,3 +133,21 @@ def test_every_oom_sample_gets_the_verdict_its_figures_call_for(sample):
 def test_the_table_covers_every_oom_sample_there_is():
     present = {(folder, p.name) for folder, root in FOLDERS.items() for p in root.iterdir() if p.is_file()}
     assert present == set(VERDICTS)
+
+
+@pytest.mark.parametrize("sample", sorted(VERDICTS), ids=lambda key: "/".join(key))
+def test_the_diagnosis_follows_the_verdict(sample, run_cli):
+    """A fragmentation verdict is the allocator's own proof: memory-fragmentation likely (0.7 or more).
+    Any other verdict never makes it likely, so its pitfall ("the memory is free, only fragmented")
+    is never the advice on a card that was full."""
+    import json
+
+    folder, name = sample
+    code, out, err = run_cli("file", FOLDERS[folder] / name, "--format", "json")
+    assert code == 0, err
+    scores = {h["id"]: h["score"] for h in json.loads(out)["hypotheses"]}
+    fragmentation = scores.get("memory-fragmentation", 0.0)
+    if VERDICTS[sample] == {FRAG}:
+        assert fragmentation >= 0.7
+    elif FRAG not in VERDICTS[sample]:
+        assert fragmentation < 0.5

@@ -112,6 +112,92 @@ def test_undecidable_when_is_skipped_naming_the_missing_evidence(tmp_path):
     assert outcome.missing == ["system: cpu_pct"]
 
 
+DECISIVE = RULE.replace(
+    """contrary:""",
+    """  says_so:
+    if: engine.stalls >= 1
+    weight: 0.8
+    decisive: true
+    evidence: the engine said so {engine.stalls} times
+contrary:""",
+)
+
+
+@pytest.mark.parametrize(
+    "others",
+    [
+        {},  # `when` unknown: nothing else in the dump
+        {"gpu__util_pct__mean": 20.0, "host__cpu_pct__mean": 10.0},  # `when` false
+    ],
+)
+def test_a_decisive_condition_settles_its_rule_whatever_when_says(tmp_path, others):
+    (outcome,) = judge([_rule(tmp_path, DECISIVE)], _facts(engine__stalls=2, **others))
+    assert outcome.status == FIRED and outcome.score == pytest.approx(0.8)
+    assert [(e.text, e.decisive) for e in outcome.evidence] == [("the engine said so 2 times", True)]
+    assert outcome.confidence == "high"
+
+
+def test_a_decisive_condition_that_does_not_hold_leaves_the_rule_as_it_was(tmp_path):
+    (outcome,) = judge([_rule(tmp_path, DECISIVE)], _facts(engine__stalls=0, gpu__util_pct__mean=20.0))
+    assert outcome.status == RULED_OUT
+
+
+def test_contrary_evidence_still_weighs_against_a_decisive_condition_and_is_shown(tmp_path):
+    facts = _facts(engine__stalls=1, thread__busiest__cpu_pct=5.0)
+    (outcome,) = judge([_rule(tmp_path, DECISIVE)], facts)
+    assert outcome.status == FIRED
+    assert outcome.score == pytest.approx((0.8 - 0.5) / (1 - 0.5))
+    assert [e.text for e in outcome.contrary] == ["busiest thread only 5%"]
+
+
+@pytest.mark.parametrize(
+    "change, field, problem",
+    [
+        (("weight: 0.8", "weight: 0.5"), "conditions.says_so.weight", "at least 0.8"),
+        (
+            ("decisive: true", "decisive: true\n    strength: ramp(engine.stalls, 1, 3)"),
+            "conditions.says_so.decisive",
+            "no strength ramp",
+        ),
+        (("decisive: true", "decisive: maybe"), "conditions.says_so.decisive", "true or false"),
+    ],
+)
+def test_a_decisive_condition_is_checked_at_load(tmp_path, change, field, problem):
+    with pytest.raises(RuleError) as error:
+        _rule(tmp_path, DECISIVE.replace(*change))
+    assert error.value.field == field and problem in error.value.problem
+
+
+def test_only_evidence_for_the_cause_can_be_decisive(tmp_path):
+    text = RULE.replace(
+        "    weight: 0.5\n    evidence: busiest", "    weight: 0.8\n    decisive: true\n    evidence: busiest"
+    )
+    with pytest.raises(RuleError) as error:
+        _rule(tmp_path, text)
+    assert error.value.field == "contrary.idle_thread.decisive"
+
+
+def test_a_decisive_line_is_marked_in_every_report_form(run_cli, tmp_path):
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "engine.log").write_text(
+        "WARNING 10-10 20:41:04 scheduler.py:1491] Sequence group 7 is preempted by PreemptionMode.RECOMPUTE "
+        "mode because there is not enough KV cache space. This can affect the end-to-end performance. "
+        "Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. "
+        "total_num_cumulative_preemption=1\n"
+    )
+    code, text, _ = run_cli("file", dump)
+    assert code == 0 and "Settled by (decisive on its own):" in text
+    code, markdown, _ = run_cli("file", dump, "--format", "markdown")
+    assert "- **Settles it:** the engine preempted requests" in markdown
+    code, out, _ = run_cli("file", dump, "--format", "json")
+    import json
+
+    [hypothesis] = json.loads(out)["hypotheses"]
+    assert hypothesis["id"] == "kv-cache-pressure" and hypothesis["score"] >= 0.7
+    assert hypothesis["evidence"][0]["decisive"] is True
+
+
 def test_a_condition_calling_import_is_rejected_at_load(tmp_path):
     text = RULE.replace("gpu.util_pct.mean >= 80", "__import__('os')")
     with pytest.raises(RuleError) as error:

@@ -370,12 +370,17 @@ CATALOGUE: dict[str, FactSpec] = {
     "oom.parsed": FactSpec("count", _OOM, "OOM events whose message had figures"),
     "oom.kind": FactSpec("name", _OOM, "classification of the most telling OOM"),
     "oom.reason": FactSpec("name", _OOM, "the figures that decided that classification"),
-    "oom.fragmentation_count": FactSpec("count", _OOM, "OOMs that stranded memory would have covered"),
+    "oom.fragmentation_count": FactSpec(
+        "count", _OOM, "OOMs that stranded memory would have covered, a material share (5 %) of the card"
+    ),
     "oom.exhaustion_count": FactSpec("count", _OOM, "OOMs where memory was genuinely used up"),
     "oom.requested_bytes": FactSpec("bytes", _OOM, "what the failed allocation asked for"),
     "oom.total_bytes": FactSpec("bytes", _OOM, "the card's capacity"),
     "oom.free_bytes": FactSpec("bytes", _OOM, "free device memory at the failure"),
     "oom.reserved_unallocated_bytes": FactSpec("bytes", _OOM, "reserved by PyTorch but unallocated"),
     "oom.stranded_over_request": FactSpec("factor", _OOM, "reserved-but-unallocated / requested"),
+    "oom.stranded_card_share": FactSpec(
+        "ratio", _OOM, "reserved-but-unallocated / the card's capacity (PyTorch's reserve where not stated)"
+    ),
     "oom.other_processes_bytes": FactSpec("bytes", _OOM, "memory held by other processes"),
 }

@@ -14,6 +14,7 @@ from diagnose.oom import (
     OomMessage,
     explain_oom,
     parse_oom_message,
+    stranded_share,
 )
 
 _OOM_FIELDS = (
@@ -93,6 +94,7 @@ def add_oom_facts(facts: Facts, dump: Dump) -> None:
         facts.add(f"oom.{field}", getattr(oom, field), cite)
     if oom.requested_bytes and oom.reserved_unallocated_bytes is not None:
         facts.add("oom.stranded_over_request", oom.reserved_unallocated_bytes / oom.requested_bytes, cite)
+    facts.add("oom.stranded_card_share", stranded_share(oom), cite)
     facts.add("oom.other_processes_bytes", oom.other_processes_bytes, cite)
 
 

@@ -30,7 +30,7 @@ class OomLogImporter(Importer):
     name = "pytorch-oom"
     description = (
         "out-of-memory messages in any log or traceback: PyTorch CUDA (torch 1.0 to 2.9 wordings), "
-        "and XPU, MPS, HIP and TensorFlow ones, named as such"
+        "and XPU, MPS and TensorFlow ones, named as such (HIP read like CUDA)"
     )
     example = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has ..."
 

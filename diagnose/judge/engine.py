@@ -7,6 +7,12 @@ Contrary conditions combine the same way into disbelief, and the score is
 ``(belief - disbelief) / (1 - min(belief, disbelief))``, floored at 0.
 A rule whose ``when`` is false is ruled out; one whose ``when`` cannot be
 decided for lack of facts is skipped, naming the evidence that was missing.
+
+A *decisive* condition settles its rule on its own: evidence that would almost
+never be seen without the cause (the engine's own statement of it, the
+allocator's own accounting). When one holds the rule fires whatever ``when``
+says, and its belief alone makes the hypothesis likely; contrary evidence still
+weighs against it and is shown, so conflicting evidence is said, not hidden.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ class EvidenceLine:
     value: float | int | str | bool | None
     sources: tuple[str, ...]
     facts: tuple[str, ...]  # the facts the line cites that the dump has (``value`` is the first named)
+    decisive: bool = False  # from a condition that settles the rule on its own
 
 
 @dataclass
@@ -68,6 +75,8 @@ def evaluate_rule(rule: Rule, facts: Facts) -> Outcome:
     lookup = {name: fact.value for name, fact in facts.values.items()}
     states = {c.name: _truth(expr.evaluate(c.test, lookup)) for c in rule.conditions}
     decided = _truth(expr.evaluate(rule.when, states))
+    if any(c.decisive and states[c.name] for c in rule.conditions):
+        decided = True
     if decided is None:
         needed = [c for c in rule.conditions if c.name in expr.names(rule.when) and states[c.name] is None]
         return Outcome(rule, SKIPPED, missing=_missing_evidence(needed, facts))
@@ -119,7 +128,7 @@ def _evidence(condition: Condition, facts: Facts) -> EvidenceLine | None:
     names = condition.evidence.facts or sorted(expr.names(condition.test))
     cited = tuple(n for n in names if n in facts.values)
     sources = tuple(dict.fromkeys(facts.values[n].source for n in cited))
-    return EvidenceLine(text, facts.get(names[0]) if names else None, sources, cited)
+    return EvidenceLine(text, facts.get(names[0]) if names else None, sources, cited, condition.decisive)
 
 
 def _missing_evidence(conditions: list[Condition], facts: Facts) -> list[str]:

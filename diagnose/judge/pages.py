@@ -40,5 +40,6 @@ def _conditions(conditions: tuple[Condition, ...]) -> list[str]:
         held = f"{HOLDING_STRENGTH:g} + {1 - HOLDING_STRENGTH:g} x `{c.strength_text}`"  # see judge/engine.py
         strength = f" x ({held})" if c.strength_text else ""
         says = " ".join(c.evidence.text.split()).replace("|", "\\|")
-        rows.append(f"| `{c.name}` | `{c.test_text}` | {c.weight:g}{strength} | {says} |")
+        settles = " (decisive: settles the rule on its own)" if c.decisive else ""
+        rows.append(f"| `{c.name}` | `{c.test_text}` | {c.weight:g}{strength}{settles} | {says} |")
     return [*rows, ""]

@@ -23,7 +23,10 @@ from diagnose.judge.template import Template, TemplateError, compile_template
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _REQUIRED = ("id", "title", "summary", "when", "conditions", "verify", "remedy", "pitfalls")
 _OPTIONAL = ("contrary",)
-_CONDITION_KEYS = {"if", "weight", "strength", "evidence"}
+_CONDITION_KEYS = {"if", "weight", "strength", "evidence", "decisive"}
+# A decisive condition alone makes its hypothesis likely with room for contrary evidence (judge/engine.py):
+# the weight says "this would almost never hold without the cause", about 1 time in 20 or fewer.
+DECISIVE_WEIGHT = 0.8
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class Condition:
     strength: expr.Node | None
     evidence: Template
     strength_text: str | None = None
+    decisive: bool = False  # settles the rule on its own (judge/engine.py)
 
     @property
     def facts(self) -> set[str]:
@@ -168,6 +172,7 @@ def _conditions(raw: object, field: str, fail) -> tuple[Condition, ...]:
         if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= 1:
             raise fail(f"{where}.weight", f"expected a number in (0, 1], got {weight!r}")
         strength = body.get("strength")
+        decisive = _decisive(body.get("decisive", False), weight, strength, field, where, fail)
         try:
             evidence = compile_template(_text(body["evidence"], f"{where}.evidence", fail))
         except TemplateError as error:
@@ -182,6 +187,7 @@ def _conditions(raw: object, field: str, fail) -> tuple[Condition, ...]:
             else None,
             evidence=evidence,
             strength_text=str(strength).strip() if strength is not None else None,
+            decisive=decisive,
         )
         for fact in sorted(condition.facts):
             if fact not in CATALOGUE:
@@ -195,6 +201,29 @@ def _conditions(raw: object, field: str, fail) -> tuple[Condition, ...]:
             _one_threshold(condition, f"{where}.strength", fail)
         built.append(condition)
     return tuple(built)
+
+
+def _decisive(value: object, weight: float, strength: object, field: str, where: str, fail) -> bool:
+    """A decisive condition settles its rule at its threshold: no ramp, and the weight that says so."""
+    if not isinstance(value, bool):
+        raise fail(f"{where}.decisive", f"expected true or false, got {value!r}")
+    if not value:
+        return False
+    if field != "conditions":
+        raise fail(f"{where}.decisive", "only evidence for the cause (conditions) can be decisive")
+    if strength is not None:
+        raise fail(
+            f"{where}.decisive",
+            "a decisive condition settles the rule where its `if` holds; it takes no strength ramp "
+            "(split the graded part into a condition of its own)",
+        )
+    if weight < DECISIVE_WEIGHT:
+        raise fail(
+            f"{where}.weight",
+            f"a decisive condition's weight is at least {DECISIVE_WEIGHT:g} (it would almost never hold "
+            f"without the cause); got {weight!r}",
+        )
+    return True
 
 
 def _one_threshold(condition: Condition, where: str, fail) -> None:

@@ -212,7 +212,7 @@ def _hypotheses(outcomes: list[Outcome]) -> tuple[Hypothesis, ...]:
 
 def _line(line: EvidenceLine) -> Line:
     value = _round(line.value) if isinstance(line.value, float) else line.value
-    return Line(line.text, value, line.sources, line.facts)
+    return Line(line.text, value, line.sources, line.facts, True if line.decisive else None)
 
 
 def _round(value: float | None) -> float | None:

@@ -48,12 +48,15 @@ def render_hypothesis(rank: int, h: Hypothesis) -> list[str]:
         "",
         "**Evidence**",
         "",
-        *[f"- {_evidence(e)}" for e in h.evidence],
+        *[f"- **Settles it:** {_evidence(e)}" for e in h.evidence if e.decisive],
+        *[f"- {_evidence(e)}" for e in h.evidence if not e.decisive],
         *[f"- *Against:* {_evidence(e)}" for e in h.contrary],
         "",
     ]
     if h.not_checked:
-        out += [f"Not checked for lack of: {', '.join(h.not_checked)}", ""]
+        settled = any(e.decisive for e in h.evidence)
+        lead = "Would confirm it, not in the dump" if settled else "Not checked for lack of"
+        out += [f"{lead}: {', '.join(h.not_checked)}", ""]
     out += ["**Verify**", "", *[f"{i}. {s}" for i, s in enumerate(h.verify, 1)], ""]
     out += ["**Remedy**", "", *[f"{i}. {s}" for i, s in enumerate(h.remedy, 1)], ""]
     out += ["**Pitfalls**", "", *[f"- {s}" for s in h.pitfalls], ""]

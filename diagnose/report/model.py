@@ -169,6 +169,8 @@ class Line:
     value: FactValue | None
     sources: tuple[str, ...]
     facts: tuple[str, ...]  # the facts it cites, by name: each in the report's ``facts``
+    # True for evidence that settles the hypothesis on its own (a rule's decisive condition)
+    decisive: bool | None = field(default=None, metadata={"omit_if_none": True})
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,12 @@ def render_text(report: Report, width: int = DEFAULT_WIDTH) -> str:
         out.append("")
         out.append(f"{rank}. [{h.score:.2f} {h.confidence}] {h.title}")
         out.append(f"   id {h.id}; rule: {h.rule_shown_as}")
-        out += _block("Evidence", [e.text for e in h.evidence], width, bullet="+")
+        settled = [e.text for e in h.evidence if e.decisive]
+        out += _block("Settled by (decisive on its own)", settled, width, bullet="*")
+        out += _block("Evidence", [e.text for e in h.evidence if not e.decisive], width, bullet="+")
         out += _block("Against", [e.text for e in h.contrary], width, bullet="-")
-        out += _block("Not checked, missing", h.not_checked, width, bullet="?")
+        missing = "Would confirm it, not in the dump" if settled else "Not checked, missing"
+        out += _block(missing, h.not_checked, width, bullet="?")
         out += _block("Verify", h.verify, width, numbered=True)
         out += _block("Remedy", h.remedy, width, numbered=True)
         out += _block("Pitfalls", h.pitfalls, width, bullet="!")
