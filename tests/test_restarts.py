@@ -54,3 +54,26 @@ def test_restart_times_read_the_lineage_and_keep_a_stated_restart_once(tmp_path)
     (tmp_path / "events.jsonl").write_text(f'{{"ts": {T0 + 104}, "kind": "restart"}}\n')
     starts, source = restart_times(load_dump(str(tmp_path)))
     assert starts == [T0 + 104] and "pid replaced" not in source
+
+
+def test_the_recorded_restart_replayed_without_its_restart_event_is_found_by_its_pid(tmp_path, run_cli):
+    """The testbed's recorded cold start, with the recorder's own restart detection taken out: the
+    pid lineage in its process table finds the same restart, and the same diagnosis follows."""
+    import gzip
+    import json
+    import shutil
+
+    from tests.conftest import ROOT
+
+    dump = tmp_path / "dump"
+    shutil.copytree(ROOT / "fixtures" / "recorded" / "cold-start-contamination" / "dump", dump)
+    events = dump / "events.jsonl.gz"
+    kept = [line for line in gzip.open(events, "rt") if json.loads(line)["kind"] != "restart"]
+    with gzip.open(events, "wt") as handle:
+        handle.writelines(kept)
+    code, out, err = run_cli("file", dump, "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    top = report["hypotheses"][0]
+    assert top["id"] == "cold-start-contamination" and top["score"] >= 0.5
+    assert "the pid replaced by one of the same name" in report["facts"]["coldstart.restarts"]["source"]

@@ -356,3 +356,75 @@ def test_a_fact_of_another_type_at_run_time_skips_its_rule_not_the_analysis(tmp_
     facts = _facts(gpu__util_pct__mean="very high", host__cpu_pct__mean=90.0)  # a bug in a fact's code
     [outcome] = judge([rule], facts)
     assert outcome.status == SKIPPED and "unexpected type" in outcome.missing[0]
+
+
+CAUSE = """\
+id: co-located-contention
+title: cause
+summary: a cause
+when: job
+conditions:
+  job:
+    if: spikes.contender.latency_ratio >= 1.3
+    weight: 0.7
+    evidence: a job made latency {spikes.contender.latency_ratio} worse
+contrary:
+  none:
+    if: spikes.contender.latency_ratio < 1
+    weight: 0.5
+    evidence: no job made it worse
+verify: [look]
+remedy: [fix]
+pitfalls: [do not panic]
+"""
+CONSEQUENCE = (
+    RULE
+    + """\
+explained_by:
+  co-located-contention: another process took the CPU the stage runs on
+"""
+)
+
+
+def test_a_finding_a_likely_cause_explains_is_explained_away_and_keeps_its_own_score(tmp_path):
+    rules = [_rule(tmp_path, CONSEQUENCE, "a.yaml"), _rule(tmp_path, CAUSE, "b.yaml")]
+    facts = _facts(gpu__util_pct__mean=90.0, host__cpu_pct__mean=100.0, spikes__contender__latency_ratio=2.0)
+    consequence, cause = judge(rules, facts)
+    assert cause.score == pytest.approx(0.7) and cause.explained_by is None
+    assert consequence.own_score == pytest.approx(0.7)
+    assert consequence.score == pytest.approx(0.7 * (1 - 0.7))  # the chance it is a cause of its own
+    assert consequence.explained_by == "co-located-contention"
+    assert consequence.explanation == "another process took the CPU the stage runs on"
+
+
+def test_a_cause_that_is_not_likely_explains_nothing(tmp_path):
+    weak = CAUSE.replace("weight: 0.7", "weight: 0.4")
+    rules = [_rule(tmp_path, CONSEQUENCE, "a.yaml"), _rule(tmp_path, weak, "b.yaml")]
+    facts = _facts(gpu__util_pct__mean=90.0, host__cpu_pct__mean=100.0, spikes__contender__latency_ratio=2.0)
+    consequence, _ = judge(rules, facts)
+    assert consequence.score == pytest.approx(0.7) and consequence.explained_by is None
+
+
+def test_explained_by_names_another_root_cause(tmp_path):
+    text = RULE + "explained_by:\n  cpu-bound-stage: itself\n"
+    with pytest.raises(RuleError) as error:
+        _rule(tmp_path, text)
+    assert error.value.field == "explained_by.cpu-bound-stage"
+
+
+def test_the_report_shows_a_consequence_under_its_cause(tmp_path, run_cli):
+    import json
+
+    from tests.conftest import ROOT
+
+    dump = ROOT / "fixtures" / "recorded" / "oversized-batch" / "dump"
+    code, text, _ = run_cli("file", dump)
+    assert code == 0
+    assert "Explains, as its consequences: queue-saturation" in text
+    assert "A consequence of oversized-batch, not a second cause" in text
+    code, out, _ = run_cli("file", dump, "--format", "json")
+    hypotheses = {h["id"]: h for h in json.loads(out)["hypotheses"]}
+    saturation = hypotheses["queue-saturation"]
+    assert saturation["explained_by"] == "oversized-batch" and saturation["score"] < 0.5
+    assert saturation["own_score"] >= 0.5  # the queue did saturate: said, not hidden
+    assert "explained_by" not in hypotheses["oversized-batch"]

@@ -312,6 +312,11 @@ CATALOGUE: dict[str, FactSpec] = {
         "server: queue_depth and running",
         "share of samples with requests waiting while running was at 90 % of its highest or more",
     ),
+    "engine.backlog_run_s": FactSpec(
+        "s",
+        "server: queue_depth and running",
+        "longest unbroken time with requests waiting while running was at 90 % of its highest or more",
+    ),
     "engine.waiting.max": FactSpec(
         "count", "server: queue_depth", "most requests waiting in the engine's queue"
     ),

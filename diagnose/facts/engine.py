@@ -84,12 +84,17 @@ def _add_gauges(facts: Facts, server: pd.DataFrame, source: str) -> None:
         both = np.isfinite(waiting) & np.isfinite(running)
         if both.any() and np.nanmax(running) > 0:
             full = (waiting[both] > 0) & (running[both] >= AT_CAPACITY * np.nanmax(running))
+            cite = (
+                f"{source}: queue_depth > 0 with running >= {AT_CAPACITY:.0%} of its highest "
+                f"({np.nanmax(running):.0f})"
+            )
             facts.add(
                 "engine.saturated_share",
                 float(full.mean()),
-                f"{source}: queue_depth > 0 with running >= {AT_CAPACITY:.0%} of its highest, "
-                f"{int(full.sum())} of {int(both.sum())} samples",
+                f"{cite}, {int(full.sum())} of {int(both.sum())} samples",
             )
+            ts = pd.to_numeric(server["ts"], errors="coerce").to_numpy(dtype="float64")[both]
+            facts.add("engine.backlog_run_s", _longest_run_s(full, ts), f"{cite}, the longest unbroken run")
     _add_no_progress(facts, server, running, source)
 
 
@@ -106,15 +111,21 @@ def _add_no_progress(facts: Facts, server: pd.DataFrame, running: np.ndarray | N
     stuck = (running > 0) & (progress == 0)
     ts = pd.to_numeric(server["ts"], errors="coerce").to_numpy(dtype="float64")
     interval = float(np.median(np.diff(ts))) if ts.size > 1 else 0.0
-    longest, run = 0.0, 0
-    for flag in stuck:
-        run = run + 1 if flag else 0
-        longest = max(longest, run * interval)
     facts.add(
         "engine.no_progress_s",
-        longest,
+        _longest_run_s(stuck, ts),
         f"{source}: running > 0 with tokens_per_s = 0, samples every {interval:g} s",
     )
+
+
+def _longest_run_s(flags: np.ndarray, ts: np.ndarray) -> float:
+    """The longest run of consecutive flagged samples, in seconds (samples x the median interval)."""
+    interval = float(np.median(np.diff(ts))) if ts.size > 1 else 0.0
+    longest, run = 0, 0
+    for flag in flags:
+        run = run + 1 if flag else 0
+        longest = max(longest, run)
+    return longest * interval
 
 
 def _add_preemptions(

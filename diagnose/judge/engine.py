@@ -13,6 +13,14 @@ never be seen without the cause (the engine's own statement of it, the
 allocator's own accounting). When one holds the rule fires whatever ``when``
 says, and its belief alone makes the hypothesis likely; contrary evidence still
 weighs against it and is shown, so conflicting evidence is said, not hidden.
+
+A finding can be a consequence of another: a queue that grows because batches
+past the knee cut the service's capacity, a CPU stage slowed while a co-located
+job held the CPU. A rule names the causes that would produce its evidence
+(``explained_by``). When one of them is likely, the evidence is explained away:
+the chance that this finding is a root cause of its own is its score times the
+chance that the explaining cause is not the story, ``score x (1 - cause)``. Its
+score on its own evidence is kept and shown, under the cause.
 """
 
 from __future__ import annotations
@@ -51,6 +59,9 @@ class Outcome:
     contrary: list[EvidenceLine] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     reason: str = ""
+    explained_by: str | None = None  # the likely cause that explains this finding's evidence
+    explanation: str = ""  # how it does (the rule's explained_by text)
+    own_score: float | None = None  # the score on its own evidence, before it was explained away
 
     @property
     def confidence(self) -> str:
@@ -68,7 +79,27 @@ def judge(rules: list[Rule], facts: Facts) -> list[Outcome]:
             outcomes.append(evaluate_rule(rule, facts))
         except expr.ExpressionError as error:
             outcomes.append(Outcome(rule, SKIPPED, missing=[f"a fact of an unexpected type ({error})"]))
+    _explain_away(outcomes)
     return outcomes
+
+
+LIKELY = 0.5
+
+
+def _explain_away(outcomes: list[Outcome]) -> None:
+    """Score a finding that a likely cause explains as ``score x (1 - cause's score)``; the strongest
+    explaining cause is named. Explaining causes are judged on their own scores, not on explained ones."""
+    own = {o.rule.id: o.score for o in outcomes if o.status == FIRED}
+    for outcome in outcomes:
+        if outcome.status != FIRED:
+            continue
+        causes = [(own[c], c, how) for c, how in outcome.rule.explained_by if own.get(c, 0.0) >= LIKELY]
+        if not causes:
+            continue
+        score, cause, how = max(causes)
+        outcome.own_score = outcome.score
+        outcome.score = round(outcome.score * (1 - score), 3)
+        outcome.explained_by, outcome.explanation = cause, how
 
 
 def evaluate_rule(rule: Rule, facts: Facts) -> Outcome:

@@ -25,6 +25,16 @@ def rule_page(rule: Rule) -> str:
     ]
     if rule.contrary:
         lines += ["## Evidence against it", "", *_conditions(rule.contrary)]
+    if rule.explained_by:
+        lines += [
+            "## A consequence of",
+            "",
+            "Where one of these causes is likely, this finding's evidence is explained away "
+            "(score x (1 - the cause's score)) and shown under it:",
+            "",
+            *[f"- `{cause}`: {' '.join(how.split())}" for cause, how in rule.explained_by],
+            "",
+        ]
     lines += ["## Facts it reads", "", "| fact | meaning | needs |", "|---|---|---|"]
     names = sorted({n for c in (*rule.conditions, *rule.contrary) for n in c.facts})
     lines += [f"| `{n}` | {CATALOGUE[n].meaning} | {CATALOGUE[n].needs} |" for n in names]

@@ -22,7 +22,7 @@ from diagnose.judge.template import Template, TemplateError, compile_template
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _REQUIRED = ("id", "title", "summary", "when", "conditions", "verify", "remedy", "pitfalls")
-_OPTIONAL = ("contrary",)
+_OPTIONAL = ("contrary", "explained_by")
 _CONDITION_KEYS = {"if", "weight", "strength", "evidence", "decisive"}
 # A decisive condition alone makes its hypothesis likely with room for contrary evidence (judge/engine.py):
 # the weight says "this would almost never hold without the cause", about 1 time in 20 or fewer.
@@ -59,6 +59,8 @@ class Rule:
     verify: tuple[str, ...]
     remedy: tuple[str, ...]
     pitfalls: tuple[str, ...]
+    # causes that would produce this one's evidence as a consequence: id -> how (judge/engine.py)
+    explained_by: tuple[tuple[str, str], ...] = ()
     builtin: bool = False  # shipped with diagnose: a user reads it with `diagnose rules show ID`
     source_file: str = ""  # the file on this machine it was read from
 
@@ -145,6 +147,7 @@ def _build_rule(data: dict, file: str) -> Rule:
         verify=_steps(data["verify"], "verify", fail),
         remedy=_steps(data["remedy"], "remedy", fail),
         pitfalls=_steps(data["pitfalls"], "pitfalls", fail),
+        explained_by=_explained_by(data.get("explained_by") or {}, rule_id, fail),
     )
 
 
@@ -201,6 +204,18 @@ def _conditions(raw: object, field: str, fail) -> tuple[Condition, ...]:
             _one_threshold(condition, f"{where}.strength", fail)
         built.append(condition)
     return tuple(built)
+
+
+def _explained_by(raw: object, rule_id: str, fail) -> tuple[tuple[str, str], ...]:
+    """The causes this finding may be a consequence of: ``{cause id: how it produces this evidence}``."""
+    if not isinstance(raw, dict):
+        raise fail("explained_by", "expected a mapping of root-cause ids to how each produces this evidence")
+    found = []
+    for cause, how in raw.items():
+        if not isinstance(cause, str) or not _ID.match(cause) or cause == rule_id:
+            raise fail(f"explained_by.{cause}", "expected the kebab-case id of another root cause")
+        found.append((cause, _text(how, f"explained_by.{cause}", fail)))
+    return tuple(found)
 
 
 def _decisive(value: object, weight: float, strength: object, field: str, where: str, fail) -> bool:

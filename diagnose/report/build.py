@@ -205,6 +205,9 @@ def _hypotheses(outcomes: list[Outcome]) -> tuple[Hypothesis, ...]:
             verify=tuple(o.rule.verify),
             remedy=tuple(o.rule.remedy),
             pitfalls=tuple(o.rule.pitfalls),
+            explained_by=o.explained_by,
+            explanation=o.explanation or None,
+            own_score=o.own_score,
         )
         for o in ranked
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnose.report.model import EvidenceRead, SourceState, Summary
+from diagnose.report.model import EvidenceRead, Hypothesis, SourceState, Summary
 
 
 def source_lines(sources: tuple[SourceState, ...]) -> list[str]:
@@ -28,3 +28,26 @@ def oom_lines(summary: Summary) -> list[str]:
     return [
         f"{oom.count} x {oom.kind}" + (f" ({oom.example})" if oom.example else "") for oom in summary.ooms
     ]
+
+
+def consequence_line(hypothesis: Hypothesis) -> str:
+    """What a consequence's entry says: which likely cause explains its evidence, and how."""
+    own = f"{hypothesis.own_score:.2f}" if hypothesis.own_score is not None else "?"
+    how = f": {hypothesis.explanation}" if hypothesis.explanation else ""
+    return (
+        f"A consequence of {hypothesis.explained_by}, not a second cause{how}. On its own evidence it "
+        f"scores {own}; its score here is what is left for it as a cause of its own."
+    )
+
+
+def consequences_of(cause: Hypothesis, hypotheses: tuple[Hypothesis, ...]) -> list[Hypothesis]:
+    """The hypotheses whose evidence ``cause`` explains."""
+    return [h for h in hypotheses if h.explained_by == cause.id]
+
+
+def explains_line(consequences: list[Hypothesis]) -> str | None:
+    """What a cause's entry says of the findings it explains, or None where it explains none."""
+    if not consequences:
+        return None
+    named = ", ".join(f"{c.id} ({c.own_score or 0:.2f} on its own evidence)" for c in consequences)
+    return f"Explains, as its consequences: {named}"

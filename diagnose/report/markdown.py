@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from diagnose.dump.timestamps import iso
-from diagnose.report.evidence_lines import oom_lines, source_lines
+from diagnose.report.evidence_lines import (
+    consequence_line,
+    consequences_of,
+    explains_line,
+    oom_lines,
+    source_lines,
+)
 from diagnose.report.model import EvidenceRead, Hypothesis, Line, Report, Summary
 from diagnose.report.spikes_section import (
     ALIGNMENT_HEADER,
@@ -32,20 +38,23 @@ def render_markdown(report: Report, pictures: list[tuple[str, str, str]] | None 
     if not hypotheses:
         out += ["No rule found evidence of a known root cause.", ""]
     for rank, h in enumerate(hypotheses, start=1):
-        out += render_hypothesis(rank, h)
+        out += render_hypothesis(rank, h, consequences_of(h, hypotheses))
     out += _spikes(report)
     out += render_not_found(report)
     out += _evidence_section(report.evidence)
     return "\n".join(out).rstrip() + "\n"
 
 
-def render_hypothesis(rank: int, h: Hypothesis) -> list[str]:
-    """One hypothesis as Markdown lines: evidence, verification, remedy, pitfalls."""
+def render_hypothesis(rank: int, h: Hypothesis, explains: list[Hypothesis] | None = None) -> list[str]:
+    """One hypothesis as Markdown lines: evidence, verification, remedy, pitfalls; ``explains``: the
+    findings that are its consequences."""
     out = [
         f"### {rank}. {h.title}",
         "",
         f"`{h.id}` · score **{h.score:.2f}** ({h.confidence}) · rule: `{h.rule_shown_as}`",
         "",
+        *([f"*{consequence_line(h)}*", ""] if h.is_consequence else []),
+        *([explained, ""] if (explained := explains_line(explains or [])) else []),
         "**Evidence**",
         "",
         *[f"- **Settles it:** {_evidence(e)}" for e in h.evidence if e.decisive],

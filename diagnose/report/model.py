@@ -188,6 +188,15 @@ class Hypothesis:
     verify: tuple[str, ...]
     remedy: tuple[str, ...]
     pitfalls: tuple[str, ...]
+    # A consequence of a likely cause (judge/engine.py): the cause's id, how it explains this finding's
+    # evidence, and the score on that evidence alone (``score`` is what is left as a cause of its own).
+    explained_by: str | None = field(default=None, metadata={"omit_if_none": True})
+    explanation: str | None = field(default=None, metadata={"omit_if_none": True})
+    own_score: float | None = field(default=None, metadata={"omit_if_none": True})
+
+    @property
+    def is_consequence(self) -> bool:
+        return self.explained_by is not None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,13 @@ from __future__ import annotations
 import textwrap
 
 from diagnose.dump.timestamps import iso
-from diagnose.report.evidence_lines import oom_lines, source_lines
+from diagnose.report.evidence_lines import (
+    consequence_line,
+    consequences_of,
+    explains_line,
+    oom_lines,
+    source_lines,
+)
 from diagnose.report.model import EvidenceRead, Report, Summary
 from diagnose.report.spikes_section import (
     ALIGNMENT_HEADER,
@@ -37,6 +43,9 @@ def render_text(report: Report, width: int = DEFAULT_WIDTH) -> str:
         out.append("")
         out.append(f"{rank}. [{h.score:.2f} {h.confidence}] {h.title}")
         out.append(f"   id {h.id}; rule: {h.rule_shown_as}")
+        out += _wrap([consequence_line(h)] if h.is_consequence else [], "   ", width)
+        explained = explains_line(consequences_of(h, hypotheses))
+        out += _wrap([explained] if explained else [], "   ", width)
         settled = [e.text for e in h.evidence if e.decisive]
         out += _block("Settled by (decisive on its own)", settled, width, bullet="*")
         out += _block("Evidence", [e.text for e in h.evidence if not e.decisive], width, bullet="+")
