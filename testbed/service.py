@@ -71,6 +71,7 @@ class Settings:
     max_batch: int = 1
     batch_window_ms: float = 0.0
     slow_tokenizer: bool = False
+    tokenize_on_loop: bool = False  # the async-server mistake: tokenize in the handler, on the event loop
     profile: bool = False
     device: str = "cpu"
 
@@ -256,16 +257,24 @@ def make_app(service: Service) -> Starlette:
             max_tokens = max(1, min(int(body.get("max_tokens", 16)), MAX_ANSWER_TOKENS))
             loop = asyncio.get_running_loop()
             submitted = time.perf_counter()
-            tokenized = loop.run_in_executor(service.tokenizer_pool, service.tokenize, prompt)
-            ids, tok_start, tok_end = await tokenized
+            if service.settings.tokenize_on_loop:
+                # Blocks the event loop: every other request's handler waits, before any timer of its own
+                # starts. Such a service logs neither that wait nor a network stage: it cannot see them.
+                ids, tok_start, tok_end = service.tokenize(prompt)
+            else:
+                tokenized = loop.run_in_executor(service.tokenizer_pool, service.tokenize, prompt)
+                ids, tok_start, tok_end = await tokenized
             logits, times, size = await service.run_model(ids)
             post_start = time.perf_counter()
             answer = np.argsort(logits)[::-1][:max_tokens].tolist()
             text = service.codec.decode(answer)
             post_end = time.perf_counter()
+            if not service.settings.tokenize_on_loop:
+                record.update(
+                    stage_network_ms=_ms(handler_start - sent),
+                    stage_tokenize_queue_ms=_ms(tok_start - submitted),  # waiting for the tokenizer thread
+                )
             record.update(
-                stage_network_ms=_ms(handler_start - sent),
-                stage_tokenize_queue_ms=_ms(tok_start - submitted),  # waiting for the tokenizer thread
                 stage_queue_ms=_ms(times["queue"]),  # waiting for the model
                 stage_tokenize_ms=_ms(tok_end - tok_start),
                 stage_forward_ms=_ms(times["forward"]),
@@ -337,11 +346,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-batch", type=int, default=1, help="requests per model call (1: no batcher)")
     parser.add_argument("--batch-window-ms", type=float, default=0.0, help="how long a batch waits to fill")
     parser.add_argument("--slow-tokenizer", action="store_true", help="fault: the pure-Python tokenizer path")
+    parser.add_argument(
+        "--tokenize-on-loop",
+        action="store_true",
+        help="fault: tokenize in the request handler, on the event loop (with --slow-tokenizer: slowly)",
+    )
     parser.add_argument("--profile", action="store_true", help="fault: a deterministic profiler left on")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args(argv)
     settings = Settings(
-        args.log, args.max_batch, args.batch_window_ms, args.slow_tokenizer, args.profile, args.device
+        args.log,
+        args.max_batch,
+        args.batch_window_ms,
+        args.slow_tokenizer,
+        args.tokenize_on_loop,
+        args.profile,
+        args.device,
     )
     app = make_app(Service(settings))
     config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)

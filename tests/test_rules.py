@@ -9,6 +9,7 @@ import pytest
 from diagnose.errors import RuleError
 from diagnose.facts.model import Facts
 from diagnose.judge import FIRED, RULED_OUT, SKIPPED, default_rules_dir, judge, load_rule_file, load_rules
+from diagnose.judge.calibration import calibrated
 from diagnose.judge.ids import ROOT_CAUSE_IDS
 
 RULE = """\
@@ -70,13 +71,14 @@ def test_a_rule_fires_with_certainty_factor_score(tmp_path):
     (outcome,) = judge([rule], _facts(gpu__util_pct__mean=90.0, host__cpu_pct__mean=75.0))
     assert outcome.status == FIRED
     # the second condition half way up its ramp: strength 0.25 + 0.75 * 0.5; belief 0.5 + 0.4 * 0.625 * 0.5
-    assert outcome.score == pytest.approx(0.625)
+    assert outcome.belief == pytest.approx(0.625)
+    assert outcome.score == pytest.approx(calibrated(0.625), abs=1e-3)
     assert [e.text for e in outcome.evidence] == ["GPU at 90%", "CPU at 75%"]
 
 
 def test_a_condition_that_barely_holds_counts_a_quarter_of_its_weight(tmp_path):
     (outcome,) = judge([_rule(tmp_path)], _facts(gpu__util_pct__mean=90.0, host__cpu_pct__mean=50.0))
-    assert outcome.score == pytest.approx(0.5 + 0.4 * 0.25 * 0.5)
+    assert outcome.belief == pytest.approx(0.5 + 0.4 * 0.25 * 0.5)
 
 
 def test_a_ramp_that_does_not_start_at_its_conditions_threshold_is_refused(tmp_path):
@@ -96,7 +98,7 @@ def test_contrary_evidence_lowers_the_score(tmp_path):
     facts = _facts(gpu__util_pct__mean=90.0, host__cpu_pct__mean=100.0, thread__busiest__cpu_pct=5.0)
     (outcome,) = judge([rule], facts)
     belief, disbelief = 0.5 + 0.4 * 0.5, 0.5
-    assert outcome.score == pytest.approx((belief - disbelief) / (1 - disbelief))
+    assert outcome.belief == pytest.approx((belief - disbelief) / (1 - disbelief))
     assert [e.text for e in outcome.contrary] == ["busiest thread only 5%"]
 
 
@@ -132,7 +134,7 @@ contrary:""",
 )
 def test_a_decisive_condition_settles_its_rule_whatever_when_says(tmp_path, others):
     (outcome,) = judge([_rule(tmp_path, DECISIVE)], _facts(engine__stalls=2, **others))
-    assert outcome.status == FIRED and outcome.score == pytest.approx(0.8)
+    assert outcome.status == FIRED and outcome.belief == pytest.approx(0.8) and outcome.score >= 0.95
     assert [(e.text, e.decisive) for e in outcome.evidence] == [("the engine said so 2 times", True)]
     assert outcome.confidence == "high"
 
@@ -146,7 +148,7 @@ def test_contrary_evidence_still_weighs_against_a_decisive_condition_and_is_show
     facts = _facts(engine__stalls=1, thread__busiest__cpu_pct=5.0)
     (outcome,) = judge([_rule(tmp_path, DECISIVE)], facts)
     assert outcome.status == FIRED
-    assert outcome.score == pytest.approx((0.8 - 0.5) / (1 - 0.5))
+    assert outcome.belief == pytest.approx((0.8 - 0.5) / (1 - 0.5))
     assert [e.text for e in outcome.contrary] == ["busiest thread only 5%"]
 
 
@@ -390,19 +392,21 @@ def test_a_finding_a_likely_cause_explains_is_explained_away_and_keeps_its_own_s
     rules = [_rule(tmp_path, CONSEQUENCE, "a.yaml"), _rule(tmp_path, CAUSE, "b.yaml")]
     facts = _facts(gpu__util_pct__mean=90.0, host__cpu_pct__mean=100.0, spikes__contender__latency_ratio=2.0)
     consequence, cause = judge(rules, facts)
-    assert cause.score == pytest.approx(0.7) and cause.explained_by is None
-    assert consequence.own_score == pytest.approx(0.7)
-    assert consequence.score == pytest.approx(0.7 * (1 - 0.7))  # the chance it is a cause of its own
+    likely = calibrated(0.7)
+    assert cause.score == pytest.approx(likely, abs=1e-3) and cause.explained_by is None
+    assert consequence.own_score == pytest.approx(likely, abs=1e-3)
+    # the chance it is a cause of its own
+    assert consequence.score == pytest.approx(likely * (1 - likely), abs=2e-3)
     assert consequence.explained_by == "co-located-contention"
     assert consequence.explanation == "another process took the CPU the stage runs on"
 
 
 def test_a_cause_that_is_not_likely_explains_nothing(tmp_path):
-    weak = CAUSE.replace("weight: 0.7", "weight: 0.4")
+    weak = CAUSE.replace("weight: 0.7", "weight: 0.45")
     rules = [_rule(tmp_path, CONSEQUENCE, "a.yaml"), _rule(tmp_path, weak, "b.yaml")]
     facts = _facts(gpu__util_pct__mean=90.0, host__cpu_pct__mean=100.0, spikes__contender__latency_ratio=2.0)
     consequence, _ = judge(rules, facts)
-    assert consequence.score == pytest.approx(0.7) and consequence.explained_by is None
+    assert consequence.belief == pytest.approx(0.7) and consequence.explained_by is None
 
 
 def test_explained_by_names_another_root_cause(tmp_path):
@@ -428,3 +432,13 @@ def test_the_report_shows_a_consequence_under_its_cause(tmp_path, run_cli):
     assert saturation["explained_by"] == "oversized-batch" and saturation["score"] < 0.5
     assert saturation["own_score"] >= 0.5  # the queue did saturate: said, not hidden
     assert "explained_by" not in hypotheses["oversized-batch"]
+
+
+def test_calibration_keeps_the_likely_line_and_the_order_and_sharpens_the_rest():
+    assert calibrated(0.5) == pytest.approx(0.5)
+    assert calibrated(0.0) == 0.0 and calibrated(1.0) == 1.0
+    beliefs = [0.05, 0.2, 0.35, 0.49, 0.51, 0.6, 0.8, 0.95]
+    probabilities = [calibrated(b) for b in beliefs]
+    assert probabilities == sorted(probabilities)
+    assert all((p < 0.5) == (b < 0.5) for b, p in zip(beliefs, probabilities, strict=True))
+    assert calibrated(0.8) > 0.95 and calibrated(0.3) < 0.1  # decisive alone; a hint alone

@@ -210,3 +210,22 @@ def test_nothing_the_testbed_starts_outlives_it(tmp_path, how):
     run.communicate(timeout=60)
     gone, alive = psutil.wait_procs(children, timeout=30)
     assert not alive, f"left running: {[p.cmdline() for p in alive]}"
+
+
+def test_the_event_loop_fault_tokenizes_in_the_handler_and_logs_no_stage_it_cannot_see(tmp_path):
+    """The async-server mistake: the tokenizer runs on the event loop, and the service, which cannot see
+    the wait for the loop, logs neither a network stage nor a wait for a tokenizer thread."""
+    import json
+
+    from starlette.testclient import TestClient
+
+    from testbed.service import Service, Settings, make_app
+
+    log = tmp_path / "requests.jsonl"
+    service = Service(Settings(log=log, slow_tokenizer=True, tokenize_on_loop=True))
+    with TestClient(make_app(service)) as client:
+        answer = client.post("/generate", json={"prompt": "the quick brown fox", "max_tokens": 4})
+    assert answer.status_code == 200
+    [record] = [json.loads(line) for line in log.read_text().splitlines()]
+    assert record["stage_tokenize_ms"] >= 0 and record["status"] == "ok"
+    assert "stage_network_ms" not in record and "stage_tokenize_queue_ms" not in record

@@ -58,6 +58,11 @@ CATALOGUE: dict[str, FactSpec] = {
     "stages.unaccounted_share": FactSpec(
         "ratio", _STAGES, "share of mean latency in no logged stage (unmeasured waiting or work)"
     ),
+    "stages.unaccounted_load_corr": FactSpec(
+        "ratio",
+        "requests: latency_ms and stage_<name>_ms columns",
+        "rank correlation of each request's latency in no stage with the arrivals in the second before it",
+    ),
     "stages.generation_share": FactSpec(
         "ratio",
         "requests: stage_decode_ms (LLM token generation)",
@@ -178,7 +183,9 @@ CATALOGUE: dict[str, FactSpec] = {
     ),
     "host.cpu_count": FactSpec("count", "system: cpu_count", "logical CPUs"),
     "thread.busiest.cpu_pct": FactSpec(
-        "pct", "processes: max_thread_cpu_pct", "P95 of the busiest thread's CPU (100 = a core)"
+        "pct",
+        "processes: max_thread_cpu_pct",
+        "P95 of the server's busiest thread's CPU (100 = a core; any process's where the server is unknown)",
     ),
     "thread.busiest.pid": FactSpec("id", "processes: max_thread_cpu_pct", "its process id"),
     "thread.busiest.process": FactSpec(
@@ -235,6 +242,16 @@ CATALOGUE: dict[str, FactSpec] = {
     ),
     "spikes.contender.p_value": FactSpec(
         "p", _COLOCATED, "chance of so high a ratio with its runs at random times (circular shifts, Holm)"
+    ),
+    "spikes.contender.runs_worse_share": FactSpec(
+        "ratio", _COLOCATED, "share of its runs during which latency was 1.25x or more what it is otherwise"
+    ),
+    "spikes.contender.periodic": FactSpec(
+        "bool", _COLOCATED, "its own runs recur on a schedule (the periodicity test of docs/spikes.md)"
+    ),
+    "spikes.contender.period_s": FactSpec("s", _COLOCATED, "the period of its runs"),
+    "spikes.contender.period_p_value": FactSpec(
+        "p", _COLOCATED, "chance of runs at uniformly random times being as regular"
     ),
     "spikes.contender.throughput_ratio": FactSpec(
         "factor", _COLOCATED, "requests per second while it runs / otherwise"
@@ -311,6 +328,11 @@ CATALOGUE: dict[str, FactSpec] = {
         "ratio",
         "server: queue_depth and running",
         "share of samples with requests waiting while running was at 90 % of its highest or more",
+    ),
+    "engine.rho.max": FactSpec(
+        "ratio",
+        "server: running",
+        "the engine's load in its busiest twentieth of the time: requests running over the most it ran",
     ),
     "engine.backlog_run_s": FactSpec(
         "s",

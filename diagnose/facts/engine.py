@@ -95,6 +95,14 @@ def _add_gauges(facts: Facts, server: pd.DataFrame, source: str) -> None:
             )
             ts = pd.to_numeric(server["ts"], errors="coerce").to_numpy(dtype="float64")[both]
             facts.add("engine.backlog_run_s", _longest_run_s(full, ts), f"{cite}, the longest unbroken run")
+            load = _busiest_window(running[both] / np.nanmax(running), ts)
+            if load is not None:
+                facts.add(
+                    "engine.rho.max",
+                    load,
+                    f"{source}: running over its highest ({np.nanmax(running):.0f}), the busiest of "
+                    f"{_LOAD_WINDOWS} windows",
+                )
     _add_no_progress(facts, server, running, source)
 
 
@@ -116,6 +124,20 @@ def _add_no_progress(facts: Facts, server: pd.DataFrame, running: np.ndarray | N
         _longest_run_s(stuck, ts),
         f"{source}: running > 0 with tokens_per_s = 0, samples every {interval:g} s",
     )
+
+
+_LOAD_WINDOWS = 20
+
+
+def _busiest_window(load: np.ndarray, ts: np.ndarray) -> float | None:
+    """The highest mean of ``load`` over equal spans of the samples' time (five samples or more each)."""
+    if ts.size < 5 * _LOAD_WINDOWS // 2:
+        return None
+    edges = np.linspace(ts.min(), ts.max() + 1e-6, _LOAD_WINDOWS + 1)
+    slots = np.clip(np.searchsorted(edges, ts, side="right") - 1, 0, _LOAD_WINDOWS - 1)
+    per = pd.Series(load).groupby(slots).agg(["mean", "size"])
+    per = per[per["size"] >= 5]
+    return float(per["mean"].max()) if len(per) else None
 
 
 def _longest_run_s(flags: np.ndarray, ts: np.ndarray) -> float:

@@ -23,12 +23,12 @@ import pandas as pd
 
 from diagnose.dump.schema import stage_columns
 from diagnose.facts.model import Facts
+from diagnose.facts.ranks import spearman
 from diagnose.facts.stages import stage_kind
 from diagnose.quantiles import binned_quantiles, median, quantile
 
 _WINDOW_S = 30.0
 _MIN_SIDE_WINDOWS = 3
-_MAX_CORR_SAMPLE = 50_000  # Spearman standard error ~0.005 at this size
 
 
 _TAIL_Q = 0.95  # P99 moves on a handful of requests per window; P95 is the tail a window can estimate
@@ -311,15 +311,3 @@ def _fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
         return 0.0, float(median(y))
     slope = np.dot(x - x_mean, y - y_mean) / spread
     return float(slope), float(y_mean - slope * x_mean)
-
-
-def spearman(x: np.ndarray, y: np.ndarray) -> float:
-    """Rank correlation; a large sample is subsampled (standard error ~0.005 at 50,000)."""
-    if x.size > _MAX_CORR_SAMPLE:
-        pick = np.random.default_rng(0).choice(x.size, _MAX_CORR_SAMPLE, replace=False)
-        x, y = x[pick], y[pick]
-    rx = pd.Series(x).rank().to_numpy()
-    ry = pd.Series(y).rank().to_numpy()
-    if np.std(rx) == 0 or np.std(ry) == 0:
-        return 0.0
-    return float(np.corrcoef(rx, ry)[0, 1])

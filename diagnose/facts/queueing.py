@@ -3,7 +3,9 @@
 Per window: arrival rate, mean queue wait, and utilisation rho. Where the
 server batches, rho is the arrival rate over the best throughput any batch size
 reached (a batching GPU reads busy at any load: each batch fills the time it
-has); otherwise it is the GPU's busy fraction (mean util_pct / 100); without a
+has); for a text-generation engine, which steps continuously and so keeps the
+GPU busy at any load, it is the requests running over the most it runs (its own
+gauges); otherwise it is the GPU's busy fraction (mean util_pct / 100); without a
 GPU table (a model served on the CPU, or a GPU nobody recorded), it is the
 model's busy fraction from the request log: the model stages' time in the
 window over the window's length and the number of model workers (the server's
@@ -23,8 +25,8 @@ import pandas as pd
 
 from diagnose.dump.model import Dump
 from diagnose.dump.schema import stage_columns
-from diagnose.facts.length_shift import spearman
 from diagnose.facts.model import Facts
+from diagnose.facts.ranks import spearman
 from diagnose.facts.stages import declared_kinds, stage_kind
 
 _WINDOWS = 20
@@ -82,6 +84,21 @@ def queue_windows(dump: Dump, capacity: float | None = None) -> QueueWindows | s
             )
             return QueueWindows(rate, wait, None, how, source)
         return QueueWindows(rate, wait, model[0], model[1], source)
+    engine = dump.table("server")
+    if engine is not None and {"running", "tokens_per_s"} <= set(engine.columns):
+        # A text-generation engine steps continuously: the GPU reads busy at any load, and is no measure
+        # of how loaded the engine is. Its own gauges are: requests running over the most it runs.
+        running = pd.to_numeric(engine["running"], errors="coerce").to_numpy(dtype="float64")
+        ceiling = np.nanmax(running) if np.isfinite(running).any() else 0.0
+        if ceiling > 0:
+            slots = np.clip(
+                np.searchsorted(edges, engine["ts"].to_numpy(), side="right") - 1, 0, _WINDOWS - 1
+            )
+            busy = pd.Series(running / ceiling).groupby(slots).mean()
+            rho = busy.reindex(per.index).to_numpy().clip(0, 0.99)
+            if np.isfinite(rho).sum() >= 5:
+                how = f"{dump.source('server')}: running over its highest ({ceiling:.0f})"
+                return QueueWindows(rate, wait, rho, how, source)
     gpu_window = np.clip(np.searchsorted(edges, gpu["ts"].to_numpy(), side="right") - 1, 0, _WINDOWS - 1)
     util = pd.Series(gpu["util_pct"].to_numpy(dtype="float64")).groupby(gpu_window).mean()
     rho = (util.reindex(per.index).to_numpy() / 100).clip(0, 0.99)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from diagnose.detect.signals import server_pids
 from diagnose.dump.model import Dump
 from diagnose.dump.processes import describe, process_ids
 from diagnose.facts.model import Facts
@@ -51,7 +52,9 @@ def add_host_facts(facts: Facts, dump: Dump) -> None:
 
 
 def add_thread_facts(facts: Facts, dump: Dump) -> None:
-    """The busiest thread of any process: a single-threaded stage shows as ~100 % here."""
+    """The server's busiest thread: a single-threaded stage, or an event loop doing CPU work, shows as
+    ~100 % here. Where the dump names the server (or shows which steady process it is), another
+    process's busy thread is none of its business; else the busiest thread of any process."""
     processes = dump.table("processes")
     if processes is None or "max_thread_cpu_pct" not in processes.columns:
         return
@@ -61,10 +64,13 @@ def add_thread_facts(facts: Facts, dump: Dump) -> None:
     known = ids.notna() & busy.notna()
     if not known.any():
         return
+    servers = known & ids.isin(list(server_pids(dump)))
+    whose = "the server's" if servers.any() else "any process's"
+    known = servers if servers.any() else known
     per_process = busy[known].groupby(ids[known]).quantile(0.95)
     pid = per_process.idxmax()
     who = describe(processes, ids, pid)
-    cite = f"{source}: max_thread_cpu_pct of {who}, P95 over time"
+    cite = f"{source}: max_thread_cpu_pct of {who} ({whose} busiest thread), P95 over time"
     facts.add("thread.busiest.cpu_pct", float(per_process[pid]), cite)
     rows = add_process_identity(facts, "thread.busiest", processes, ids, pid, who, cite)
     if "cpu_pct" in rows.columns:

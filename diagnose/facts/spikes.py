@@ -113,6 +113,24 @@ def _offsets(n: int, step: float) -> np.ndarray | None:
     return np.random.default_rng(0).integers(shortest, n - shortest, SHIFTS)
 
 
+_MIN_SHIFTS = 99  # fewer shifts than this off a schedule: keep them all (p cannot go below 0.01)
+
+
+def _off_schedule(offsets: np.ndarray, found: SignalFindings, runs: list, step: float) -> np.ndarray:
+    """The shifts of the null for a process whose runs keep a schedule: those that land its runs at
+    another phase of the schedule. A shift by about a whole number of periods puts a periodic job's runs
+    back where they were, so it is no "random time", and a null made of such shifts would credit the
+    job's own regularity to chance (a cron job every 100 s, 15 s long: 3 shifts in 10 do that)."""
+    period = found.periodicity
+    if period is None or not period.periodic or period.period_s <= 0:
+        return offsets
+    every = period.period_s / step
+    margin = (float(np.median([e.duration for e in runs])) + period.jitter_s) / step
+    phase = np.mod(offsets, every)
+    kept = offsets[np.minimum(phase, every - phase) > margin]
+    return kept if kept.size >= _MIN_SHIFTS else offsets
+
+
 def _shifted_sums(values: np.ndarray, inside: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Per offset, the sum of ``values`` over the runs of ``inside`` shifted round the circle, read
     from cumulative sums: no copy of the series per shift."""
@@ -157,8 +175,9 @@ def _add_contender(facts: Facts, analysis: SpikeAnalysis) -> None:
         if (inside & valid).sum() < 3 or (~inside & valid).sum() < 3:
             continue
         during = float(_mean_inside(logs, valid, inside, None))
-        shifted = _mean_inside(logs, valid, inside, offsets)
-        p_value = float((1 + np.sum(shifted >= during)) / (1 + SHIFTS))
+        null = _off_schedule(offsets, found, runs, latency.step)
+        shifted = _mean_inside(logs, valid, inside, null)
+        p_value = float((1 + np.sum(shifted >= during)) / (1 + null.size))
         tested.append((p_value, -during, found, runs))
     if not tested:
         return
@@ -173,6 +192,20 @@ def _add_contender(facts: Facts, analysis: SpikeAnalysis) -> None:
     facts.add("spikes.contender.runs", len(runs), cite)
     facts.add("spikes.contender.latency_ratio", float(np.exp(-log_ratio)), cite)
     facts.add("spikes.contender.p_value", min(1.0, p_value * len(tested)), cite)
+    worse = _runs_worse(logs, valid, times, runs)
+    if worse is not None:
+        facts.add(
+            "spikes.contender.runs_worse_share",
+            worse,
+            f"{name} inside each episode of {found.signal.name} against outside them all "
+            f"({_RUN_WORSE:g}x or more)",
+        )
+    if found.periodicity is not None:
+        period = found.periodicity
+        cite_period = f"{found.signal.name}: gaps between {period.occurrences} episode starts"
+        facts.add("spikes.contender.periodic", period.periodic, cite_period)
+        facts.add("spikes.contender.period_s", period.period_s, cite_period)
+        facts.add("spikes.contender.period_p_value", period.p_value, cite_period)
     throughput = analysis.findings.get(_THROUGHPUT)
     change = _mean_ratio(throughput.signal, runs) if throughput is not None else None
     if change is not None:
@@ -181,6 +214,25 @@ def _add_contender(facts: Facts, analysis: SpikeAnalysis) -> None:
             change,
             f"{_THROUGHPUT} inside and outside the episodes of {found.signal.name}",
         )
+
+
+_RUN_WORSE = 1.25  # a run during which the median latency is a quarter higher than outside every run
+
+
+def _runs_worse(logs: np.ndarray, valid: np.ndarray, times: np.ndarray, runs: list) -> float | None:
+    """The share of a process's runs during which latency was at least 1.25x what it is outside them
+    all: near 1 when every run of it coincides with worse latency, whatever its average says."""
+    outside = ~_covered(times, runs) & valid
+    if outside.sum() < 3:
+        return None
+    baseline = float(np.mean(logs[outside]))
+    worse, judged = 0, 0
+    for run in runs:
+        inside = _covered(times, [run]) & valid
+        if inside.any():
+            judged += 1
+            worse += float(np.mean(logs[inside])) - baseline >= np.log(_RUN_WORSE)
+    return worse / judged if judged else None
 
 
 def _mean_ratio(signal: Signal, episodes: list) -> float | None:

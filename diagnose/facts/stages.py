@@ -12,6 +12,7 @@ import pandas as pd
 
 from diagnose.dump.schema import stage_columns
 from diagnose.facts.model import Facts
+from diagnose.facts.ranks import spearman
 from diagnose.quantiles import quantile, quantiles
 
 # The conventional stages of the dump contract, with their kinds. ``decode`` is LLM token
@@ -132,6 +133,7 @@ def add_stage_facts(
     unaccounted = max(0.0, 1.0 - sum(float(r["share"]) for r in rows.values()))
     facts.summary.unaccounted_share = unaccounted
     facts.add("stages.unaccounted_share", unaccounted, f"{cite}: latency in no stage")
+    _add_unaccounted_load(facts, requests, columns, valid, f"{cite}: latency in no stage")
     cpu = [n for n in rows if rows[n]["kind"] == "cpu"]
     kinds = ", ".join(f"{name} ({row['kind']})" for name, row in rows.items())
     have = f"{source} has {kinds}"
@@ -167,3 +169,31 @@ def add_stage_facts(
         facts.add("forward.share_tail", sum(rows[n]["tail_share"] for n in gpu), cite_gpu)
         main = max(gpu, key=lambda n: rows[n]["share"])
         facts.add("forward.p99_ms", rows[main]["p99_ms"], cite_gpu)
+
+
+_LOAD_WINDOW_S = 1.0  # the arrivals a blocked event loop still has to get through
+_MIN_REQUESTS_FOR_LOAD = 100
+
+
+def _add_unaccounted_load(
+    facts: Facts, requests: pd.DataFrame, columns: dict[str, str], valid: np.ndarray, cite: str
+) -> None:
+    """Does the time in no stage grow with the arrivals just before each request? An event loop that
+    does CPU work serves its handlers one at a time, so a request waits for every one that came in
+    just before it, before any timer of its own starts: that wait follows the recent arrivals. A fixed
+    cost the stages miss (the network, a proxy) does not."""
+    if int(valid.sum()) < _MIN_REQUESTS_FOR_LOAD:
+        return
+    ts = requests["ts"].to_numpy(dtype="float64")[valid]
+    stages = sum(
+        np.nan_to_num(requests[c].to_numpy(dtype="float64")[valid], nan=0.0) for c in columns.values()
+    )
+    unaccounted = requests["latency_ms"].to_numpy(dtype="float64")[valid] - stages
+    order = np.argsort(ts, kind="stable")
+    ts, unaccounted = ts[order], unaccounted[order]
+    recent = np.arange(ts.size) - np.searchsorted(ts, ts - _LOAD_WINDOW_S, side="left")
+    facts.add(
+        "stages.unaccounted_load_corr",
+        spearman(recent.astype("float64"), unaccounted),
+        f"{cite}, against the requests that arrived in the {_LOAD_WINDOW_S:g} s before each",
+    )

@@ -4,7 +4,9 @@ Scoring is MYCIN-style certainty factors. Each supporting condition that holds
 adds belief ``weight x strength``; beliefs combine as ``a + b(1 - a)``, so
 more evidence raises the score with diminishing returns and never past 1.
 Contrary conditions combine the same way into disbelief, and the score is
-``(belief - disbelief) / (1 - min(belief, disbelief))``, floored at 0.
+``(belief - disbelief) / (1 - min(belief, disbelief))``, floored at 0; that
+certainty factor is then made a probability (judge/calibration.py), which is the
+hypothesis's score.
 A rule whose ``when`` is false is ruled out; one whose ``when`` cannot be
 decided for lack of facts is skipped, naming the evidence that was missing.
 
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from diagnose.facts.catalogue import CATALOGUE
 from diagnose.facts.model import Facts
 from diagnose.judge import expr
+from diagnose.judge.calibration import calibrated
 from diagnose.judge.rules import Condition, Rule
 from diagnose.judge.template import format_value, render
 
@@ -59,6 +62,7 @@ class Outcome:
     contrary: list[EvidenceLine] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     reason: str = ""
+    belief: float | None = None  # the certainty factor the evidence combines to; ``score`` is its probability
     explained_by: str | None = None  # the likely cause that explains this finding's evidence
     explanation: str = ""  # how it does (the rule's explained_by text)
     own_score: float | None = None  # the score on its own evidence, before it was explained away
@@ -79,6 +83,9 @@ def judge(rules: list[Rule], facts: Facts) -> list[Outcome]:
             outcomes.append(evaluate_rule(rule, facts))
         except expr.ExpressionError as error:
             outcomes.append(Outcome(rule, SKIPPED, missing=[f"a fact of an unexpected type ({error})"]))
+    for outcome in outcomes:
+        if outcome.status == FIRED:
+            outcome.belief, outcome.score = outcome.score, round(calibrated(outcome.score), 3)
     _explain_away(outcomes)
     return outcomes
 

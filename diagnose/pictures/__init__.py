@@ -179,12 +179,13 @@ EVIDENCE = {
 
 
 def _evidence_pictures(report: Report, dump: Dump, folder: Path) -> list[Picture]:
-    """The picture of each fired hypothesis's evidence, strongest hypothesis first, each drawn once."""
+    """The picture of each fired hypothesis's evidence, strongest hypothesis first, each drawn once; a
+    consequence of another finding (judge/engine.py) is shown under its cause, in words only."""
     from diagnose.pictures import style
 
     pictures, drawn = [], set()
     for hypothesis in report.hypotheses:
-        if hypothesis.id not in EVIDENCE:
+        if hypothesis.id not in EVIDENCE or hypothesis.is_consequence:
             continue
         name, data_of, draw, alt = EVIDENCE[hypothesis.id]
         if name in drawn or (data := data_of(dump, report)) is None:
