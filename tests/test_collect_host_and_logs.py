@@ -48,6 +48,10 @@ class _FakeProcess:
     def cpu_times(self):
         return types.SimpleNamespace(user=self.user, system=0.0)
 
+    @property
+    def info(self) -> dict:  # what psutil.process_iter(["pid", "cpu_times"]) fills
+        return {"pid": self.pid, "cpu_times": self.cpu_times()}
+
     def name(self) -> str:
         return "python"
 
@@ -67,15 +71,15 @@ class _FakeProcess:
 
 
 def test_busiest_thread_is_the_largest_thread_cpu_delta_over_the_true_interval(monkeypatch):
-    """Deterministic whatever the machine's load: psutil's process and the clock are faked."""
+    """Deterministic whatever the machine's load: psutil's process table, its process and the clock are
+    faked, so a process born on the host between the two samples is never read."""
     import diagnose.collectors.host as host_module
 
     clock, fake = _FakeClock(), _FakeProcess(4242)
-    real_process = host_module.psutil.Process
     monkeypatch.setattr(host_module, "time", clock)
-    monkeypatch.setattr(
-        host_module.psutil, "Process", lambda pid: fake if pid == fake.pid else real_process(pid)
-    )
+    monkeypatch.setattr(host_module.psutil, "Process", lambda pid: fake)
+    monkeypatch.setattr(host_module.psutil, "pids", lambda: [fake.pid])
+    monkeypatch.setattr(host_module.psutil, "process_iter", lambda *args, **kwargs: iter([fake]))
     host = HostCollector(watch_pids=(fake.pid,), top=0, thread_top=0)
     host.sample(time.time(), clock.now)
     clock.now += 2.0
