@@ -257,3 +257,21 @@ def test_a_source_that_is_lost_and_comes_back_is_said_and_recorded():
     assert sum("still down" in line for line in said) == 1 and sum("warning" in line for line in said) == 2
     health.update("metrics", 80.0, None)
     assert health.manifest()["metrics"]["status"] == "ok" and "delivers again after 70 s" in said[-1]
+
+
+def test_a_source_that_answers_with_nothing_to_keep_is_neither_down_nor_lost():
+    from diagnose.collectors.sources import SourceHealth
+
+    said: list[str] = []
+    health = SourceHealth(said.append, warn_every_s=60)
+    health.add("metrics", "metrics endpoint", "http://127.0.0.1:8000/metrics")
+    assert health.answers_unused("metrics", 0.0, "map it with --metrics-map")
+    for second in range(1, 200):  # said once, not every minute
+        assert not health.answers_unused("metrics", float(second), "map it with --metrics-map")
+    assert len(said) == 1 and "answers, but nothing from it is kept" in said[0]
+    entry = health.manifest()["metrics"]
+    assert entry["status"] == "answers, nothing kept" and entry["reason"] == "map it with --metrics-map"
+    assert health.update("metrics", 200.0, "cannot connect")  # then it goes down: that is an outage
+    assert health.manifest()["metrics"]["status"] == "lost"
+    assert health.update("metrics", 210.0, None)  # and back with metrics it keeps
+    assert health.manifest()["metrics"]["status"] == "ok"

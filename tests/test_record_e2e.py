@@ -284,3 +284,38 @@ def test_a_recorded_thread_never_reads_above_its_process():
         busy.join()
     readings = [(r["cpu_pct"], r["max_thread_cpu_pct"]) for r in rows if r["max_thread_cpu_pct"] is not None]
     assert readings and all(thread <= process for process, thread in readings)
+
+
+def test_an_endpoint_that_answers_with_no_engines_metrics_is_said_once_and_not_called_down(tmp_path):
+    """A /metrics page of no engine diagnose knows: it answers, nothing from it is kept, and the recorder
+    says so once with how to map it, instead of 'never reached' and 'still down' every minute."""
+    import http.server
+
+    import yaml
+
+    page = b"# TYPE app_things gauge\napp_things 3\nprocess_cpu_seconds_total 1.5\n"
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the standard library's name
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+        result = _record("-o", str(tmp_path / "d"), "--duration", "3s", "--no-gpu", "--metrics-url", url)
+    finally:
+        server.shutdown()
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("answers, but nothing from it is kept") == 1
+    assert "--metrics-map" in result.stderr and "never reached" not in result.stderr
+    assert "still down" not in result.stderr
+    manifest = yaml.safe_load((tmp_path / "d" / "manifest.yaml").read_text())
+    entry = manifest["sources"]["metrics"]
+    assert entry["status"] == "answers, nothing kept" and "--metrics-map" in entry["reason"]

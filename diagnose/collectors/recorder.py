@@ -150,10 +150,13 @@ def record(
                 if index < len(user_logs):
                     changed |= health.update(f"log_{index + 1}", wall, follower.problem())
             if scraper is not None:
-                row, problem = _scrape(scraper, wall, now)
-                if problem and not health.dead_now("metrics"):
-                    writer.append("events", [{"ts": wall, "kind": "scrape_error", "message": problem}])
-                changed |= health.update("metrics", wall, problem)
+                row, problem, answered = _scrape(scraper, wall, now)
+                if answered and problem:
+                    changed |= health.answers_unused("metrics", wall, problem)
+                else:
+                    if problem and not health.dead_now("metrics"):
+                        writer.append("events", [{"ts": wall, "kind": "scrape_error", "message": problem}])
+                    changed |= health.update("metrics", wall, problem)
                 writer.append("server", [row] if row else [])
             if changed:
                 writer.set_manifest(
@@ -218,9 +221,14 @@ def _check_sources(
     if scraper is not None:
         health.add("metrics", "metrics endpoint", options.metrics_url)
         try:
-            health.update("metrics", now, _unmapped(scraper, parse_samples(scraper.fetch())))
+            unmapped = _unmapped(scraper, parse_samples(scraper.fetch()))
         except ScrapeError as error:
             health.update("metrics", now, _scrape_reason(error))
+        else:
+            if unmapped:
+                health.answers_unused("metrics", now, unmapped)
+            else:
+                health.update("metrics", now, None)
     for pid in watched:
         health.add(f"pid_{pid}", "server process", f"pid {pid}")
         health.update(f"pid_{pid}", now, None if psutil.pid_exists(pid) else "no such process")
@@ -247,13 +255,14 @@ def _follow_server(health: SourceHealth, events: list[dict], watched: list[int],
     return changed
 
 
-def _scrape(scraper: MetricsScraper, wall: float, now: float) -> tuple[dict | None, str | None]:
-    """One server row (or None), and why the endpoint gave nothing usable, if it did not."""
+def _scrape(scraper: MetricsScraper, wall: float, now: float) -> tuple[dict | None, str | None, bool]:
+    """One server row (or None), why the endpoint gave nothing usable if it did not, and whether it
+    answered at all (an answer with nothing to keep is no outage)."""
     try:
         row = scraper.sample(wall, now)
     except ScrapeError as error:
-        return None, _scrape_reason(error)
-    return row, _unmapped(scraper, scraper.last_samples)
+        return None, _scrape_reason(error), False
+    return row, _unmapped(scraper, scraper.last_samples), True
 
 
 def _unmapped(scraper: MetricsScraper, samples: dict[str, float]) -> str | None:
@@ -268,9 +277,9 @@ def _unmapped(scraper: MetricsScraper, samples: dict[str, float]) -> str | None:
     if scraper.engine != "auto" or detect_engine(samples):
         return None
     return (
-        f"answers with {len(samples)} series, none of them vLLM, Triton, TGI, SGLang or MindIE metrics; "
-        "nothing from it is recorded (name the service's own metrics with --metrics-map, "
-        "e.g. my_queue_size=queue_depth, or give --engine if an engine's names are renamed)"
+        f"its {len(samples)} series are none of vLLM's, Triton's, TGI's, SGLang's or MindIE's; name the "
+        "service's own with --metrics-map (e.g. my_queue_size=queue_depth,my_running=running), or give "
+        "--engine if an engine's names are renamed"
     )
 
 

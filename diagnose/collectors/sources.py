@@ -8,6 +8,11 @@ sample, watched on every sample, warned about on the terminal as soon as it
 fails and again every ``warn_every_s`` while it stays down, and written into
 the manifest's ``sources`` section: ``ok``, ``never reached`` or ``lost`` at
 a time, each with its reason. ``diagnose file`` and the live view show it.
+
+A source that answers but gives nothing to keep (a ``/metrics`` page of no
+engine diagnose knows, not mapped with ``--metrics-map``) is neither down nor
+lost: it is ``answers, nothing kept``, said once with how to map it, not
+warned about every minute as if it were down.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 OK, NEVER_REACHED, LOST = "ok", "never reached", "lost"
+UNUSED = "answers, nothing kept"
 
 
 @dataclass
@@ -29,9 +35,12 @@ class _Source:
     failed_samples: int = 0
     outages: int = 0
     last_warned: float | None = None
+    unused: str | None = None  # it answers, but nothing of what it says is kept: why, and what to do
 
     @property
     def status(self) -> str:
+        if self.unused is not None and self.down_since is None:
+            return UNUSED
         if self.down_since is None and self.ever_ok:
             return OK
         return LOST if self.ever_ok else NEVER_REACHED
@@ -61,8 +70,9 @@ class SourceHealth:
         if source is None:
             return False
         if reason is None:
-            if source.down_since is None and source.ever_ok:
+            if source.down_since is None and source.ever_ok and source.unused is None:
                 return False
+            source.unused = None
             if source.down_since is not None:
                 down_s = now - source.down_since
                 self.say(f"diagnose: {source.describe()} delivers again after {down_s:.0f} s")
@@ -83,6 +93,18 @@ class SourceHealth:
             )
         return changed
 
+    def answers_unused(self, key: str, now: float, reason: str) -> bool:
+        """The source answered, with nothing diagnose keeps: said once (and again if it was down)."""
+        source = self._sources.get(key)
+        if source is None or (source.unused == reason and source.down_since is None):
+            return False
+        if source.down_since is not None and source.ever_ok:
+            self.say(f"diagnose: {source.describe()} answers again after {now - source.down_since:.0f} s")
+        source.down_since, source.reason = None, None
+        source.ever_ok, source.unused = True, reason
+        self.say(f"diagnose: note: {source.describe()} answers, but nothing from it is kept: {reason}")
+        return True
+
     def dead_now(self, key: str) -> bool:
         source = self._sources.get(key)
         return source is not None and source.down_since is not None
@@ -100,6 +122,8 @@ class SourceHealth:
                 entry["at"] = _iso(source.down_since)
             if source.reason and source.status != OK:
                 entry["reason"] = source.reason
+            if source.status == UNUSED:
+                entry["reason"] = source.unused
             if source.failed_samples:
                 entry["failed_samples"] = source.failed_samples
             if source.outages:
