@@ -48,10 +48,6 @@ class _FakeProcess:
     def cpu_times(self):
         return types.SimpleNamespace(user=self.user, system=0.0)
 
-    @property
-    def info(self) -> dict:  # what psutil.process_iter(["pid", "cpu_times"]) fills
-        return {"pid": self.pid, "cpu_times": self.cpu_times()}
-
     def name(self) -> str:
         return "python"
 
@@ -78,8 +74,7 @@ def test_busiest_thread_is_the_largest_thread_cpu_delta_over_the_true_interval(m
     clock, fake = _FakeClock(), _FakeProcess(4242)
     monkeypatch.setattr(host_module, "time", clock)
     monkeypatch.setattr(host_module.psutil, "Process", lambda pid: fake)
-    monkeypatch.setattr(host_module.psutil, "pids", lambda: [fake.pid])
-    monkeypatch.setattr(host_module.psutil, "process_iter", lambda *args, **kwargs: iter([fake]))
+    monkeypatch.setattr(host_module, "cpu_seconds_by_pid", lambda: {fake.pid: fake.user})
     host = HostCollector(watch_pids=(fake.pid,), top=0, thread_top=0)
     host.sample(time.time(), clock.now)
     clock.now += 2.0
@@ -347,3 +342,28 @@ def test_the_allocator_helper_never_imports_torch_itself(tmp_path, monkeypatch):
 def test_profiler_lines_become_profiler_events(line, kind):
     events = events_from_lines([line], 5.0, "service.log")
     assert [e["kind"] for e in events] == ([kind] if kind else [])
+
+
+def test_an_idle_process_that_becomes_busy_is_recorded_that_sample_at_its_true_rate(monkeypatch):
+    """A long-lived process that wakes up is read at the sample it does (every process's CPU is read each
+    sample), and its first rate is its CPU over that sample's interval, never more than it could use."""
+    import diagnose.collectors.host as host_module
+
+    clock, server, worker = _FakeClock(), _FakeProcess(4242), _FakeProcess(5000)
+    worker.user = 100.0  # hours of life, idle now
+    processes = {server.pid: server, worker.pid: worker}
+    monkeypatch.setattr(host_module, "time", clock)
+    monkeypatch.setattr(host_module.psutil, "Process", lambda pid: processes[pid])
+    monkeypatch.setattr(
+        host_module, "cpu_seconds_by_pid", lambda: {p.pid: p.user for p in processes.values()}
+    )
+    host = HostCollector(watch_pids=(server.pid,), top=0, thread_top=0, rescan_every=10)
+    host.sample(time.time(), clock.now)
+    clock.now += 1.0
+    first = host.sample(time.time(), clock.now)
+    assert worker.pid not in {r["pid"] for r in first.processes}  # idle: not read in full
+    clock.now += 2.0
+    worker.user += 1.8  # wakes up: 90 % of a core over these 2 s
+    woken = host.sample(time.time(), clock.now)
+    row = next(r for r in woken.processes if r["pid"] == worker.pid)
+    assert row["cpu_pct"] == pytest.approx(90.0)
