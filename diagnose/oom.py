@@ -194,11 +194,11 @@ def explain_oom(oom: OomMessage, serving_engine: bool = False) -> tuple[str, str
     if covers and (share is None or share >= MATERIAL_SHARE):
         of_card = f", {share:.0%} of the card" if share is not None else ""
         return FRAGMENTATION, f"reserved but unallocated {human_bytes(stranded)} >= {asked}{of_card}"
-    reserve = (oom.allocated_bytes or 0) + (stranded or 0)
-    if oom.allowed_bytes is not None and reserve + _segment(requested) > oom.allowed_bytes:
-        used = f"reserved {human_bytes(reserve)} + a {human_bytes(_segment(requested))} segment for {asked}"
+    reserve, segment = (oom.allocated_bytes or 0) + (stranded or 0), _segment(requested)
+    if oom.allowed_bytes is not None and reserve + segment > oom.allowed_bytes:
+        used = f"reserved {human_bytes(reserve)} + a {human_bytes(segment)} segment for {asked}"
         return EXHAUSTION_LIMIT, f"{used} > the {human_bytes(oom.allowed_bytes)} allowed"
-    if oom.free_bytes is not None and oom.free_bytes > _segment(requested) * (1 + _ROUNDING_MARGIN):
+    if oom.free_bytes is not None and oom.free_bytes > segment * (1 + _ROUNDING_MARGIN):
         return ANOMALOUS, f"free {human_bytes(oom.free_bytes)} > {asked}, yet the allocation failed"
     other, card = oom.other_processes_bytes, human_bytes(oom.total_bytes or 0)
     if other is not None and oom.total_bytes and other >= max(requested, 0.1 * oom.total_bytes):

@@ -99,7 +99,6 @@ class HostCollector:
         self._lost: dict[int, tuple[str, str]] = {}  # watched servers that exited, awaiting a restart
         self._last_cpu = cpu_seconds_by_pid()  # every process's CPU at the last sample
         self._last_cpu_at = time.monotonic()
-        self._known_pids = set(self._last_cpu)
         psutil.cpu_percent(interval=None)  # primes the counter: the first real reading is a delta
         for pid in self._watch:
             self._track(pid)
@@ -122,7 +121,7 @@ class HostCollector:
             if row is None:
                 events += self._gone(ts, pid, tracked)
                 if self._lost:  # its successor may already be running
-                    events += self._find_restarts(sorted(self._known_pids - set(self._tracked)))
+                    events += self._find_restarts(sorted(self._last_cpu.keys() - self._tracked.keys()))
                 continue
             rows.append(row)
             by_cpu.append((row["cpu_pct"] or 0.0, pid))
@@ -201,8 +200,7 @@ class HostCollector:
     def _newcomers(self, totals: dict[int, float], read_at: float) -> list[dict]:
         """Processes born since the last sample (a restarted server?), and any untracked process that
         used a tenth of a core or more since then, recorded from now with its CPU from the last sample."""
-        born = set(totals) - self._known_pids
-        self._known_pids = set(totals)
+        born = totals.keys() - self._last_cpu.keys()
         events = self._find_restarts(sorted(born)) if self._lost else []
         elapsed = read_at - self._last_cpu_at
         if elapsed <= 0:

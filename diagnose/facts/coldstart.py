@@ -33,12 +33,16 @@ _ONSET_SLACK_S = 30.0  # how long after a start's stamp its first slow stretch m
 _LATE_ONSET_RATIO = 3.0  # how much slower than steady a stretch not at the stamp must be
 
 
-def cold_requests(dump: Dump, requests: pd.DataFrame) -> tuple[np.ndarray, list[float]] | None:
+def cold_requests(
+    dump: Dump, requests: pd.DataFrame, starts: list[float] | None = None
+) -> tuple[np.ndarray, list[float]] | None:
     """Which requests were served cold, and each start's cold window in seconds.
 
     None when the evidence holds no start near the requests: nothing can be called cold.
+    ``starts``: :func:`restart_times`' starts, where the caller has them already.
     """
-    starts, _ = restart_times(dump)
+    if starts is None:
+        starts, _ = restart_times(dump)
     ts = requests["ts"].to_numpy()
     # A server started long before the first recorded request had time to serve its cold requests
     # unrecorded; its first recorded ones are slow for some other reason (the incident itself).
@@ -61,12 +65,13 @@ def cold_requests(dump: Dump, requests: pd.DataFrame) -> tuple[np.ndarray, list[
 
 
 def add_coldstart_facts(facts: Facts, dump: Dump, requests: pd.DataFrame, source: str) -> None:
-    found = cold_requests(dump, requests)
+    starts, stated_by = restart_times(dump)
+    found = cold_requests(dump, requests, starts)
     if found is None:
         return
     cold, windows = found
     latency = requests["latency_ms"].to_numpy(dtype="float64")
-    cite = f"{source}: latency_ms after starts from {restart_times(dump)[1]}"
+    cite = f"{source}: latency_ms after starts from {stated_by}"
     facts.add("coldstart.restarts", len(windows), cite)
     valid = np.isfinite(latency)
     if not windows or cold.sum() == 0:

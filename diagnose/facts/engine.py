@@ -82,11 +82,11 @@ def _add_gauges(facts: Facts, server: pd.DataFrame, source: str) -> None:
             )
     if waiting is not None and running is not None:
         both = np.isfinite(waiting) & np.isfinite(running)
-        if both.any() and np.nanmax(running) > 0:
-            full = (waiting[both] > 0) & (running[both] >= AT_CAPACITY * np.nanmax(running))
+        ceiling = float(np.nanmax(running)) if both.any() else 0.0
+        if ceiling > 0:
+            full = (waiting[both] > 0) & (running[both] >= AT_CAPACITY * ceiling)
             cite = (
-                f"{source}: queue_depth > 0 with running >= {AT_CAPACITY:.0%} of its highest "
-                f"({np.nanmax(running):.0f})"
+                f"{source}: queue_depth > 0 with running >= {AT_CAPACITY:.0%} of its highest ({ceiling:.0f})"
             )
             facts.add(
                 "engine.saturated_share",
@@ -95,13 +95,13 @@ def _add_gauges(facts: Facts, server: pd.DataFrame, source: str) -> None:
             )
             ts = pd.to_numeric(server["ts"], errors="coerce").to_numpy(dtype="float64")[both]
             facts.add("engine.backlog_run_s", _longest_run_s(full, ts), f"{cite}, the longest unbroken run")
-            load = _busiest_window(running[both] / np.nanmax(running), ts)
+            load = _busiest_window(running[both] / ceiling, ts)
             if load is not None:
                 facts.add(
                     "engine.rho.max",
                     load,
-                    f"{source}: running over its highest ({np.nanmax(running):.0f}), the busiest of "
-                    f"{_LOAD_WINDOWS} windows",
+                    f"{source}: running over its highest ({ceiling:.0f}), "
+                    f"the busiest of {_LOAD_WINDOWS} windows",
                 )
     _add_no_progress(facts, server, running, source)
 

@@ -42,6 +42,7 @@ FIRED, RULED_OUT, SKIPPED = "fired", "ruled_out", "skipped"
 # what the built-in rules' ramps gave at their thresholds when they had two numbers (0.09-0.56 over
 # 34 conditions, median 0.25); it is one figure for every rule, not fitted to any.
 HOLDING_STRENGTH = 0.25
+LIKELY = 0.5  # a hypothesis at this score or more is likely; a likely cause can explain others away
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class Outcome:
     def confidence(self) -> str:
         if self.score >= 0.75:
             return "high"
-        return "medium" if self.score >= 0.5 else "low"
+        return "medium" if self.score >= LIKELY else "low"
 
 
 def judge(rules: list[Rule], facts: Facts) -> list[Outcome]:
@@ -88,9 +89,6 @@ def judge(rules: list[Rule], facts: Facts) -> list[Outcome]:
             outcome.belief, outcome.score = outcome.score, round(calibrated(outcome.score), 3)
     _explain_away(outcomes)
     return outcomes
-
-
-LIKELY = 0.5
 
 
 def _explain_away(outcomes: list[Outcome]) -> None:

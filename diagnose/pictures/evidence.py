@@ -220,11 +220,12 @@ def coldstart_data(dump: Dump) -> ColdData | None:
     requests = dump.table("requests")
     if requests is None or "latency_ms" not in requests.columns:
         return None
-    found = cold_requests(dump, requests)
+    stamps, _ = restart_times(dump)
+    found = cold_requests(dump, requests, stamps)
     if found is None:
         return None
     ts = requests["ts"].to_numpy(dtype="float64")
-    starts = np.array(restart_times(dump)[0])
+    starts = np.array(stamps)
     latest = np.searchsorted(starts, ts, side="right") - 1
     since = np.where(latest >= 0, ts - starts[np.maximum(latest, 0)], np.nan)
     return ColdData(since, requests["latency_ms"].to_numpy(dtype="float64"), found[0])
