@@ -7,7 +7,7 @@ import json
 import pytest
 
 from diagnose.dump import load_dump
-from diagnose.importers import recognise
+from diagnose.importers import Source, recognise
 from tests.conftest import SHARED_DATA
 
 VLLM_LOG = """INFO 04-01 23:40:00 [engine.py:100] Avg prompt throughput: 10.0 tokens/s
@@ -187,7 +187,7 @@ def test_every_real_sample_is_read_by_its_importer_or_rejected_as_a_look_alike(f
             assert importer is None, path.name
             continue
         assert importer is not None and importer.name in EXPECTED[folder], path.name
-        result = importer.read(path)
+        result = importer.read(Source.from_path(path))
         assert (result.rows == 0) == ((folder, path.name) in NOTHING_TO_KEEP), path.name
         if folder == "pytorch_oom":
             ooms = result.tables["events"].query("kind == 'oom'")
@@ -318,6 +318,6 @@ def test_a_torn_nvidia_smi_row_is_skipped_with_its_row_number(tmp_path):
 def test_tritons_own_gpu_gauges_become_gpu_rows():
     from diagnose.importers.prometheus_text import PrometheusTextImporter
 
-    gpu = PrometheusTextImporter().read(SAMPLES / "triton_metrics" / "06.txt").tables["gpu"]
+    gpu = PrometheusTextImporter().read(Source.from_path(SAMPLES / "triton_metrics" / "06.txt")).tables["gpu"]
     assert list(gpu["util_pct"]) == [pytest.approx(12.0)] and list(gpu["gpu"]) == [0]
     assert gpu["gpu_uuid"].iloc[0] == "GPU-d4d0dbb0-037e-652e-6df4-a742b597738c"

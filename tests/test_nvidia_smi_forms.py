@@ -67,7 +67,7 @@ def test_csv_with_the_command_pasted_above_reads_the_processes_under_the_real_he
     processes = dump.tables["gpu_processes"]
     assert list(processes["pid"]) == [3858903, 3880364]
     assert list(processes["mem_used_bytes"]) == [6265 * MIB, 5530 * MIB]
-    assert any("outside the tables" in w for w in dump.warnings)
+    assert any("removed 1 shell prompt line" in w for w in dump.warnings)
 
 
 def test_incident_notes_with_two_runs_give_two_timed_snapshots_and_processes_on_their_gpus():

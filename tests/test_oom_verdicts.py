@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.importers import recognise
+from diagnose.importers import Source, recognise
 from diagnose.oom import (
     ANOMALOUS,
     EXHAUSTION,
@@ -124,7 +124,7 @@ def test_every_oom_sample_gets_the_verdict_its_figures_call_for(sample):
     path = FOLDERS[folder] / name
     importer = recognise(path.read_text(encoding="utf-8", errors="replace")[:65536])
     assert importer is not None, name
-    events = importer.read(path).tables["events"]
+    events = importer.read(Source.from_path(path)).tables["events"]
     ooms = events[events["kind"] == "oom"]
     assert set(ooms["oom_class"]) == VERDICTS[sample]
     assert ooms["oom_reason"].str.len().gt(0).all()

@@ -118,20 +118,23 @@ def _import_foreign(
     offered = [name for name in not_used if not name.endswith("/") and (folder / name).is_file()]
     if not offered:
         return used
-    from diagnose.importers import HEAD_BYTES, recognise  # fourteen parsers: loaded only when needed
+    from diagnose.importers import HEAD_BYTES, Source, mend, recognise  # loaded only when needed
 
     for name in offered:
         path = folder / name
         head = _text_head(path, HEAD_BYTES)
-        importer = recognise(head) if head is not None else None
+        importer = recognise(mend(head).text) if head is not None else None
         if importer is None:
             continue
         try:
-            result = importer.read(path, tz)
+            source = Source.from_path(path)
+            result = importer.read(source, tz)
         except Exception as error:  # noqa: BLE001 - pasted text: one bad file never stops the rest
             reason = f"{type(error).__name__}: {error}"
             warnings.append(f"{name}: recognised as {importer.name} but not read ({reason}); not used")
             continue
+        if source.mended:
+            warnings.append(f"{name}: read after undoing what pasting did to it: " + "; ".join(source.mended))
         not_used.remove(name)
         warnings.extend(f"{name}: {w}" for w in result.warnings)
         used.append({"file": name, "importer": importer.name, "rows": result.rows})

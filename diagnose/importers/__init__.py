@@ -1,14 +1,17 @@
 """Importers: read the evidence people already have (logs, nvidia-smi output, ...) as dump tables.
 
-Each importer recognises a file by its content, not its name. The first that
-recognises a file reads it; the report names the importer and the rows it
-produced. A file no importer recognises is listed as not used. Importers read
+Each importer recognises a file by its content, not its name, after
+:func:`~diagnose.importers.mend.mend` has undone what pasting did to it (a
+prefix on every line, a quote, a wrap). The first that recognises a file
+reads it; the report names the importer, the rows it produced and what was
+undone. A file no importer recognises is listed as not used. Importers read
 text with our own parsers; nothing they read is executed or unpickled.
 """
 
 from __future__ import annotations
 
-from diagnose.importers.base import HEAD_BYTES, Imported, Importer
+from diagnose.importers.base import HEAD_BYTES, Imported, Importer, Source
+from diagnose.importers.mend import Mended, mend
 from diagnose.importers.nvidia_smi import NvidiaSmiComputeAppsImporter, NvidiaSmiQueryGpuImporter
 from diagnose.importers.nvidia_smi_monitor import DmonImporter, PmonImporter
 from diagnose.importers.nvidia_smi_report import NvidiaSmiQueryImporter, NvidiaSmiTableImporter
@@ -38,7 +41,7 @@ IMPORTERS: tuple[Importer, ...] = (
     OomLogImporter(),
 )
 
-__all__ = ["HEAD_BYTES", "IMPORTERS", "Imported", "Importer", "recognise"]
+__all__ = ["HEAD_BYTES", "IMPORTERS", "Imported", "Importer", "Mended", "Source", "mend", "recognise"]
 
 
 def recognise(head: str) -> Importer | None:

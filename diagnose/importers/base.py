@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from diagnose.importers.mend import mend
+
 HEAD_BYTES = 65_536
 
 
@@ -22,15 +24,36 @@ class Imported:
         return sum(len(frame) for frame in self.tables.values())
 
 
+@dataclass(frozen=True)
+class Source:
+    """A file offered to the importers: its text as its format wrote it, and its modification time.
+
+    ``mended`` says what :func:`~diagnose.importers.mend.mend` undid to get that text (a prefix
+    on every line, a hard wrap, ...), for the report.
+    """
+
+    name: str
+    text: str
+    mtime: float  # the only clock a line without a wall-clock stamp has
+    mended: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()  # who wrote the lines, from the prefixes taken off them
+
+    @classmethod
+    def from_path(cls, path: Path) -> Source:
+        mended = mend(path.read_text(encoding="utf-8", errors="replace"))
+        return cls(path.name, mended.text, os.stat(path).st_mtime, mended.undone, mended.prefixes)
+
+
 class Importer:
     name: str = ""
     description: str = ""
     example: str = ""
 
     def recognise(self, head: str) -> bool:
+        """``head``: the start of the file, mended like the text :meth:`read` gets."""
         raise NotImplementedError
 
-    def read(self, path: Path, tz: str | None = None) -> Imported:
+    def read(self, source: Source, tz: str | None = None) -> Imported:
         """``tz``: the zone of times written without an offset (``--tz``); UTC when None."""
         raise NotImplementedError
 
@@ -66,15 +89,6 @@ def zone_note(what: str, tz: str | None) -> str:
     if tz:
         return f"{what} have no UTC offset: read in {tz} (--tz)"
     return f"{what} have no UTC offset: read as UTC (give their zone with --tz)"
-
-
-def file_time(path: Path) -> float:
-    """The file's modification time: the only clock a log line without a wall-clock stamp has."""
-    return os.stat(path).st_mtime
-
-
-def read_text(path: Path) -> str:
-    return path.read_text(encoding="utf-8", errors="replace")
 
 
 def data_lines(text: str) -> list[str]:

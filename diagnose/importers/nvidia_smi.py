@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -20,11 +19,10 @@ import pandas as pd
 from diagnose.importers.base import (
     Imported,
     Importer,
+    Source,
     data_lines,
-    file_time,
     local_epoch,
     local_epochs,
-    read_text,
     zone_note,
 )
 
@@ -169,8 +167,8 @@ class NvidiaSmiQueryGpuImporter(Importer):
     def recognise(self, head: str) -> bool:
         return _first_kind(head) == "gpu"
 
-    def read(self, path: Path, tz: str | None = None) -> Imported:
-        return _read_blocks(path, tz)
+    def read(self, source: Source, tz: str | None = None) -> Imported:
+        return _read_blocks(source, tz)
 
 
 class NvidiaSmiComputeAppsImporter(Importer):
@@ -181,18 +179,18 @@ class NvidiaSmiComputeAppsImporter(Importer):
     def recognise(self, head: str) -> bool:
         return _first_kind(head) == "apps"
 
-    def read(self, path: Path, tz: str | None = None) -> Imported:
-        return _read_blocks(path, tz)
+    def read(self, source: Source, tz: str | None = None) -> Imported:
+        return _read_blocks(source, tz)
 
 
 def _first_kind(head: str) -> str | None:
     return next((kind for line in data_lines(head)[:30] if (kind := header_kind(line))), None)
 
 
-def _read_blocks(path: Path, tz: str | None) -> Imported:
+def _read_blocks(source: Source, tz: str | None) -> Imported:
     """Both kinds of table, as many blocks as the file holds; GPUs named by index, bus id or UUID."""
     result = Imported()
-    blocks, skipped = csv_blocks(read_text(path), tz)
+    blocks, skipped = csv_blocks(source.text, tz)
     if skipped:
         result.warnings.append(f"passed over {skipped} line(s) outside the tables (a prompt, notes)")
     identity: dict[str, int] = {}
@@ -201,9 +199,9 @@ def _read_blocks(path: Path, tz: str | None) -> Imported:
         if not table.rows:
             continue
         if kind == "gpu":
-            gpus.append(_gpu_frame(table, path, result, tz, identity))
+            gpus.append(_gpu_frame(table, source.mtime, result, tz, identity))
         else:
-            apps.append(_apps_frame(table, path, result, tz, identity))
+            apps.append(_apps_frame(table, source.mtime, result, tz, identity))
         if table.malformed:
             shown = ", ".join(map(str, table.malformed[:3])) + (" ..." if len(table.malformed) > 3 else "")
             result.warnings.append(
@@ -216,14 +214,14 @@ def _read_blocks(path: Path, tz: str | None) -> Imported:
     return result
 
 
-def _gpu_frame(table: _Table, path: Path, result: Imported, tz: str | None, identity: dict) -> pd.DataFrame:
+def _gpu_frame(table: _Table, mtime: float, result: Imported, tz: str | None, identity: dict) -> pd.DataFrame:
     columns: dict[str, list] = {}
     for position, (field, unit) in enumerate(zip(table.fields, table.units, strict=True)):
         if field in _GPU_FIELDS:
             column, kind = _GPU_FIELDS[field]
             columns[column] = [_value(row[position], unit, kind) for row in table.rows]
     frame = pd.DataFrame(columns, index=range(len(table.rows)))
-    frame["ts"] = _row_times(table, path, result, tz)
+    frame["ts"] = _row_times(table, mtime, result, tz)
     names = _column(table, "pci.bus_id") or _column(table, "uuid")
     if "gpu" in frame.columns:
         frame["gpu"] = pd.to_numeric(frame["gpu"], errors="coerce")
@@ -237,7 +235,9 @@ def _gpu_frame(table: _Table, path: Path, result: Imported, tz: str | None, iden
     return frame
 
 
-def _apps_frame(table: _Table, path: Path, result: Imported, tz: str | None, identity: dict) -> pd.DataFrame:
+def _apps_frame(
+    table: _Table, mtime: float, result: Imported, tz: str | None, identity: dict
+) -> pd.DataFrame:
     memory_field = "used_gpu_memory" if "used_gpu_memory" in table.fields else "used_memory"
     unit = table.units[table.fields.index(memory_field)]
     frame = pd.DataFrame(
@@ -252,11 +252,11 @@ def _apps_frame(table: _Table, path: Path, result: Imported, tz: str | None, ide
         frame["gpu"] = [identity.setdefault(name, len(identity)) for name in names]
     else:
         frame["gpu"] = 0
-    frame["ts"] = _row_times(table, path, result, tz)
+    frame["ts"] = _row_times(table, mtime, result, tz)
     return frame.dropna(subset=["pid"])
 
 
-def _row_times(table: _Table, path: Path, result: Imported, tz: str | None) -> np.ndarray:
+def _row_times(table: _Table, mtime: float, result: Imported, tz: str | None) -> np.ndarray:
     """Each row's time from its ``timestamp`` field, else the file's modification time (with a warning)."""
     stamps = _column(table, "timestamp")
     if stamps is None and table.stamp is not None:
@@ -265,7 +265,7 @@ def _row_times(table: _Table, path: Path, result: Imported, tz: str | None) -> n
         note = "no timestamp field: every row is taken at the file's modification time"
         if note not in result.warnings:
             result.warnings.append(note)
-        return np.full(len(table.rows), file_time(path))
+        return np.full(len(table.rows), mtime)
     if zone_note("nvidia-smi timestamps", tz) not in result.warnings:
         result.warnings.append(zone_note("nvidia-smi timestamps", tz))
     return _timestamps(stamps, tz)

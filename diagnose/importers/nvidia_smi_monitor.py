@@ -19,11 +19,9 @@ file's modification time, with a warning.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, file_time, local_epoch, read_text, zone_note
+from diagnose.importers.base import Imported, Importer, Source, local_epoch, zone_note
 
 MIB = 2**20
 _DMON = {
@@ -76,8 +74,8 @@ class _MonitorImporter(Importer):
     def _columns_fit(self, columns: set[str]) -> bool:
         raise NotImplementedError
 
-    def read(self, path: Path, tz: str | None = None) -> Imported:
-        columns, rows = _header(read_text(path)) or ([], [])
+    def read(self, source: Source, tz: str | None = None) -> Imported:
+        columns, rows = _header(source.text) or ([], [])
         result = Imported()
         if not rows:
             return result
@@ -96,7 +94,7 @@ class _MonitorImporter(Importer):
         if "ts" in frame.columns:
             result.warnings.append(zone_note("nvidia-smi monitor times", tz))
         else:
-            frame["ts"] = _one_second_apart(frame, file_time(path))
+            frame["ts"] = _one_second_apart(frame, source.mtime)
             result.warnings.append(
                 "no times in the rows (run it with -o DT): samples taken as 1 s apart, "
                 "ending at the file's modification time"

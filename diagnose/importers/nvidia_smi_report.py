@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, file_time, local_epoch, read_text, zone_note
+from diagnose.importers.base import Imported, Importer, Source, local_epoch, zone_note
 
 _MIB = 2**20
 _DATE = re.compile(r"^\s*(\w{3} \w{3}\s+\d{1,2} \d{2}:\d{2}:\d{2} \d{4})\s*$")
@@ -65,13 +64,13 @@ class NvidiaSmiTableImporter(Importer):
     def recognise(self, head: str) -> bool:
         return bool(_HEADER.search(head)) or any(_USAGE_LINE.match(line) for line in head.splitlines())
 
-    def read(self, path: Path, tz: str | None = None) -> Imported:
+    def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()
         snapshots: list[_Snapshot] = []
         stamp: str | None = None
         current: _Snapshot | None = None
         gpu_line: dict | None = None
-        for line in read_text(path).splitlines():
+        for line in source.text.splitlines():
             if date := _DATE.match(line):
                 stamp = date.group(1)
                 continue
@@ -99,7 +98,7 @@ class NvidiaSmiTableImporter(Importer):
                         "mem_used_bytes": None if memory == "N/A" else int(memory[:-3]) * _MIB,
                     }
                 )
-        _tables(result, snapshots, path, tz)
+        _tables(result, snapshots, source.mtime, tz)
         return result
 
 
@@ -111,14 +110,14 @@ class NvidiaSmiQueryImporter(Importer):
     def recognise(self, head: str) -> bool:
         return "NVSMI LOG" in head or (bool(_QUERY_GPU.search(head)) and "Product Name" in head)
 
-    def read(self, path: Path, tz: str | None = None) -> Imported:
+    def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()
         snapshots: list[_Snapshot] = []
         stamp: str | None = None
         gpu: dict | None = None
         process: dict | None = None
         sections: list[tuple[int, str]] = []
-        for line in read_text(path).splitlines():
+        for line in source.text.splitlines():
             if "NVSMI LOG" in line:
                 snapshots.append(_Snapshot(stamp))
                 gpu = process = None
@@ -152,7 +151,7 @@ class NvidiaSmiQueryImporter(Importer):
                 continue
             path_keys = (*(name for _, name in sections), key)
             process = _query_field(gpu, snapshots[-1], process, path_keys, value)
-        _tables(result, snapshots, path, tz)
+        _tables(result, snapshots, source.mtime, tz)
         return result
 
 
@@ -200,7 +199,7 @@ def _query_field(
     return process
 
 
-def _tables(result: Imported, snapshots: list[_Snapshot], path: Path, tz: str | None) -> None:
+def _tables(result: Imported, snapshots: list[_Snapshot], mtime: float, tz: str | None) -> None:
     gpus, processes, untimed = [], [], 0
     for snapshot in snapshots:
         if not snapshot.gpus and not snapshot.processes:
@@ -208,7 +207,7 @@ def _tables(result: Imported, snapshots: list[_Snapshot], path: Path, tz: str | 
         when = _epoch(snapshot.stamp, tz)
         if when is None:
             untimed += 1
-            when = file_time(path)
+            when = mtime
         for row in snapshot.gpus:
             reasons = row.pop("reasons", None)
             if reasons is not None:

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, file_time, read_text
+from diagnose.importers.base import Imported, Importer, Source
 from diagnose.importers.stamps import engine_stamp, leading_iso_stamp
 from diagnose.oom import explain_oom, is_oom_message, parse_oom_message
 
@@ -37,8 +36,10 @@ class OomLogImporter(Importer):
     def recognise(self, head: str) -> bool:
         return is_oom_message(head)
 
-    def read(self, path: Path, tz: str | None = None) -> Imported:
-        events = oom_events(read_text(path).splitlines(), file_time(path), tz=tz)
+    def read(self, source: Source, tz: str | None = None) -> Imported:
+        # a serving engine's process tag, taken off every line, still says who ran out of memory
+        engine = True if any(_ENGINE_LOG.search(tag) for tag in source.prefixes) else None
+        events = oom_events(source.text.splitlines(), source.mtime, serving_engine=engine, tz=tz)
         return Imported({"events": pd.DataFrame(events)} if events else {})
 
 

@@ -12,13 +12,12 @@ modification time is the scrape's time, with a warning.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from diagnose.engine_metrics import ENGINES, detect_engine, engine_row, parse_families, sum_samples
-from diagnose.importers.base import Imported, Importer, file_time, read_text
+from diagnose.importers.base import Imported, Importer, Source
 
 if TYPE_CHECKING:  # prometheus_client is imported where a page is parsed: not on every start
     from prometheus_client.metrics_core import Metric
@@ -63,9 +62,9 @@ class PrometheusTextImporter(Importer):
         samples = len(_SAMPLE_LINE.findall(text))
         return samples >= 3 or (samples >= 1 and ("# TYPE " in text or "# HELP " in text))
 
-    def read(self, path: Path, tz: str | None = None) -> Imported:
+    def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()
-        text, skipped = exposition_text(read_text(path))
+        text, skipped = exposition_text(source.text)
         if skipped:
             shown = ", ".join(map(str, skipped[:5])) + (" ..." if len(skipped) > 5 else "")
             result.warnings.append(
@@ -89,7 +88,7 @@ class PrometheusTextImporter(Importer):
             result.warnings.append(
                 "no sample timestamps: the scrape is taken at the file's modification time"
             )
-            timed = [(file_time(path), timed[-1][1], timed[-1][2])]
+            timed = [(source.mtime, timed[-1][1], timed[-1][2])]
         server_rows, gpu_rows = [], []
         engine = detect_engine(timed[0][1])
         previous = None

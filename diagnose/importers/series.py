@@ -13,12 +13,11 @@ import csv
 import io
 import json
 import re
-from pathlib import Path
 
 import pandas as pd
 
 from diagnose.engine_metrics import ENGINES
-from diagnose.importers.base import Imported, Importer, data_lines, local_epoch, read_text
+from diagnose.importers.base import Imported, Importer, Source, data_lines, local_epoch
 from diagnose.importers.prometheus_text import DCGM_FIELDS
 
 _GAUGES = {
@@ -64,9 +63,9 @@ class PromQueryImporter(Importer):
             '"resultType"' in head or "'resultType'" in head or ('"status"' in head and '"errorType"' in head)
         )
 
-    def read(self, path: Path, tz: str | None = None) -> Imported:
+    def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()
-        text = read_text(path)
+        text = source.text
         document = _json_object(text)
         if document is None:
             return _salvage(text, result)
@@ -146,8 +145,8 @@ class GrafanaCsvImporter(Importer):
             first.startswith(("series;time;value", "series,time,value", "time;", "time,")) and len(lines) > 1
         )
 
-    def read(self, path: Path, tz: str | None = None) -> Imported:
-        lines = data_lines(read_text(path))
+    def read(self, source: Source, tz: str | None = None) -> Imported:
+        lines = data_lines(source.text)
         delimiter = ";" if ";" in lines[0] else ","
         rows = [r for r in csv.reader(io.StringIO("\n".join(lines)), delimiter=delimiter) if r]
         header = [h.strip().lower() for h in rows[0]]

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, file_time, read_text
+from diagnose.importers.base import Imported, Importer, Source
 from diagnose.importers.oom_log import oom_events
 
 _UNITS = {
@@ -75,9 +74,9 @@ class TorchMemoryImporter(Importer):
             or "active_bytes.all." in head
         )
 
-    def read(self, path: Path, tz: str | None = None) -> Imported:
-        text = read_text(path)
-        stamp = file_time(path)
+    def read(self, source: Source, tz: str | None = None) -> Imported:
+        text = source.text
+        stamp = source.mtime
         rows = _summaries(text) or _stats(text) or _ranks(text)
         result = Imported()
         if rows:

@@ -13,11 +13,10 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from pathlib import Path
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, read_text
+from diagnose.importers.base import Imported, Importer, Source
 
 _GEN_AI_STAGES = {
     "gen_ai.latency.time_in_queue": "queue",
@@ -40,9 +39,9 @@ class TraceImporter(Importer):
         jaeger = '"traceID"' in head and '"operationName"' in head
         return otlp or jaeger
 
-    def read(self, path: Path, tz: str | None = None) -> Imported:
+    def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()
-        spans, bad = _spans(read_text(path))
+        spans, bad = _spans(source.text)
         if bad:
             result.warnings.append(f"skipped {bad} line(s) that are not JSON")
         if spans:

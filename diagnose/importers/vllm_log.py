@@ -28,12 +28,11 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pandas as pd
 
 from diagnose.engine_failures import STALLED, VLLM_DEAD, VLLM_STALLED
-from diagnose.importers.base import Imported, Importer, file_time, read_text, zone_note
+from diagnose.importers.base import Imported, Importer, Source, zone_note
 from diagnose.importers.oom_log import oom_events
 from diagnose.importers.stamps import engine_stamp
 
@@ -76,9 +75,9 @@ class VllmLogImporter(Importer):
         patterns = (_STARTUP, VLLM_STALLED, VLLM_DEAD, _FAILED_START, _STARTED, _WARMED_UP)
         return any(m in head for m in markers) or any(p.search(head) for p in patterns)
 
-    def read(self, path: Path, tz: str | None = None) -> Imported:
-        lines = read_text(path).splitlines()
-        fallback = file_time(path)
+    def read(self, source: Source, tz: str | None = None) -> Imported:
+        lines = source.text.splitlines()
+        fallback = source.mtime
         default_year = datetime.fromtimestamp(fallback, UTC).year
         rows, events = [], []
         for number, line in enumerate(lines, start=1):

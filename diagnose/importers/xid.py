@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, file_time, local_epoch, read_text
+from diagnose.importers.base import Imported, Importer, Source, local_epoch
 from diagnose.importers.stamps import leading_iso_stamp
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([^)]*)\): (\d+)(?:, pid=(\d+))?(?:, name=([^,]+))?")
@@ -55,11 +54,11 @@ class XidImporter(Importer):
     def recognise(self, head: str) -> bool:
         return "NVRM: Xid" in head or ("NVRM:" in head and "fallen off the bus" in head)
 
-    def read(self, path: Path, tz: str | None = None) -> Imported:
-        fallback = file_time(path)
+    def read(self, source: Source, tz: str | None = None) -> Imported:
+        fallback = source.mtime
         year = datetime.fromtimestamp(fallback, UTC).year
         events = []
-        for number, line in enumerate(read_text(path).splitlines(), start=1):
+        for number, line in enumerate(source.text.splitlines(), start=1):
             match = _XID.search(line)
             if match:
                 code = int(match.group(2))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from diagnose.dump import load_dump
 from diagnose.errors import DumpError
-from diagnose.importers import HEAD_BYTES, IMPORTERS
+from diagnose.importers import HEAD_BYTES, IMPORTERS, Source
 from tests.helpers.mutate import mutate
 
 
@@ -30,7 +30,7 @@ def escapes(
     for importer in IMPORTERS:
         try:
             if importer.recognise(head):
-                importer.read(target)
+                importer.read(Source.from_path(target))
         except Exception:  # noqa: BLE001 - what the fuzzer is looking for
             found.append(f"{importer.name}: {_last_frame()}")
     try:

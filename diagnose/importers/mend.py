@@ -1,0 +1,390 @@
+"""Undo the damage text suffers on its way into an incident, once, before any importer sees it.
+
+Evidence reaches us pasted: every line behind a process tag (``(EngineCore_0
+pid=123)``, a docker-compose service, a kubectl pod), inside a Markdown quote
+or code fence, indented, with HTML entities and Markdown escapes, a shell
+prompt above it, curl's progress meter in the middle of it, a tmux scroll
+indicator at the end of a line, lines glued together or hard-wrapped at a
+column. Each importer reads the clean format; this layer gives it the clean
+format, whatever the damage, and says what it undid so the report can too.
+
+Each repair is decided by grammar, not by samples: a prefix is removed only
+where it has a known shape (a process tag, a compose service, a quote) and,
+for the shapes a real line could start with, only where most lines carry it;
+a glued line is split only where a record of a known format starts right
+after a non-space character; a wrapped line is rejoined only when it is
+exactly as long as the file's longest lines and the next line starts no
+record. A clean file passes through unchanged.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
+_INVISIBLE = str.maketrans({"\u00a0": " ", "\u200b": None, "\ufeff": None, "\u2009": " "})
+_ENTITY = re.compile(r"&(?:lt|gt|quot|amp|apos|nbsp|#\d{1,5}|#x[0-9a-fA-F]{1,4});")
+_MARKDOWN_ESCAPE = re.compile(r"\\([_*#\[\]<>|`])")
+_EMPHASIS_TAG = re.compile(r"</?(?:em|i)>")
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+# A JSON document opens an object with a key, or an array of objects, arrays or strings; a line
+# that opens with "[gpu-3 ~]#" or "[  12.345678]" is a prompt or a kernel log line.
+_JSON_START = re.compile(r'\s*(?:\{\s*["}]|\[\s*[{\["\]])')
+_FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")
+
+
+@dataclass(frozen=True)
+class _Prefix:
+    """A per-line prefix shape; ``everywhere``: its shape never starts a real line of any format."""
+
+    what: str
+    pattern: re.Pattern[str]
+    everywhere: bool
+
+
+_PREFIXES = (
+    # vLLM's and Ray's process tags: (EngineCore_0 pid=12), (VllmWorkerProcess pid=3), (pid=9, ip=10.0.0.2)
+    _Prefix(
+        "process tag",
+        re.compile(r"^\((?:[A-Za-z_][\w.:-]*\s+)?pid=\d+(?:,\s*ip=[\w.:]+)?\)\s?"),
+        everywhere=True,
+    ),
+    _Prefix("kubectl --prefix tag", re.compile(r"^\[pod/[^\]\s]+\]\s"), everywhere=True),
+    # docker compose: "vllm-1  | ", "web_1 | "
+    _Prefix("docker compose service", re.compile(r"^[A-Za-z0-9][\w.-]*\s*\|\s?"), everywhere=False),
+    _Prefix("Markdown quote", re.compile(r"^\s{0,3}>(?:\s?>)*\s?"), everywhere=False),
+)
+_KEPT_PREFIXES = 20
+# A line that opens with a process tag is a record of its own, whatever follows the tag.
+_TAGGED = re.compile("|".join(prefix.pattern.pattern for prefix in _PREFIXES if prefix.everywhere))
+_MAJORITY = 0.6  # a prefix a real line could start with is the paste's only where most lines carry it
+_INDENT = re.compile(r"^[ \t]*")
+
+# A shell prompt and the command after it: "$ nvidia-smi", "root@gpu-3:~# curl ...", "PS C:\> nvidia-smi"
+_PROMPT = re.compile(
+    r"^\s*(?:\([\w.-]+\)\s+)?"
+    r"(?:[\w.-]+@[\w.-]+(?::[^\s$#]*)?\s?[$#%]|\[[\w.-]+@[\w.-]+[^\]]*\]\s?[$#]|\$"
+    r"|PS [A-Za-z]:\\[^>]*>|[A-Z]:\\[^>]*>)"
+    r"\s+\S"
+)
+# curl's progress meter (stderr, captured with 2>&1): its two header lines and its rows.
+_SIZE = r"[\d.]+[kMGT]?"
+_TIME = r"(?:--:--:--|\d+:\d\d:\d\d|\d+d \d\dh|\d+h \d\dm)"
+_CURL_ROW = re.compile(
+    rf"^\s*\d{{1,3}}\s+{_SIZE}\s+\d{{1,3}}\s+{_SIZE}\s+\d{{1,3}}\s+{_SIZE}\s+{_SIZE}\s+{_SIZE}"
+    rf"\s+{_TIME}\s+{_TIME}\s+{_TIME}\s+{_SIZE}"
+)
+_CURL_HEADER = re.compile(r"^\s*% Total\s+% Received % Xferd|^\s*Dload\s+Upload\s+Total\s+Spent")
+# tmux copy mode's position indicator, top right of the pane: "[12/340]" at the end of a line.
+_TMUX = re.compile(r"\s{2,}\[\d+/\d+\]\s*$")
+
+# Where a record of a known format starts. A glued line is split there when the record follows a
+# non-space character directly; a wrapped line is never joined to a line that starts one.
+_RECORD_STARTS = (
+    r"(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d",  # vLLM / Python logging
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z\s+(?:INFO|WARN|ERROR|DEBUG|TRACE)\b",  # TGI (Rust tracing)
+    r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: TP\d+)?\]",  # SGLang
+    r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\]",  # glog (Triton)
+    r"\[\s*\d+\.\d{6}\]",  # dmesg
+    r"# (?:HELP|TYPE) [A-Za-z_:]",  # Prometheus exposition comments
+)
+_GLUED = re.compile(r"(?<=\S)(?=" + "|".join(_RECORD_STARTS) + ")")
+# A Prometheus sample glued to the next: 'name{...} 1.0name2{...} 2' or 'name 1.0name2 2'.
+_VALUE = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|Inf|NaN)"
+_NAME = r"[A-Za-z_:][A-Za-z0-9_:]*"
+_GLUED_SAMPLE = re.compile(rf"^({_NAME}(?:\{{[^}}]*\}})?[ \t]+{_VALUE})(?={_NAME}(?:\{{|[ \t]+{_VALUE}))")
+# A '# TYPE' line glued to the sample after it: '# TYPE x gaugex{...} 1'.
+_GLUED_TYPE = re.compile(
+    rf"^(# TYPE {_NAME} (?:counter|gauge|histogram|summary|untyped|unknown|info|stateset))(?={_NAME})"
+)
+_STARTS_RECORD = re.compile(
+    "|".join(_RECORD_STARTS)
+    + rf"|{_NAME}(?:\{{[^}}]*\}})?[ \t]+{_VALUE}(?:[ \t]+-?\d+)?[ \t]*$"  # a Prometheus sample
+    + r"|[|+│╞╘╒╭╰├└┌]"  # a row of a drawn table
+    + r"|\d{4}/\d\d/\d\d \d\d:\d\d:\d\d"  # nvidia-smi's timestamp column
+    + r"|\s{2}|\t"  # an indented line: its own record in every indented format
+)
+_LETTERS = re.compile(r"[A-Za-z]+")
+_DIGITS = re.compile(r"\d+")
+_WRAP_MIN = 60  # no terminal or paste box wraps narrower
+
+
+@dataclass(frozen=True)
+class Mended:
+    """The text as its format wrote it, and what was undone to get it, in words for the report."""
+
+    text: str
+    undone: tuple[str, ...] = ()
+    # The distinct prefixes taken off (a few): who wrote the lines, "(VllmWorkerProcess pid=7)"
+    prefixes: tuple[str, ...] = ()
+
+
+def mend(text: str) -> Mended:
+    """``text`` with the damage of pasting undone; a clean text comes back unchanged."""
+    undone: list[str] = []
+    text = _characters(text, undone)
+    if _is_json(text):
+        return Mended(_json_unwrapped(text, undone), tuple(undone))
+    lines = text.split("\n")
+    lines = _without_fences(lines, undone)
+    prefixes: dict[str, None] = {}
+    # A terminal wraps what the log shipper prefixed (the pieces carry no prefix), a Markdown
+    # indent prefixes what a terminal wrapped: rejoin before the prefixes go and after.
+    lines = _unwrapped(lines, undone)
+    lines = _without_prefixes(lines, undone, prefixes)
+    lines = _without_noise(lines, undone)
+    lines = _unglued(lines, undone)
+    lines = _unwrapped(lines, undone)
+    return Mended("\n".join(lines), tuple(undone), tuple(prefixes))
+
+
+def _characters(text: str, undone: list[str]) -> str:
+    text = text.replace("\r\n", "\n")
+    if "\r" in text:  # a progress meter or a spinner redrawing its line: each redraw is a line
+        text = text.replace("\r", "\n")
+    if "\x1b" in text:
+        text, count = _ANSI.subn("", text)
+        if count:
+            undone.append(f"removed {count} terminal colour code(s)")
+    text = text.translate(_INVISIBLE)
+    entities = len(_ENTITY.findall(text))
+    if entities:
+        text = html.unescape(text)
+        undone.append(f"decoded {entities} HTML entit{'y' if entities == 1 else 'ies'} (&lt; &quot; ...)")
+    escapes = len(_MARKDOWN_ESCAPE.findall(text)) + len(_EMPHASIS_TAG.findall(text))
+    if escapes:
+        text = _EMPHASIS_TAG.sub("_", _MARKDOWN_ESCAPE.sub(r"\1", text))
+        undone.append(f"undid {escapes} Markdown escape(s) or emphasis mark(s) (\\_ for _)")
+    return text
+
+
+def _is_json(text: str) -> bool:
+    return _JSON_START.match(text) is not None
+
+
+def _json_unwrapped(text: str, undone: list[str]) -> str:
+    """A JSON document with the line breaks a hard wrap put inside its strings taken out.
+
+    JSON never holds a raw line break inside a string, so one there is damage, wherever it fell.
+    """
+    removed = 0
+
+    def joined(match: re.Match[str]) -> str:
+        nonlocal removed
+        string = match.group(0)
+        if "\n" not in string:
+            return string
+        removed += string.count("\n")
+        return string.replace("\n", "")
+
+    text = _JSON_STRING.sub(joined, text)
+    if removed:
+        undone.append(f"rejoined {removed} line break(s) a hard wrap put inside JSON strings")
+    return text
+
+
+def _without_fences(lines: list[str], undone: list[str]) -> list[str]:
+    kept = [line for line in lines if not _FENCE.match(line)]
+    if len(kept) < len(lines):
+        undone.append(f"removed {len(lines) - len(kept)} Markdown code fence line(s)")
+    return kept
+
+
+def _without_prefixes(lines: list[str], undone: list[str], prefixes: dict[str, None]) -> list[str]:
+    """Peel per-line prefixes, layer by layer (a compose service, then a process tag)."""
+    for _ in range(4):
+        filled = [line for line in lines if line.strip()]
+        if not filled:
+            return lines
+        peeled = False
+        for prefix in _PREFIXES:
+            matches = [prefix.pattern.match(line) for line in lines]
+            carried = sum(1 for m in matches if m and m.group(0).strip())
+            if not carried or (not prefix.everywhere and carried < _MAJORITY * len(filled)):
+                continue
+            shown = next(m.group(0).strip() for m in matches if m and m.group(0).strip())
+            for match in matches:
+                if match and len(prefixes) < _KEPT_PREFIXES and match.group(0).strip():
+                    prefixes.setdefault(match.group(0).strip())
+            lines = [line[m.end() :] if m else line for line, m in zip(lines, matches, strict=True)]
+            if prefix.what == "Markdown quote":  # the quote ate the '#' of '# HELP' / '# TYPE'
+                lines = [f"# {line}" if line.startswith(("HELP ", "TYPE ")) else line for line in lines]
+            undone.append(f'removed a {prefix.what} prefix ("{_elided(shown)}") from {carried} line(s)')
+            peeled = True
+        indent = _common_indent(lines)
+        if indent:
+            lines = [line[indent:] for line in lines]
+            undone.append(f"removed a common indentation of {indent} character(s)")
+            peeled = True
+        if not peeled:
+            return lines
+    return lines
+
+
+def _elided(prefix: str) -> str:
+    prefix = re.sub(r"pid=\d+", "pid=…", prefix)
+    return re.sub(r"ip=[\w.:]+", "ip=…", prefix)
+
+
+def _common_indent(lines: list[str]) -> int:
+    widths = [len(_INDENT.match(line).group(0)) for line in lines if line.strip()]
+    return min(widths) if widths else 0
+
+
+def _without_noise(lines: list[str], undone: list[str]) -> list[str]:
+    """Lines no format wrote: shell prompts, curl's progress meter; a tmux indicator's tail."""
+    kept, prompts, meter, tmux = [], 0, 0, 0
+    for line in lines:
+        if _PROMPT.match(line):
+            prompts += 1
+            continue
+        if _CURL_HEADER.match(line):
+            meter += 1
+            continue
+        row = _CURL_ROW.match(line)
+        if row:
+            meter += 1
+            rest = line[row.end() :]
+            if not rest.strip():
+                continue
+            line = rest  # the meter's last redraw glued to the scrape's next line
+        line, cut = _TMUX.subn("", line)
+        tmux += cut
+        kept.append(line)
+    for count, what in (
+        (prompts, "shell prompt line(s)"),
+        (meter, "line(s) of curl's progress meter"),
+        (tmux, "tmux scroll indicator(s)"),
+    ):
+        if count:
+            undone.append(f"removed {count} {what}")
+    return kept
+
+
+def _unglued(lines: list[str], undone: list[str]) -> list[str]:
+    out, splits = [], 0
+    for line in lines:
+        parts = _GLUED.split(line) if _GLUED.search(line) else [line]
+        pieces = []
+        for part in parts:
+            while (glued := _GLUED_SAMPLE.match(part) or _GLUED_TYPE.match(part)) is not None:
+                pieces.append(glued.group(1))
+                part = part[glued.end() :]
+            pieces.append(part)
+        splits += len(pieces) - 1
+        out.extend(pieces)
+    if splits:
+        undone.append(f"split {splits} place(s) where two lines were glued together")
+    return out
+
+
+def _unwrapped(lines: list[str], undone: list[str]) -> list[str]:
+    """Lines a hard wrap cut at one column, joined back where the grammar of the file allows it.
+
+    The file's own records say what a start looks like: a line after a shorter one starts a
+    record, and so does any line whose first word has the same shape (``0,`` and ``7,``;
+    ``WARNING:root:...``). A record is rejoined from full-width pieces and a shorter tail that
+    start no record; full-width pieces of one outline are rows of a fixed-width table, not a
+    wrap, and pieces with no shorter tail (the file ends, or a record starts) are left as
+    they are.
+    """
+    lengths = Counter(len(line) for line in lines)
+    width = max(lengths, default=0)
+    if width < _WRAP_MIN or lengths[width] < 2:
+        return lines
+    if _is_csv(lines):
+        return _csv_unwrapped(lines, width, undone)
+    starts = {
+        _shape(line)
+        for previous, line in zip(["", *lines], lines, strict=False)
+        if len(previous) < width and line.strip()
+    }
+    out: list[str] = []
+    record: list[str] = []
+    joined = 0
+
+    def flush() -> None:
+        nonlocal joined
+        rows = [_outline(piece) for piece in record[1:-1]]
+        if len(record) > 1 and len(record[-1]) < width and len(set(rows)) == len(rows):
+            out.append("".join(record))
+            joined += len(record) - 1
+        else:
+            out.extend(record)
+        record.clear()
+
+    for line in lines:
+        continues = (
+            record
+            and len(record[-1]) == width
+            and line.strip()
+            and not _starts_record(line)
+            and _shape(line) not in starts
+        )
+        if not continues:
+            flush()
+        record.append(line)
+    flush()
+    if not joined:
+        return lines
+    undone.append(f"rejoined {joined} line(s) hard-wrapped at {width} columns")
+    return out
+
+
+def _starts_record(line: str) -> bool:
+    return _STARTS_RECORD.match(line) is not None or _TAGGED.match(line) is not None
+
+
+def _is_csv(lines: list[str]) -> bool:
+    """Most lines hold several commas: a table, not prose that has a comma here and there."""
+    filled = [line for line in lines if line.strip()]
+    return bool(filled) and sum(line.count(",") >= 2 for line in filled) >= _MAJORITY * len(filled)
+
+
+def _csv_unwrapped(lines: list[str], width: int, undone: list[str]) -> list[str]:
+    """A wrapped CSV table rejoined where that makes its records agree on their number of fields.
+
+    Every record of a CSV table has as many fields as its header: pieces of records do not. The
+    full-width lines are joined to the lines after them only if the records that gives agree
+    on their number of commas more often than the lines as they are (a fixed-width table whose
+    rows all end at one column stays as it is).
+    """
+    joined: list[str] = []
+    previous = 0
+    for line in lines:
+        if joined and previous == width and line.strip() and not _starts_record(line):
+            joined[-1] += line
+        else:
+            joined.append(line)
+        previous = len(line)
+    if len(joined) == len(lines) or _agreement(joined) <= _agreement(lines):
+        return lines
+    undone.append(f"rejoined {len(lines) - len(joined)} line(s) of a CSV table wrapped at {width} columns")
+    return joined
+
+
+def _agreement(lines: list[str]) -> float:
+    """The share of comma-separated lines that have the commonest number of commas."""
+    counts = Counter(line.count(",") for line in lines if "," in line)
+    return counts.most_common(1)[0][1] / sum(counts.values()) if counts else 0.0
+
+
+def _outline(line: str) -> str:
+    """A line with its words and numbers as ``a`` and ``9``: the rows of a table share one."""
+    return " ".join(_DIGITS.sub("9", _LETTERS.sub("a", line)).split())
+
+
+def _shape(line: str) -> str:
+    """How a line starts: indented or not, its first word's outline, what the second opens with.
+
+    ``    0     36`` -> `` 9 9``; ``Traceback (most`` -> ``a (``; ``7, GPU-2878`` -> ``9, a``.
+    """
+    words = line.split(None, 2)
+    if not words:
+        return ""
+    indent = " " if line[:1].isspace() else ""
+    second = _outline(words[1])[:1] if len(words) > 1 else ""
+    return f"{indent}{_outline(words[0])} {second}".rstrip()

@@ -1,0 +1,156 @@
+"""The damage of pasting is undone in one layer, before any importer, and said in the report.
+
+The grammar cases are built here; the real samples under every damage are in
+``test_each_real_sample_reads_the_same_under_every_reversible_damage`` (the
+fast subset of ``benchmarks/bench_damage.py``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from diagnose.importers import mend
+from tests.conftest import SHARED_DATA
+from tests.helpers.damage import DAMAGES, rows, verdict
+
+VLLM_STATS = (
+    "INFO 05-19 10:13:{s:02d} [loggers.py:271] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+    "Avg generation throughput: 41.{s} tokens/s, Running: 3 reqs, Waiting: 0 reqs, "
+    "GPU KV cache usage: 12.5%, Prefix cache hit rate: 0.0%"
+)
+SCRAPE = "\n".join(
+    [
+        "# HELP vllm:num_requests_running Number of requests currently running on GPU.",
+        "# TYPE vllm:num_requests_running gauge",
+        'vllm:num_requests_running{model_name="llama"} 3.0',
+        "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
+        "# TYPE vllm:num_requests_waiting gauge",
+        'vllm:num_requests_waiting{model_name="llama"} 7.0',
+    ]
+)
+
+
+def test_a_clean_text_comes_back_unchanged():
+    for text in (SCRAPE, "\n".join(VLLM_STATS.format(s=s) for s in range(5))):
+        assert mend(text).text == text
+        assert mend(text).undone == ()
+
+
+def test_process_tags_are_removed_and_kept_as_who_wrote_the_lines():
+    lines = [VLLM_STATS.format(s=s) for s in range(3)]
+    tagged = "\n".join(f"(EngineCore_3 pid={4000 + i}) {line}" for i, line in enumerate(lines))
+    mended = mend(tagged)
+    assert mended.text == "\n".join(lines)
+    assert mended.undone == ('removed a process tag prefix ("(EngineCore_3 pid=…)") from 3 line(s)',)
+    assert mended.prefixes[0] == "(EngineCore_3 pid=4000)"
+
+
+def test_a_compose_prefix_needs_most_lines_a_process_tag_does_not():
+    scrape = "\n".join(f"vllm-1  | {line}" for line in SCRAPE.split("\n"))
+    assert mend(scrape).text == SCRAPE
+    # one line starting like a compose prefix is a line, not a prefix
+    table = "name | value\n" + SCRAPE
+    assert mend(table).text == table
+
+
+def test_a_markdown_quote_gives_help_and_type_their_hash_back():
+    quoted = "\n".join("> " + line.removeprefix("# ") for line in SCRAPE.split("\n"))
+    assert mend(quoted).text == SCRAPE
+
+
+def test_entities_escapes_fences_prompts_and_colour_are_undone():
+    damaged = (
+        "```\n$ curl -s localhost:8000/metrics\n"
+        + SCRAPE.replace('"', "&quot;").replace("_", "\\_").replace("vllm:", "\x1b[1mvllm:")
+        + "\n```"
+    )
+    mended = mend(damaged)
+    assert mended.text.replace("\x1b[1m", "") == SCRAPE
+    said = " ".join(mended.undone)
+    for what in ("HTML entit", "Markdown escape", "code fence", "shell prompt", "colour code"):
+        assert what in said
+
+
+def test_curls_progress_meter_is_removed_even_glued_to_a_line():
+    meter = (
+        "  % Total    % Received % Xferd  Average Speed   Time    Time     Time  Current\n"
+        "                                 Dload  Upload   Total   Spent    Left  Speed\n"
+        "100  1234  100  1234    0     0  12345      0 --:--:-- --:--:-- --:--:-- 12345"
+    )
+    assert mend(meter + SCRAPE).text == SCRAPE
+
+
+def test_glued_samples_and_log_lines_are_split_where_a_record_starts():
+    lines = SCRAPE.split("\n")
+    glued = "\n".join([lines[0], lines[1], lines[2] + lines[3], lines[4] + lines[5]])
+    assert mend(glued).text == SCRAPE
+    log = [VLLM_STATS.format(s=s) for s in range(3)]
+    assert mend(log[0] + log[1] + "\n" + log[2]).text == "\n".join(log)
+
+
+def test_a_hard_wrapped_log_is_rejoined_and_a_fixed_width_table_is_not():
+    log = "\n".join(VLLM_STATS.format(s=s) for s in range(4))
+    wrapped = "\n".join(line[i : i + 80] for line in log.split("\n") for i in range(0, len(line), 80))
+    assert mend(wrapped).text == log
+    dmon = "# gpu   pwr  gtemp  mtemp  sm  mem\n# Idx     W      C      C   %    %\n" + "\n".join(
+        f"    0    {30 + i:3d}     40      -    {i:2d}   10   " + "0" * 40 for i in range(6)
+    )
+    assert mend(dmon).text == dmon
+
+
+def test_a_wrapped_csv_is_rejoined_only_where_its_records_then_agree():
+    header = "timestamp, index, name, utilization.gpu [%], memory.used [MiB], memory.total [MiB]"
+    rows_ = [
+        f"2024/05/01 10:00:0{i}.000, {i}, NVIDIA H100 80GB HBM3, {10 * i} %, 1234 MiB, 81559 MiB"
+        for i in range(4)
+    ]
+    table = "\n".join([header, *rows_])
+    wrapped = "\n".join(line[i : i + 60] for line in table.split("\n") for i in range(0, len(line), 60))
+    assert mend(wrapped).text == table
+    assert mend(table).text == table  # rows all one width: a table, not a wrap
+
+
+def test_json_strings_broken_by_a_hard_wrap_are_joined():
+    document = json.dumps({"resourceSpans": [{"resource": {"attributes": [{"key": "service.name"}]}}]})
+    wrapped = "\n".join(document[i : i + 30] for i in range(0, len(document), 30))
+    assert json.loads(mend(wrapped).text) == json.loads(document)
+
+
+def test_the_report_says_what_was_undone(tmp_path, report_of):
+    tagged = "\n".join(f"(EngineCore_0 pid=91) {VLLM_STATS.format(s=s)}" for s in range(20))
+    (tmp_path / "engine.log").write_text(tagged + "\n")
+    report = report_of(tmp_path)
+    said = (
+        'engine.log: read after undoing what pasting did to it: removed a process tag prefix ("(EngineCore_0'
+    )
+    assert any(w.startswith(said) for w in report["evidence"]["warnings"])
+    assert report["evidence"]["importers"][0]["rows"] > 0
+
+
+SAMPLES = SHARED_DATA / "real-samples"
+
+
+def _samples() -> list:
+    if not SAMPLES.is_dir():
+        return []
+    return sorted(
+        p
+        for p in SAMPLES.rglob("*")
+        if p.is_file() and p.name not in ("README.md", "SOURCES.tsv") and "profiler-traces" not in p.parts
+    )
+
+
+@pytest.mark.skipif(not SAMPLES.is_dir(), reason="../shared/data/real-samples is not here")
+@pytest.mark.parametrize("sample", _samples(), ids=lambda p: "_".join(p.relative_to(SAMPLES).parts))
+def test_each_real_sample_reads_the_same_under_every_reversible_damage(sample):
+    text = sample.read_text(encoding="utf-8", errors="replace")
+    clean = rows(text, sample.name)
+    if not clean[1]:
+        pytest.skip("a look-alike or a file with nothing to keep: no rows to compare")
+    for damage in DAMAGES:
+        outcome = verdict(clean, damage.apply(text), sample.name)
+        assert not outcome.startswith("error"), (damage.name, outcome)
+        if damage.reversible:
+            assert outcome == "same", damage.name
