@@ -125,20 +125,15 @@ _HELP_LINE = re.compile(r"^# HELP [A-Za-z_:][A-Za-z0-9_:]*(?: .*)?$")
 def exposition_text(text: str) -> tuple[str, list[int]]:
     """The exposition lines of pasted text, and the numbers of the lines dropped.
 
-    People paste scrapes with the ``curl`` prompt above them, inside a Markdown
-    quote (which also turns ``# HELP`` into ``> HELP``) or a code fence, and cut
-    short at the end; one such line makes the whole scrape unparsable. Blank
-    lines and fences go silently; prompts, cut sample lines and cut ``# TYPE``
-    lines are dropped and counted.
+    Quotes, fences and prompts are gone already (:mod:`diagnose.importers.mend`); what
+    is left that is not exposition text (a line cut short, a cut ``# TYPE``, notes)
+    would make the whole scrape unparsable: blank lines go silently, the rest are
+    dropped and counted.
     """
-    lines = text.splitlines()
-    filled = [line for line in lines if line.strip()]
-    if filled and sum(line.lstrip().startswith(">") for line in filled) >= 0.8 * len(filled):
-        lines = [_unquote(line) for line in lines]
     kept, skipped = [], []
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
-        if not stripped or stripped.startswith("```"):
+        if not stripped:
             continue
         if stripped.startswith("#"):
             is_type, is_help = stripped.startswith("# TYPE"), stripped.startswith("# HELP")
@@ -151,13 +146,6 @@ def exposition_text(text: str) -> tuple[str, list[int]]:
         else:
             skipped.append(number)
     return "\n".join(kept) + "\n", skipped
-
-
-def _unquote(line: str) -> str:
-    """One Markdown quote level off; a quoted ``HELP``/``TYPE`` lost its ``#`` to the quote."""
-    text = line.lstrip()
-    text = text[1:].lstrip() if text.startswith(">") else text
-    return f"# {text}" if text.startswith(("HELP ", "TYPE ")) else text
 
 
 def _split_scrapes(text: str) -> list[str]:
