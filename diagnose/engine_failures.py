@@ -9,7 +9,8 @@ live is the same ``engine_stall`` event as one found in a file afterwards:
   watchdog timeout (...)``, PyTorch's NCCL ``Watchdog caught collective
   operation timeout`` (a hung tensor-parallel rank), a service's own
   ``watchdog timeout``;
-- dead: vLLM's ``EngineDeadError`` and its relatives.
+- dead: vLLM's ``EngineDeadError`` and its relatives; SGLang's ``Scheduler hit an
+  exception`` and the server's ``Received sigquit from a child process``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ VLLM_DEAD = re.compile(
     r"MQLLMEngine is already dead|Engine background task failed|AsyncEngineDeadError|EngineDeadError"
     r"|EngineCore encountered a fatal error"
 )
+SGLANG_DEAD = re.compile(r"Scheduler hit an exception|Received sigquit from a child process")
+DEAD = re.compile(VLLM_DEAD.pattern + "|" + SGLANG_DEAD.pattern)
 # Any stall: vLLM's own lines, or a watchdog's (in any case: SGLang and PyTorch capitalise differently).
 STALLED = re.compile(VLLM_STALLED.pattern + r"|\b(?i:watchdog (?:caught collective operation )?timeout)\b")
 
@@ -31,6 +34,6 @@ def engine_failure_kind(line: str) -> str | None:
     """``engine_stall``, ``engine_dead``, or None for a line that says neither."""
     if STALLED.search(line):
         return "engine_stall"
-    if VLLM_DEAD.search(line):
+    if DEAD.search(line):
         return "engine_dead"
     return None

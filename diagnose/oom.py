@@ -8,8 +8,13 @@ in bytes; "CUDA error: out of memory" with no figures at all). Each field is
 found by its own pattern so a truncated or prefixed message still yields what
 it holds. ROCm's PyTorch (HIP) runs the same caching allocator and prints the
 same figures, so its messages are read like CUDA's. Other back ends (XPU, MPS,
-TensorFlow) are recognised and named as such: their allocators differ, and
-CUDA's reading would mislead.
+TensorFlow, JAX/XLA) are recognised and named as such: their allocators differ,
+and CUDA's reading would mislead. TensorFlow's and XLA's BFC allocator print
+their own figures (the request, rounded; ``Limit``, ``InUse`` and
+``LargestFreeBlock`` in the stats after the chunk dump; a tensor's shape and
+type in ``OOM when allocating tensor``): they are read and said in the reason
+(the limit reached, or room within it but no free block large enough), and
+the class stays ``other back end``.
 
 The classification rule, in order (docs/importers.md repeats it):
 
@@ -18,6 +23,8 @@ The classification rule, in order (docs/importers.md repeats it):
 3. request > the card's total -> exhaustion: request larger than the card;
 4. reserved-but-unallocated >= request, and a material share (5 %) of the card -> ``fragmentation``
    (PyTorch held enough, in pieces, and enough of the card that the pieces matter);
+   a message cut before that figure (its ``(GPU 0; ...`` list never closed, or 2.x's sentences
+   ending before "reserved by PyTorch but unallocated") -> ``unknown``: nothing else can be told;
 5. a memory-fraction limit ("allowed") that the reserve + the request's segment exceed -> exhaustion:
    the limit (the allocator counts segments: 2 MiB for requests to 1 MiB, 20 MiB to 10 MiB);
 6. free on the card > the request's segment + 5 % -> ``anomalous`` (the margin: messages round to
@@ -77,21 +84,46 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
         "limit_allocated": r"Currently allocated\s*:\s*" + _SIZE,
     }.items()
 }
+_FIGURES_OPEN = re.compile(r"Tried to allocate [\d.]+\s*\w+ \((?:GPU|XPU) \d+;", re.IGNORECASE)
+_NEW_FORM = re.compile(r"has a total capac\w* of|of which [\d.]+\s*\w+ is free", re.IGNORECASE)
+_NEW_FORM_END = re.compile(
+    r"reserved by PyTorch but unallocated|See documentation|PYTORCH_\w*ALLOC_CONF", re.IGNORECASE
+)
 _CXX_WARNING = re.compile(r"trying to allocate (\d+) bytes \(free: (\d+), total: (\d+)\)", re.IGNORECASE)
 _DEVICE = re.compile(r"\bGPU (\d+)\b|on device (\d+)", re.IGNORECASE)
 _PROCESS = re.compile(r"\bProcess (\d+) has\b")
 _OOM_MARKERS = re.compile(
     r"(?:CUDA|XPU|HIP|MPS backend) out of memory|OutOfMemoryError|allocation failed with OOM"
     r"|would exceed allowed memory|CUDA error: out of memory|CUDA_ERROR_OUT_OF_MEMORY"
-    r"|Tried to allocate [\d.]+\s*\w+ \(GPU \d+;|ran out of memory trying to allocate",
+    r"|Tried to allocate [\d.]+\s*\w+ \(GPU \d+;|ran out of memory trying to allocate"
+    r"|OOM when allocating tensor|RESOURCE_EXHAUSTED: Out of memory|Failed to allocate request for",
     re.IGNORECASE,
 )
 _BACKENDS = (
     ("xpu", re.compile(r"XPU out of memory", re.IGNORECASE)),
     ("mps", re.compile(r"MPS backend out of memory", re.IGNORECASE)),
     ("hip", re.compile(r"HIP out of memory|PYTORCH_HIP_ALLOC_CONF", re.IGNORECASE)),
-    ("tensorflow", re.compile(r"_bfc\b|bfc_allocator|stream_executor|ran out of memory trying", re.I)),
+    ("xla", re.compile(r"XlaRuntimeError|jaxlib|xla_extension|xla/tsl/|RESOURCE_EXHAUSTED: Out of memory")),
+    (
+        "tensorflow",
+        re.compile(
+            r"_bfc\b|bfc_allocator|stream_executor|ran out of memory trying|OOM when allocating", re.I
+        ),
+    ),
 )
+# The BFC allocator's own figures (TensorFlow, XLA): the request rounded to bytes, the stats block
+# printed after the chunk dump, a device allocation that failed, a tensor's shape and element type.
+_BFC = {
+    "rounded": re.compile(r"\(rounded to (\d+)\)"),
+    "limit": re.compile(r"\bLimit:\s+(\d+)"),
+    "in_use": re.compile(r"\bInUse:\s+(\d+)"),
+    "largest_free": re.compile(r"\bLargestFreeBlock:\s+(\d+)"),
+    "bytes": re.compile(r"(?:allocate|for) [\d.]+\s*\w*\s*\((\d+)\s*(?:bytes|B)\)|allocate (\d+) bytes"),
+}
+_TENSOR = re.compile(r"OOM when allocating tensor with shape\s*\[([\d,\s]+)\] and type (\w+)")
+_DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8}
+_DTYPE_BYTES |= {"int32": 4, "int64": 8, "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8}
+_NOT_A_FAILURE = re.compile(r"The caller indicates that this is not a failure")
 
 
 @dataclass(frozen=True)
@@ -106,8 +138,12 @@ class OomMessage:
     process_in_use_bytes: float | None = None
     gpu: int | None = None
     pid: int | None = None
-    backend: str = "cuda"  # cuda, or the other back end that wrote it: xpu, mps, hip, tensorflow
+    backend: str = "cuda"  # cuda, or the other back end that wrote it: xpu, mps, hip, tensorflow, xla
     allowed_bytes: float | None = None  # a per-process limit (memory fraction) the message states
+    limit_bytes: float | None = None  # the BFC allocator's limit (TensorFlow, XLA)
+    largest_free_bytes: float | None = None  # the BFC allocator's largest free block
+    not_a_failure: bool = False  # TensorFlow's "the caller indicates that this is not a failure"
+    cut: bool = False  # the figure list ends before its end: "(GPU 0; ... alre" with no ")"
 
     @property
     def other_processes_bytes(self) -> float | None:
@@ -126,6 +162,8 @@ def parse_oom_message(text: str) -> OomMessage | None:
     if not is_oom_message(text):
         return None
     backend = next((name for name, pattern in _BACKENDS if pattern.search(text)), "cuda")
+    if backend in ("tensorflow", "xla"):
+        return _bfc_message(text, backend)
     cxx = _CXX_WARNING.search(text)
     if cxx:
         requested, free, total = (float(g) for g in cxx.groups())
@@ -138,6 +176,12 @@ def parse_oom_message(text: str) -> OomMessage | None:
         reserved_unallocated = max(0.0, found["reserved_total"] - found["allocated"])
     process = _PROCESS.search(text)
     in_use = found["process_in_use"]
+    # The figures' grammar says where they end: 1.x closes its "(GPU 0; ...)" list, 2.x ends on
+    # "... reserved by PyTorch but unallocated." A message without that end was cut short.
+    opened = _FIGURES_OPEN.search(text)
+    cut = (opened is not None and ")" not in text[opened.end() :]) or (
+        _NEW_FORM.search(text) is not None and _NEW_FORM_END.search(text) is None
+    )
     if in_use == 0 and (found["allocated"] or 0) > 0:
         in_use = None  # "this process has 0 bytes memory in use" beside allocations: NVML in a container
     return OomMessage(
@@ -151,6 +195,28 @@ def parse_oom_message(text: str) -> OomMessage | None:
         pid=int(process.group(1)) if process else None,
         backend=backend,
         allowed_bytes=found["allowed"],
+        cut=cut,
+    )
+
+
+def _bfc_message(text: str, backend: str) -> OomMessage:
+    found = {name: pattern.search(text) for name, pattern in _BFC.items()}
+    figure = {name: float(next(g for g in m.groups() if g)) if m else None for name, m in found.items()}
+    requested = _first_known(figure["rounded"], figure["bytes"], _size(_PATTERNS["requested"].search(text)))
+    if requested is None and (tensor := _TENSOR.search(text)):
+        elements = 1
+        for size in tensor.group(1).split(","):
+            elements *= int(size.strip() or 1)
+        if (width := _DTYPE_BYTES.get(tensor.group(2).lower())) is not None:
+            requested = float(elements * width)
+    return OomMessage(
+        requested_bytes=requested,
+        allocated_bytes=figure["in_use"],
+        gpu=_device(text),
+        backend=backend,
+        limit_bytes=figure["limit"],
+        largest_free_bytes=figure["largest_free"],
+        not_a_failure=bool(_NOT_A_FAILURE.search(text)),
     )
 
 
@@ -182,7 +248,7 @@ def explain_oom(oom: OomMessage, serving_engine: bool = False) -> tuple[str, str
     """
     requested = oom.requested_bytes
     if oom.backend not in _ALLOCATOR_BACKENDS:
-        return OTHER_BACKEND, f"{_BACKEND_NAMES[oom.backend]}'s out-of-memory error, not CUDA's"
+        return OTHER_BACKEND, _other_backend_reason(oom)
     if requested is None:
         return UNKNOWN, "the message gives no request size, so there is nothing to weigh"
     asked = f"requested {human_bytes(requested)}"
@@ -194,6 +260,11 @@ def explain_oom(oom: OomMessage, serving_engine: bool = False) -> tuple[str, str
     if covers and (share is None or share >= MATERIAL_SHARE):
         of_card = f", {share:.0%} of the card" if share is not None else ""
         return FRAGMENTATION, f"reserved but unallocated {human_bytes(stranded)} >= {asked}{of_card}"
+    if oom.cut and stranded is None and not _cannot_be_fragmentation(oom):
+        return UNKNOWN, (
+            f"{asked}, but the message is cut before PyTorch's reserve: "
+            "fragmentation cannot be told from exhaustion"
+        )
     reserve, segment = (oom.allocated_bytes or 0) + (stranded or 0), _segment(requested)
     if oom.allowed_bytes is not None and reserve + segment > oom.allowed_bytes:
         used = f"reserved {human_bytes(reserve)} + a {human_bytes(segment)} segment for {asked}"
@@ -229,6 +300,41 @@ def explain_oom(oom: OomMessage, serving_engine: bool = False) -> tuple[str, str
     return EXHAUSTION, f"{known[0]} < {asked}{unstated}"
 
 
+def _other_backend_reason(oom: OomMessage) -> str:
+    """What another back end's own figures say: for a BFC allocator, its limit reached or its pieces."""
+    reason = f"{_BACKEND_NAMES[oom.backend]}'s out-of-memory error, not CUDA's"
+    requested, limit, in_use = oom.requested_bytes, oom.limit_bytes, oom.allocated_bytes
+    if requested is not None:
+        reason += f": requested {human_bytes(requested)}"
+    if None not in (requested, limit, in_use):
+        room = limit - in_use
+        stated = f"its allocator's limit {human_bytes(limit)}, in use {human_bytes(in_use)}"
+        largest = oom.largest_free_bytes
+        if room >= requested and largest is not None and largest < requested:
+            reason += (
+                f"; {stated}: {human_bytes(room)} free within the limit, but the largest free block is "
+                f"{human_bytes(largest)}, smaller than the request (fragmented)"
+            )
+        elif room < requested:
+            reason += f"; {stated}: the request does not fit in the {human_bytes(room)} left (exhausted)"
+        else:
+            reason += f"; {stated}"
+    if oom.not_a_failure:
+        reason += " (TensorFlow says this is not a failure: the op fell back, slower, to less memory)"
+    return reason
+
+
+def _cannot_be_fragmentation(oom: OomMessage) -> bool:
+    """Whether a message cut before PyTorch's reserve still rules fragmentation out: the reserve not
+    yet allocated is at most what the process holds less what PyTorch allocated, and a bound below
+    the request, or below a material share of the card, settles it."""
+    if None in (oom.process_in_use_bytes, oom.allocated_bytes, oom.requested_bytes):
+        return False
+    bound = oom.process_in_use_bytes - oom.allocated_bytes
+    material = MATERIAL_SHARE * oom.total_bytes if oom.total_bytes else 0.0
+    return bound < oom.requested_bytes or bound < material
+
+
 def _segment(requested: float) -> float:
     """What the caching allocator asks the driver for to serve a request (its allocation sizes: 2 MiB
     for small requests, 20 MiB up to 10 MiB, else rounded up to 2 MiB), which a memory limit counts."""
@@ -250,7 +356,13 @@ def stranded_share(oom: OomMessage) -> float | None:
     return stranded / whole if whole else None
 
 
-_BACKEND_NAMES = {"xpu": "Intel XPU", "mps": "Apple MPS", "hip": "AMD HIP (ROCm)", "tensorflow": "TensorFlow"}
+_BACKEND_NAMES = {
+    "xpu": "Intel XPU",
+    "mps": "Apple MPS",
+    "hip": "AMD HIP (ROCm)",
+    "tensorflow": "TensorFlow",
+    "xla": "JAX/XLA",
+}
 
 
 def _size(match: re.Match[str] | None) -> float | None:

@@ -137,7 +137,8 @@ def test_the_issue_case_vllm_log_with_ooms_smi_csv_and_a_scrape(tmp_path, report
 
 SAMPLES = SHARED_DATA / "real-samples" / "formats"
 EXPECTED = {
-    "pytorch_oom": ("pytorch-oom", "vllm-log"),  # an OOM inside a vLLM engine log is read with the rest of it
+    # an OOM inside a vLLM or TGI log is read with the rest of the log
+    "pytorch_oom": ("pytorch-oom", "vllm-log", "tgi-log"),
     "xid_dmesg": ("kernel-xid",),
     "nvidia_smi_query_gpu": ("nvidia-smi-csv",),
     "nvidia_smi_compute_apps": ("nvidia-smi-compute-apps",),

@@ -73,6 +73,25 @@ def test_entities_escapes_fences_prompts_and_colour_are_undone():
         assert what in said
 
 
+def test_colour_codes_written_out_as_text_are_removed():
+    for written in ("#033[", "\\u001b[", "\\x1b[", "\\033[", "^[["):
+        damaged = SCRAPE.replace("vllm:", f"{written}1mvllm:").replace(" 7.0", f"{written}0m 7.0")
+        mended = mend(damaged)
+        assert mended.text == SCRAPE, written
+        assert any("written out as text" in what for what in mended.undone)
+
+
+def test_a_last_line_cut_mid_figure_is_left_out_and_a_complete_one_is_not():
+    rows = [f"2024/05/01 10:00:0{s}, 0, {60 + s}.25 %, 81920 MiB" for s in range(5)]
+    complete = "\n".join(rows)  # an editor may save the last line without its line end
+    assert mend(complete).text == complete
+    cut = "\n".join([*rows[:4], rows[4][:-7]])  # "... 64.25 %, 81920 MiB" cut to "... 819"
+    mended = mend(cut)
+    assert mended.text == "\n".join(rows[:4])
+    assert any("left out the last line" in what for what in mended.undone)
+    assert mend(cut + "\n").text == cut + "\n"  # a line end says the line is whole, however short
+
+
 def test_curls_progress_meter_is_removed_even_glued_to_a_line():
     meter = (
         "  % Total    % Received % Xferd  Average Speed   Time    Time     Time  Current\n"

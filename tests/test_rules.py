@@ -191,7 +191,7 @@ def test_a_decisive_line_is_marked_in_every_report_form(run_cli, tmp_path):
     code, text, _ = run_cli("file", dump)
     assert code == 0 and "Settled by (decisive on its own):" in text
     code, markdown, _ = run_cli("file", dump, "--format", "markdown")
-    assert "- **Settles it:** the engine preempted requests" in markdown
+    assert "- **Settles it:** the engine preempted (vLLM) or retracted (SGLang) requests" in markdown
     code, out, _ = run_cli("file", dump, "--format", "json")
     import json
 

@@ -347,7 +347,10 @@ CATALOGUE: dict[str, FactSpec] = {
         "count", "server: swapped (vLLM V0)", "most requests swapped out to CPU memory"
     ),
     "engine.preemptions": FactSpec(
-        "count", _ENGINE, "preemptions the evidence shows (warnings, vLLM's cumulative count, or the counter)"
+        "count",
+        _ENGINE,
+        "requests preempted or retracted that the evidence shows (vLLM's warnings or cumulative count, "
+        "SGLang's retractions, or the counter)",
     ),
     "engine.no_progress_s": FactSpec(
         "s", "server: running and tokens_per_s", "longest time with requests running and no token generated"

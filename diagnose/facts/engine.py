@@ -28,8 +28,13 @@ AT_CAPACITY = 0.9  # running this close to its highest, with requests waiting: t
 QUEUED_FULL_PCT = 90.0  # requests waiting while usage is at least this: waiting for the cache
 _ENGINE_EVENTS = ("preemption", "engine_stall", "engine_dead", "engine_start_failed", "kv_cache_config")
 _CUMULATIVE = re.compile(r"total_num_cumulative_preemption=(\d+)")
-_CAPACITY_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
+# vLLM's "GPU KV cache size: N tokens"; SGLang's "KV Cache is allocated. #tokens: N" and
+# "max_total_num_tokens=N, ..., context_len=L" (which also gives the requests of full length it holds).
+_CAPACITY_TOKENS = re.compile(
+    r"GPU KV cache size: ([\d,]+) tokens|KV Cache is allocated\. #tokens: (\d+)|max_total_num_tokens=(\d+)"
+)
 _CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+_CONTEXT_LEN = re.compile(r"max_total_num_tokens=(\d+).*?\bcontext_len=(\d+)")
 
 
 def add_engine_facts(facts: Facts, dump: Dump) -> None:
@@ -161,7 +166,13 @@ def _add_preemptions(
     counts = {"events: preemption": 0.0}
     if kinds is not None:
         preempted = events[(kinds == "preemption").to_numpy()]
-        counts["events: preemption"] = float(len(preempted))
+        # SGLang retracts several requests in one line: count them, one where the event does not say
+        per_event = (
+            pd.to_numeric(preempted["requests"], errors="coerce").fillna(1.0)
+            if "requests" in preempted.columns
+            else pd.Series(1.0, index=preempted.index)
+        )
+        counts["events: preemption"] = float(per_event.sum())
         messages = preempted["message"].astype("string").fillna("") if "message" in preempted else []
         cumulative = [int(m.group(1)) for text in messages if (m := _CUMULATIVE.search(text))]
         if cumulative:
@@ -191,8 +202,13 @@ def _add_stalls(facts: Facts, events: pd.DataFrame | None, kinds: pd.Series | No
 def _add_capacity(facts: Facts, config: pd.DataFrame, source: str) -> None:
     for text in config.get("message", pd.Series(dtype="string")).astype("string").fillna(""):
         if m := _CAPACITY_TOKENS.search(text):
-            facts.add(
-                "engine.kv_capacity_tokens", int(m.group(1).replace(",", "")), f"{source}: {text[:120]}"
-            )
+            tokens = next(group for group in m.groups() if group)
+            facts.add("engine.kv_capacity_tokens", int(tokens.replace(",", "")), f"{source}: {text[:120]}")
         if m := _CONCURRENCY.search(text):
             facts.add("engine.max_concurrency", float(m.group(2)), f"{source}: {text[:120]}")
+        elif (m := _CONTEXT_LEN.search(text)) and int(m.group(2)) > 0:
+            facts.add(
+                "engine.max_concurrency",
+                int(m.group(1)) / int(m.group(2)),
+                f"{source}: max_total_num_tokens / context_len in {text[:120]}",
+            )

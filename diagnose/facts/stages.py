@@ -29,6 +29,7 @@ CPU_STAGES = frozenset(
         "featurize",
         "serialize",
         "deserialize",
+        "validation",  # TGI's validation workers: tokenizing and checking each request
     }
 )
 GPU_STAGES = frozenset({"forward", "prefill", "decode", "compute", "inference", "infer", "model", "generate"})

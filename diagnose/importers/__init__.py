@@ -18,6 +18,8 @@ from diagnose.importers.nvidia_smi_report import NvidiaSmiQueryImporter, NvidiaS
 from diagnose.importers.oom_log import OomLogImporter
 from diagnose.importers.prometheus_text import PrometheusTextImporter
 from diagnose.importers.series import GrafanaCsvImporter, PromQueryImporter
+from diagnose.importers.sglang_log import SglangLogImporter
+from diagnose.importers.tgi_log import TgiLogImporter
 from diagnose.importers.torch_memory import TorchMemoryImporter
 from diagnose.importers.traces import TraceImporter
 from diagnose.importers.vllm_log import VllmLogImporter
@@ -36,6 +38,8 @@ IMPORTERS: tuple[Importer, ...] = (
     GrafanaCsvImporter(),
     PrometheusTextImporter(),
     XidImporter(),
+    TgiLogImporter(),
+    SglangLogImporter(),
     VllmLogImporter(),
     TorchMemoryImporter(),
     OomLogImporter(),

@@ -29,7 +29,8 @@ class OomLogImporter(Importer):
     name = "pytorch-oom"
     description = (
         "out-of-memory messages in any log or traceback: PyTorch CUDA (torch 1.0 to 2.9 wordings), "
-        "and XPU, MPS and TensorFlow ones, named as such (HIP read like CUDA)"
+        "and XPU, MPS, TensorFlow and JAX/XLA ones, named as such with their allocator's figures "
+        "(HIP read like CUDA)"
     )
     example = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has ..."
 
@@ -71,6 +72,8 @@ def oom_events(
                 break
             block.append(following)
         message = _unwrapped("\n".join(block), lines[index + len(block) : index + len(block) + 4])
+        if _BFC_OOM.search(line):
+            message += _bfc_stats(lines[index + 1 : index + 1 + _BFC_DUMP_LINES])
         oom = parse_oom_message(message)
         if oom is None or (oom.requested_bytes is None and not _ERROR_FORM.search(line)):
             continue  # prose that mentions an OOM ("I meet CUDA out of memory when ...") is no event
@@ -91,6 +94,24 @@ def oom_events(
             }
         )
     return events
+
+
+# TensorFlow's and XLA's BFC allocator print their stats after a dump of every chunk (thousands of
+# lines): the figures that say whether the limit was reached or the memory was in pieces.
+_BFC_OOM = re.compile(r"ran out of memory trying to allocate")
+_BFC_STAT = re.compile(r"^\W*(?:Limit|InUse|LargestFreeBlock):\s+\d+\s*$")
+_BFC_DUMP_LINES = 20_000
+
+
+def _bfc_stats(following: list[str]) -> str:
+    """The stats lines of the BFC allocator's report, up to the next OOM message."""
+    stats = []
+    for line in following:
+        if is_oom_message(line) and not _BFC_STAT.match(line):
+            break
+        if _BFC_STAT.match(line):
+            stats.append(line.strip())
+    return "\n" + "\n".join(stats) if stats else ""
 
 
 def _unwrapped(message: str, following: list[str]) -> str:

@@ -22,8 +22,10 @@ from diagnose.importers.base import Imported, Importer, Source
 if TYPE_CHECKING:  # prometheus_client is imported where a page is parsed: not on every start
     from prometheus_client.metrics_core import Metric
 
+# A name may hold colons (recording rules), but one ending in a colon before its value is a
+# "Key:   value" report (an allocator's stats), not a sample.
 _SAMPLE_LINE = re.compile(
-    r"^[A-Za-z_:][A-Za-z0-9_:]*(?:\{[^}]*\})?[ \t]+"
+    r"^[A-Za-z_:][A-Za-z0-9_:]*(?<!:)(?:\{[^}]*\})?[ \t]+"
     r"(?:[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+)|[-+]?Inf|NaN)(?:[ \t]+-?\d+)?[ \t]*$",
     re.MULTILINE,
 )

@@ -146,7 +146,11 @@ def _row_set(frame) -> list[tuple]:
     for values in frame[columns].itertuples(index=False):
         pairs = tuple((c, _value(v)) for c, v in zip(columns, values, strict=True))
         # a time that fell back to the file's (its stamp was cut off) is a figure lost, not a wrong one
-        found.append(tuple(p for p in pairs if p[1] is not None and p != ("ts", MTIME)))
+        kept = tuple(p for p in pairs if p[1] is not None and p != ("ts", MTIME))
+        # an OOM the damage left "unknown" (its figures cut away) has lost its verdict, not misread it
+        if dict(kept).get("oom_class", "").startswith("unknown"):
+            kept = tuple(p for p in kept if p[0] not in ("oom_class", "oom_reason"))
+        found.append(kept)
     return sorted(found, key=repr)
 
 

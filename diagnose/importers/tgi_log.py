@@ -1,0 +1,130 @@
+"""Text Generation Inference (TGI) and Text Embeddings Inference (TEI) logs: requests, starts, failures.
+
+TGI's router logs each successful request inside its tracing span, whose
+fields are the request's own timings (Rust ``Duration`` debug strings:
+``1.2s``, ``23.09ms``, ``527.5µs``), in plain text
+(``generate{... total_time="2.31s" validation_time="527.5µs" ...}: ... Success``)
+or with ``--json-output`` (``"total_time":"2.31s"``). They become a
+``requests`` row each:
+
+| span field | requests column |
+|---|---|
+| total_time | latency_ms; the line's stamp minus it is the arrival ``ts`` |
+| validation_time (TGI) / tokenization_time (TEI) | stage_validation_ms / stage_tokenize_ms (CPU) |
+| queue_time | stage_queue_ms |
+| inference_time | stage_inference_ms (GPU: prefill and decode) |
+| time_per_token | tpot_ms |
+| inference_time / time_per_token | output_len (TGI divides the one by the tokens to get the other) |
+
+The launcher's lines give events: its arguments (``Args {``) a ``restart``;
+a shard's "Shard ready in 218.6s" a ``restart`` that long before (when no
+arguments line says when); the router's "Connected" the end of warm-up; a
+shard that failed to start or warm up (``Method Warmup encountered an
+error``, ``Shard N failed to start``) ``engine_start_failed``; a shard that
+crashed, or a router thread that panicked, ``engine_dead``. An OOM in the
+shards' output is read as everywhere else.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from diagnose.importers.base import Imported, Importer, Source
+from diagnose.importers.oom_log import oom_events
+from diagnose.importers.stamps import leading_iso_stamp
+
+_TARGETS = re.compile(r"text_generation_(?:launcher|router|server)|text_embeddings_router")
+_UNIT_MS = {"ns": 1e-6, "µs": 1e-3, "μs": 1e-3, "Âµs": 1e-3, "us": 1e-3, "ms": 1.0, "s": 1000.0}
+_TIMING = re.compile(
+    r"\b(total_time|validation_time|tokenization_time|queue_time|inference_time|time_per_token)"
+    r"\\?\"?\s*[=:]\s*\\?\"?(\d+(?:\.\d+)?)\s*(ns|µs|μs|Âµs|us|ms|s)\b"
+)
+_COLUMNS = {
+    "validation_time": "stage_validation_ms",
+    "tokenization_time": "stage_tokenize_ms",
+    "queue_time": "stage_queue_ms",
+    "inference_time": "stage_inference_ms",
+    "time_per_token": "tpot_ms",
+}
+_ARGS = re.compile(r"text_generation_launcher: Args \{")
+_SHARD_READY = re.compile(r"Shard ready in (\d+(?:\.\d+)?)s")
+_CONNECTED = re.compile(r"\bConnected\s*$")
+_START_FAILED = re.compile(
+    r"Method Warmup encountered an error|Shard \d+ failed to start|Error when initializing model"
+    r"|ShardCannotStart|Could not start the model"
+)
+_DEAD = re.compile(r"Shard \d+ crashed|thread '[\w-]+' panicked at|Webserver Crashed")
+_SAME_START_S = 300.0
+_SAME_FAILURE_S = 5.0
+
+
+def _carried(stamps: list[float | None], fallback: float) -> list[float]:
+    """Each line's time: its own stamp, else the last stamped line's (a traceback's), else the next's."""
+    known = pd.Series(stamps, dtype="float64")
+    return known.ffill().bfill().fillna(fallback).tolist()
+
+
+class TgiLogImporter(Importer):
+    name = "tgi-log"
+    description = "TGI / TEI logs: each request's timings from the router, the launcher's starts and failures"
+    example = (
+        '2024-05-01T10:00:02.1Z  INFO generate{... total_time="2.31s" validation_time="527.5µs" '
+        'queue_time="80.7µs" inference_time="2.31s" time_per_token="23.09ms" ...}: ... Success'
+    )
+
+    def recognise(self, head: str) -> bool:
+        return _TARGETS.search(head) is not None
+
+    def read(self, source: Source, tz: str | None = None) -> Imported:
+        lines = source.text.splitlines()
+        own = [leading_iso_stamp(line, tz, within=60) for line in lines]
+        requests, events = [], []
+        carried = _carried(own, source.mtime)
+        for number, (line, ts, stamp) in enumerate(zip(lines, own, carried, strict=True), start=1):
+            timings = {name: float(value) * _UNIT_MS[unit] for name, value, unit in _TIMING.findall(line)}
+            if "total_time" in timings and ts is not None:
+                requests.append(_request(ts, timings))
+                continue
+            kind, at = _event(line, stamp)
+            if kind is None:
+                continue
+            window = _SAME_START_S if kind == "restart" else _SAME_FAILURE_S
+            if any(e["kind"] == kind and abs(e["ts"] - at) < window for e in events):
+                continue  # one start (the arguments, every shard ready) or one failure said on several lines
+            events.append({"ts": at, "kind": kind, "message": line.strip()[:500], "line": number})
+        events += oom_events(lines, source.mtime, serving_engine=True, tz=tz)
+        result = Imported()
+        if requests:
+            result.tables["requests"] = pd.DataFrame(requests).sort_values("ts", kind="stable")
+        if events:
+            result.tables["events"] = pd.DataFrame(events)
+        skipped = sum(1 for line in lines if "total_time" in line) - len(requests)
+        if skipped > 0:
+            result.warnings.append(f"{skipped} request line(s) with timings but no time stamp were left out")
+        return result
+
+
+def _request(ts: float, timings: dict[str, float]) -> dict[str, float]:
+    total = timings["total_time"]
+    row = {"ts": ts - total / 1000.0, "latency_ms": total}
+    row.update({column: timings[name] for name, column in _COLUMNS.items() if name in timings})
+    per_token, inference = timings.get("time_per_token"), timings.get("inference_time")
+    if per_token and inference:
+        row["output_len"] = round(inference / per_token)
+    return row
+
+
+def _event(line: str, stamp: float) -> tuple[str | None, float]:
+    if _ARGS.search(line):
+        return "restart", stamp
+    if m := _SHARD_READY.search(line):
+        return "restart", stamp - float(m.group(1))
+    if _START_FAILED.search(line):
+        return "engine_start_failed", stamp
+    if _DEAD.search(line):
+        return "engine_dead", stamp
+    if _CONNECTED.search(line) and "text_generation_router" in line:
+        return "warmup_end", stamp
+    return None, stamp
