@@ -83,11 +83,11 @@ class SglangLogImporter(Importer):
         clock = _Clock(source.mtime, tz)
         lines = source.text.splitlines()
         parsed = [_parse(line) for line in lines]
-        ranks = {rank for rank, _ in parsed if rank is not None}
+        ranks = {rank for _, rank, _ in parsed if rank is not None}
         lead = min(ranks, key=_rank_order) if ranks else None
         rows, events = [], []
-        for number, (line, (rank, body)) in enumerate(zip(lines, parsed, strict=True), start=1):
-            ts = clock.stamp(line)
+        for number, (line, (stamped, rank, body)) in enumerate(zip(lines, parsed, strict=True), start=1):
+            ts = clock.stamp(stamped)
             stamp = ts if ts is not None else source.mtime
             from_lead = rank is None or rank == lead
             if from_lead and (batch := _BATCH.search(body)):
@@ -121,14 +121,13 @@ class SglangLogImporter(Importer):
         return result
 
 
-def _parse(line: str) -> tuple[str | None, str]:
-    """The line's rank label (None when it has none) and what follows its stamp."""
+def _parse(line: str) -> tuple[re.Match[str] | None, str | None, str]:
+    """The line's stamp, its rank label (None when it has none) and what follows them."""
     if m := _STAMP.match(line):
-        rank = m.group("rank").strip()
-        return (rank or None), line[m.end() :]
+        return m, (m.group("rank").strip() or None), line[m.end() :]
     if m := _OLD_RANK.match(line):
-        return f"TP{m.group(1)}", line[m.end() :]
-    return None, line
+        return None, f"TP{m.group(1)}", line[m.end() :]
+    return None, None, line
 
 
 def _rank_order(rank: str) -> tuple[int, ...]:
@@ -193,8 +192,8 @@ class _Clock:
         self._days_on = 0.0
         self.undated = 0
 
-    def stamp(self, line: str) -> float | None:
-        m = _STAMP.match(line)
+    def stamp(self, m: re.Match[str] | None) -> float | None:
+        """``m``: the line's match of the stamp pattern."""
         if not m:
             return None
         if m.group("date"):
