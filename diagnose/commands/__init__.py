@@ -1,0 +1,13 @@
+"""The sub-commands of ``diagnose``, one module each.
+
+Each module has ``add_parser(commands)``, which adds the command and its options and sets
+``handler=run``, and ``run(args) -> int``, which returns an :class:`~diagnose.errors.ExitCode`.
+They import only the standard library and :mod:`diagnose.errors` at the top: the analysis stack
+is imported inside ``run``, so that ``--help`` and argument errors answer at once.
+"""
+
+from __future__ import annotations
+
+from diagnose.commands import archive, compare, file, formats, live, pull, record, rules
+
+COMMANDS = (file, compare, archive, record, live, pull, formats, rules)  # in the order --help lists them

@@ -1,0 +1,93 @@
+"""``diagnose pull``: a host's window (or a fleet's) from Prometheus into dumps."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from diagnose.commands.options import Subcommands, add_debug, positive
+from diagnose.errors import ExitCode, InputError
+
+
+def add_parser(commands: Subcommands) -> None:
+    command = commands.add_parser(
+        "pull",
+        help="read a host's window from Prometheus (or Thanos, Mimir, VictoriaMetrics) into a dump",
+        description=(
+            "Read node_exporter, dcgm-exporter and the serving engine's metrics for one host (or every "
+            "host, --all-instances) between --from and --to through the Prometheus HTTP API, and write "
+            "a dump that diagnose file reads. The manifest says which query gave which column, at "
+            "what step. docs/pull.md has the mapping."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "examples:\n"
+            "  diagnose pull --prometheus http://prometheus:9090 --instance gpu-node-7 \\\n"
+            "      --from 2026-12-02T02:50:00Z --to 2026-12-02T03:20:00Z -o incident-0412/\n"
+            "  diagnose pull --prometheus https://thanos.internal --bearer-token-file ~/.thanos-token \\\n"
+            "      --all-instances --job 'gpu-.*' --from now-12h --to now -o sweep/   # + sweep/fleet.md"
+        ),
+    )
+    command.add_argument("--prometheus", required=True, metavar="URL", help="the server's base URL")
+    which = command.add_mutually_exclusive_group(required=True)
+    which.add_argument("--instance", metavar="HOST", help="the host (its instance label, any port)")
+    which.add_argument(
+        "--all-instances",
+        action="store_true",
+        help="every host with an up series: one dump each in -o, and fleet.md/fleet.json",
+    )
+    command.add_argument("--job", metavar="REGEX", help="--all-instances: only the hosts of these jobs")
+    command.add_argument(
+        "--from", dest="start", required=True, metavar="TIME", help="ISO-8601 with zone, epoch, now-1h"
+    )
+    command.add_argument("--to", dest="end", default="now", metavar="TIME", help="as --from (default now)")
+    command.add_argument(
+        "--step", metavar="SPAN", help="resolution (default: the scrape interval, read from the data)"
+    )
+    command.add_argument("-o", "--output", type=Path, required=True, help="the dump folder to create")
+    command.add_argument("--bearer-token-file", type=Path, metavar="FILE", help="a bearer token in FILE")
+    command.add_argument("--bearer-token-env", metavar="VAR", help="a bearer token in $VAR")
+    command.add_argument("--basic-auth-file", type=Path, metavar="FILE", help="user:password in FILE")
+    command.add_argument("--basic-auth-env", metavar="VAR", help="user:password in $VAR")
+    command.add_argument("--ca-file", type=Path, metavar="FILE", help="the CA bundle for an https URL")
+    command.add_argument(
+        "--timeout", type=positive, default=30.0, metavar="S", help="seconds per request (default 30)"
+    )
+    command.add_argument("--rules", type=Path, metavar="DIR", help="--all-instances: diagnose with DIR")
+    add_debug(command)
+    command.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from diagnose.pull import Auth, PrometheusClient, pull, sweep
+    from diagnose.pull.pull import parse_time
+    from diagnose.units import parse_duration
+
+    if args.job and not args.all_instances:
+        raise InputError("--job selects hosts for --all-instances; with --instance it does not apply")
+    auth = Auth.from_options(
+        args.bearer_token_file, args.bearer_token_env, args.basic_auth_file, args.basic_auth_env
+    )
+    client = PrometheusClient(args.prometheus, auth, args.ca_file, args.timeout)
+    start, end = parse_time(args.start), parse_time(args.end)
+    step = parse_duration(args.step) if args.step else None
+    say = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    if args.all_instances:
+        results = sweep(client, start, end, args.output, args.job, step, args.rules, say=say)
+        failed = [r for r in results if r.problem]
+        print(
+            f"diagnose: {len(results) - len(failed)} of {len(results)} hosts pulled and analysed into "
+            f"{args.output}/; the summary: {args.output / 'fleet.md'}",
+            file=sys.stderr,
+        )
+        return ExitCode.OK
+    summary = pull(client, args.instance, start, end, args.output, step, say=say)
+    tables = ", ".join(f"{table} {rows}" for table, rows in summary.rows.items()) or "no rows"
+    print(
+        f"diagnose: pulled {summary.instance} at {summary.step_s:g} s into {args.output} ({tables})"
+        + (f"; not found: {', '.join(summary.missing)}" if summary.missing else "")
+        + f"; analyse it with: diagnose file {args.output}",
+        file=sys.stderr,
+    )
+    return ExitCode.OK

@@ -1,0 +1,86 @@
+"""``diagnose rules``: list, show, check, test and document the rules."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from diagnose.commands.options import Subcommands, add_debug
+from diagnose.errors import DiagnoseError, ExitCode, InputError
+
+
+def add_parser(commands: Subcommands) -> None:
+    command = commands.add_parser(
+        "rules",
+        help="list, check or explain the rules",
+        description=(
+            "list: the rules in use; show ID: a rule's YAML and where it is; check DIR: validate a "
+            "rule folder; test [DIR]: run the rule tests in DIR/tests/ (default: the built-in rules'); "
+            "facts: what rules may use; docs DIR: write one Markdown page per rule, generated from its YAML."
+        ),
+    )
+    command.add_argument(
+        "action", nargs="?", choices=("list", "show", "check", "test", "facts", "docs"), default="list"
+    )
+    command.add_argument("folder", nargs="?", help="the rule folder (check, docs) or the rule's id (show)")
+    command.add_argument("--rules", type=Path, metavar="DIR", help="list the rules in DIR")
+    add_debug(command)
+    command.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from diagnose.facts.catalogue import CATALOGUE
+    from diagnose.judge import default_rules_dir, load_rules
+    from diagnose.judge.ids import ROOT_CAUSE_IDS
+
+    if args.action == "show":
+        if args.folder is None:
+            raise InputError("rules show needs a rule id: diagnose rules show ID (diagnose rules lists them)")
+        rules = {rule.id: rule for rule in load_rules(args.rules or default_rules_dir())}
+        if args.folder not in rules:
+            raise InputError(f"no rule {args.folder!r}; the rules are: {', '.join(sorted(rules))}")
+        rule = rules[args.folder]
+        print(f"# {rule.source_file}")
+        sys.stdout.write(Path(rule.source_file).read_text(encoding="utf-8"))
+        return ExitCode.OK
+    if args.folder is not None:
+        args.folder = Path(args.folder)
+    if args.action == "facts":
+        for name, spec in CATALOGUE.items():
+            print(f"{name:<42} {spec.unit:<6} {spec.meaning}  [needs {spec.needs}]")
+        return ExitCode.OK
+    if args.action == "check":
+        if args.folder is None:
+            raise DiagnoseError("rules check needs a folder: diagnose rules check DIR")
+        rules = load_rules(args.folder)
+        for rule in rules:
+            note = "" if rule.id in ROOT_CAUSE_IDS else "  (id not in the standard list: document it)"
+            print(f"ok  {rule.path}  {rule.id}{note}")
+        print(f"{len(rules)} rule(s) valid")
+        return ExitCode.OK
+    if args.action == "test":
+        from diagnose.judge.testing import run_rule_tests
+
+        folder = args.folder or args.rules or default_rules_dir()
+        results = run_rule_tests(load_rules(folder), folder / "tests")
+        for result in results:
+            mark = "ok  " if result.passed else "FAIL"
+            print(f"{mark} {Path(result.file).name}: {result.case}: {result.got}")
+        failed = sum(not r.passed for r in results)
+        print(f"{len(results) - failed} passed, {failed} failed")
+        return ExitCode.FINDING_AT_THRESHOLD if failed else ExitCode.OK
+    if args.action == "docs":
+        from diagnose.judge.pages import rule_page
+
+        if args.folder is None:
+            raise DiagnoseError("rules docs needs a folder to write the pages into: diagnose rules docs DIR")
+        args.folder.mkdir(parents=True, exist_ok=True)
+        for rule in load_rules(args.rules or default_rules_dir()):
+            (args.folder / f"{rule.id}.md").write_text(rule_page(rule), encoding="utf-8")
+        print(f"wrote the rule pages to {args.folder}")
+        return ExitCode.OK
+    folder = args.rules or args.folder or default_rules_dir()
+    for rule in load_rules(folder):
+        print(f"{rule.id:<26} {rule.title}")
+    return ExitCode.OK
