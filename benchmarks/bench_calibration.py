@@ -41,6 +41,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.quick import add_quick  # noqa: E402
 from diagnose.judge.ids import ROOT_CAUSE_IDS  # noqa: E402
 from diagnose.pipeline import analyse  # noqa: E402
 
@@ -196,7 +197,10 @@ def main() -> None:
     parser.add_argument("--suite", action="append", choices=SUITES, help="only these suites (repeatable)")
     parser.add_argument("--testbed-runs", type=Path, help="also every testbed run under this folder")
     parser.add_argument("--json", type=Path, help="write the figures here as JSON too")
+    add_quick(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.suite = 1, args.suite or ["recorded"]
     suites = tuple(args.suite or SUITES)
     if not SAMPLES.is_dir() and {"oom", "engine-logs"} & set(suites):
         print(f"note: {SAMPLES} is not here; the oom and engine-logs suites are left out", file=sys.stderr)

@@ -36,6 +36,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.changepoint_metrics import tcpd_f1, window_f1  # noqa: E402
+from benchmarks.quick import add_quick  # noqa: E402
 from diagnose.detect import routine  # noqa: E402
 from diagnose.detect.episodes import Episode, find_episodes  # noqa: E402
 from diagnose.detect.shifts import LEVELS, LINES, change_points, detect_shifts  # noqa: E402
@@ -60,11 +61,14 @@ BINSEG_DEFAULT_F1 = {
 PENALTY_SCALES = (0.67, 1.0, 1.33, 1.67)
 
 
-def load_tcpd(folder: Path) -> list[tuple[str, np.ndarray, dict[str, list[int]]]]:
-    """(name, series, annotations) of every univariate annotated series; gaps interpolated."""
+def load_tcpd(folder: Path, limit: int | None = None) -> list[tuple[str, np.ndarray, dict[str, list[int]]]]:
+    """(name, series, annotations) of every univariate annotated series (the first ``limit``); gaps
+    interpolated."""
     annotations = json.loads((folder / "annotations.json").read_text())
     series = []
     for path in sorted((folder / "datasets").glob("*/*.json")):
+        if limit is not None and len(series) >= limit:
+            break
         data = json.loads(path.read_text())
         if data["n_dim"] != 1 or data["name"] not in annotations:
             continue
@@ -74,8 +78,8 @@ def load_tcpd(folder: Path) -> list[tuple[str, np.ndarray, dict[str, list[int]]]
     return series
 
 
-def run_tcpd(folder: Path) -> None:
-    series = load_tcpd(folder)
+def run_tcpd(folder: Path, limit: int | None = None) -> None:
+    series = load_tcpd(folder, limit)
     ours, zero = [], []
     print(f"  {'series':<22} {'n':>5}  found  F1     binseg  zero")
     for name, values, truth in series:
@@ -116,8 +120,8 @@ def _mean_f1(series: list[tuple[str, np.ndarray, dict[str, list[int]]]], **optio
     return float(np.mean([tcpd_f1(truth, detect_shifts(values, **options)) for _, values, truth in series]))
 
 
-def run_nab(folder: Path) -> None:
-    series = load_nab(folder)
+def run_nab(folder: Path, limit: int | None = None) -> None:
+    series = load_nab(folder, limit)
     every, unusual = [], []
     print(f"  {'series':<58} windows  episodes  unusual  change points  every episode  unusual only")
     for key, episodes, changes, labelled in series:
@@ -141,11 +145,16 @@ def run_nab(folder: Path) -> None:
         print(f"    {setting[0]:>2}  {setting[1]:.1f}  {setting[2]:.2f}:  {p:.3f}  {r:.3f}  {f:.3f}{mark}")
 
 
-def load_nab(folder: Path) -> list[tuple[str, list[Episode], list[float], list[tuple[float, float]]]]:
-    """(name, episodes, change points, label windows) of every labelled series, on its own time grid."""
+def load_nab(
+    folder: Path, limit: int | None = None
+) -> list[tuple[str, list[Episode], list[float], list[tuple[float, float]]]]:
+    """(name, episodes, change points, label windows) of every labelled series (the first ``limit``), on
+    its own time grid."""
     windows = json.loads((folder / "labels" / "combined_windows.json").read_text())
     series = []
     for path in sorted((folder / "data").glob("*/*.csv")):
+        if limit is not None and len(series) >= limit:
+            break
         key = f"{path.parent.name}/{path.name}"
         if key not in windows:
             continue
@@ -173,11 +182,16 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add_quick(parser)
     args = parser.parse_args()
     if not args.data.is_dir():
+        if args.quick:
+            print(f"skipped: {args.data} is not here")
+            return
         raise SystemExit(f"{args.data}: no such folder (the shared change-point data is not here)")
-    run_tcpd(args.data / "tcpd")
-    run_nab(args.data / "nab")
+    limit = 3 if args.quick else None
+    run_tcpd(args.data / "tcpd", limit)
+    run_nab(args.data / "nab", limit)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ then exp(shift) - 1, and the script counts how often each interval holds it.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -21,6 +23,9 @@ import pandas as pd
 from diagnose.compare.bootstrap import time_blocks
 from diagnose.compare.figures import change
 from diagnose.compare.measure import Requests, latency_measures
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.quick import add_quick  # noqa: E402
 
 SIGMA = 0.5
 
@@ -66,7 +71,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=300.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--taus", default="0,2,10", help="correlation times to try, in seconds")
+    add_quick(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.pairs, args.requests, args.seconds, args.taus = 4, 600, 60.0, args.taus.split(",")[0]
     print(f"{args.pairs} pairs of {args.requests:,} requests over {args.seconds:g} s; 95 % intervals")
     print(
         f"{'tau (s)':>8} {'shift':>7}  " + "  ".join(f"{n:>6}" for n in ("p50", "p95", "p99", "p999", "mean"))

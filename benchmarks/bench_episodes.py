@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.quick import add_quick  # noqa: E402
 from diagnose.detect.episodes import find_episodes  # noqa: E402
 from diagnose.detect.periodicity import periodicity  # noqa: E402
 from fixtures.episodes import SHAPES, match, periodic_signal, random_bursts  # noqa: E402
@@ -38,7 +39,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--burst-seeds", type=int, default=200)
     parser.add_argument("--hours", type=float, default=6.0)
+    add_quick(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.burst_seeds, args.hours = 1, 3, 0.5
     length = args.hours * 3600
     start = time.perf_counter()
     print(f"{'period':>7} {'shape':<9} {'precision':>9} {'recall':>7} {'period error':>13} {'periodic':>9}")

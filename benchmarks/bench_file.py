@@ -37,6 +37,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.quick import add_quick  # noqa: E402
+
 T0 = 1_764_460_800.0
 _ROOT = Path(__file__).resolve().parents[1]
 GIB = 2**30
@@ -268,7 +271,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="keep the dump here instead of a temporary folder")
     parser.add_argument("--pictures", action="store_true", help="also time the Markdown report with pictures")
     parser.add_argument("--compare", action="store_true", help="also time `diagnose compare` of two dumps")
+    add_quick(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.requests, args.hours, args.gpus = 20_000, 0.25, 1
     with tempfile.TemporaryDirectory() as scratch:
         dump = args.out or Path(scratch) / "dump"
         start = time.perf_counter()

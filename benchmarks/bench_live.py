@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.bench_file import make_dump  # noqa: E402
+from benchmarks.quick import add_quick  # noqa: E402
 from diagnose.detect.signals import build_signals, server_pids  # noqa: E402
 from diagnose.dump import load_dump  # noqa: E402
 from diagnose.judge import default_rules_dir, load_rules  # noqa: E402
@@ -39,7 +40,10 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=40_000, help="requests in the hour")
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--cycles", type=int, default=5)
+    add_quick(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.requests, args.gpus, args.cycles = 2_000, 1, 1
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch) / "hour"
         make_dump(folder, args.requests, 1.0, args.gpus, ".csv", job_period_s=240)
@@ -80,7 +84,7 @@ async def _redraws(feed, rules, window, signals, processes, analysis, cycles: in
         for _ in range(cycles):
             started = time.perf_counter()
             app.on_sampled(Sampled(window, signals, feed.state(), processes))
-            app.on_analysed(Analysed(analysis, 0.0))
+            app.on_analysed(Analysed(analysis, 0.0, window))
             await pilot.pause()
             await asyncio.sleep(0)
             times.append(time.perf_counter() - started)

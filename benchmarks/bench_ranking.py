@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.quick import add_quick  # noqa: E402
 from fixtures.generate import SCENARIOS, write_scenario  # noqa: E402
 
 # Tables a cause's own evidence does not need; dropping them makes the "thin" variant.
@@ -57,12 +58,15 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--seeds", type=int, default=3)
+    add_quick(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.seeds = 1
     ranks: dict[str, list[list[int | None]]] = defaultdict(list)
     cases: list[list[int | None]] = []  # each case once, for the overall figures
     false_alarms, quiet_cases = 0, 0
     with tempfile.TemporaryDirectory() as scratch:
-        for scenario in SCENARIOS:
+        for scenario in SCENARIOS[:4] if args.quick else SCENARIOS:
             variants = [scenario]
             if scenario.expected:
                 keep = tuple(

@@ -26,6 +26,9 @@ from pathlib import Path
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.quick import add_quick  # noqa: E402
+
 
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -39,7 +42,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--processes", type=int, default=300)
     parser.add_argument("--ring", action="store_true", help="measure the flight recorder instead")
+    add_quick(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.seconds, args.processes = 3, 10
     ring = ["--ring", "30m", "--trigger", "p99_ms > 500 for 10s"] if args.ring else []
     idle = [subprocess.Popen(["sleep", str(args.seconds + 60)]) for _ in range(args.processes)]
     try:

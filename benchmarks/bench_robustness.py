@@ -17,16 +17,17 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.quick import add_quick  # noqa: E402
 from diagnose.pipeline import analyse  # noqa: E402
-from fixtures.variations import VARIATIONS, write_variation  # noqa: E402
+from fixtures.variations import VARIATIONS, Variation, write_variation  # noqa: E402
 
 LIKELY = 0.5
 
 
-def run(seeds: int) -> list[dict]:
+def run(seeds: int, variations: list[Variation] = VARIATIONS) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
-        for variation in VARIATIONS:
+        for variation in variations:
             for seed in range(1, seeds + 1):
                 folder = write_variation(variation, Path(scratch) / f"{variation.name}-{seed}", seed=seed)
                 report = analyse(str(folder))
@@ -52,11 +53,13 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--seeds", type=int, default=3)
+    add_quick(parser)
     args = parser.parse_args()
-    rows = run(args.seeds)
+    variations = VARIATIONS[:4] if args.quick else VARIATIONS
+    rows = run(1 if args.quick else args.seeds, variations)
     print("| variation | cause | AC@1 | AC@3 | ranks | ranked above it / likely findings |")
     print("|---|---|---|---|---|---|")
-    for variation in VARIATIONS:
+    for variation in variations:
         mine = [r for r in rows if r["variation"] == variation.name]
         if variation.cause:
             ranks = [r["rank"] for r in mine]

@@ -26,6 +26,7 @@ import ruptures as rpt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.bench_file import make_dump  # noqa: E402
+from benchmarks.quick import add_quick  # noqa: E402
 from diagnose.detect import analyse_spikes  # noqa: E402
 from diagnose.detect.robust import difference_sigma  # noqa: E402
 from diagnose.detect.shifts import LEVELS  # noqa: E402
@@ -44,7 +45,10 @@ def main() -> None:
         default=1,
         help="raw signals to run PELT on (the second, GPU utilisation, ran over 10 minutes here)",
     )
+    add_quick(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.hours, args.requests = 0.5, 20_000
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch) / "dump"
         make_dump(folder, args.requests, args.hours, gpus=8, fmt="parquet", job_period_s=240)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.quick import add_quick  # noqa: E402
 from diagnose.errors import InputError  # noqa: E402
 from diagnose.units import parse_duration  # noqa: E402
 from testbed.scenarios import SCENARIOS  # noqa: E402
@@ -52,7 +53,10 @@ def main() -> None:
     )
     parser.add_argument("--only", nargs="+", metavar="SCENARIO", help="run only these")
     parser.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
+    add_quick(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.only, args.duration = args.only or ["healthy-low"], args.duration or "20s"
     names = args.only or [n for n, s in SCENARIOS.items() if not s.benchmark_skip]
     for name in [] if args.only else [n for n, s in SCENARIOS.items() if s.benchmark_skip]:
         print(f"left out {name}: {SCENARIOS[name].benchmark_skip}")

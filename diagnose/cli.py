@@ -16,8 +16,8 @@ import traceback
 from diagnose import __version__
 from diagnose.commands import COMMANDS
 from diagnose.errors import DiagnoseError, ExitCode
-from diagnose.heap import leave_the_rest_to_exit, reuse_freed_memory
-from diagnose.process_env import use_worker_environment
+from diagnose.processes.environment import use_worker_environment
+from diagnose.processes.heap import leave_the_rest_to_exit, reuse_freed_memory
 
 _EPILOG = """\
 examples:

@@ -10,7 +10,7 @@ docs/collectors.md shows it as a table.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -139,7 +139,9 @@ def custom_map(metric_to_column: dict[str, str]) -> EngineMap:
     and ``NAME_count``) its per-interval mean; seconds become milliseconds for a
     ``_ms`` column.
     """
-    gauges, rates, ratios = {}, {}, {}
+    gauges: dict[str, tuple[tuple[str, ...], float]] = {}
+    rates: dict[str, str] = {}
+    ratios: dict[str, _Ratio] = {}
     for metric, column in metric_to_column.items():
         base = metric.removesuffix("_total")
         scale = 1000.0 if column.endswith("_ms") and base.endswith("_seconds") else 1.0
@@ -160,7 +162,7 @@ def parse_samples(text: str) -> dict[str, float]:
     return sum_samples(parse_families(text))
 
 
-def parse_families(text: str) -> Iterator[Metric]:
+def parse_families(text: str) -> Iterable[Metric]:
     """The metric families of a Prometheus text page, as prometheus_client's parser reads them."""
     from prometheus_client.parser import text_string_to_metric_families
 

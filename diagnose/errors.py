@@ -2,8 +2,16 @@
 
     DiagnoseError
     ├── InputError        unusable input: a dump, a file, an argument (exit 2)
-    │   └── DumpError     the dump folder as a whole cannot be analysed
-    └── RuleError         a rule file is invalid (exit 2)
+    │   ├── DumpError     the dump folder as a whole cannot be analysed
+    │   ├── PullError     a Prometheus API could not be read, or refused the query
+    │   └── ArchiveError  the performance archive cannot be used as it is
+    ├── RuleError         a rule file is invalid (exit 2)
+    └── DiskFull          the disk filled while recording; the dump keeps what was written (exit 2)
+
+Every error a user may see is one of these. A few exceptions are a module's own way of saying
+"this part failed, carry on without it" and never leave it: ``TableReadError`` (one table of a
+dump, said as a warning), ``NvmlUnavailable`` (no GPU to read), ``ExpressionError`` and
+``TemplateError`` (raised again as a ``RuleError`` naming the file and field).
 
 An ``OSError`` escaping the CLI (a folder that does not exist, no permission,
 a full disk) is the environment's, not a bug: exit 2 with the path and the
@@ -36,6 +44,18 @@ class InputError(DiagnoseError):
 
 class DumpError(InputError):
     """The dump folder holds nothing that can be analysed."""
+
+
+class PullError(InputError):
+    """The server could not be read, or refused the query; the message says which and why."""
+
+
+class ArchiveError(InputError):
+    """The archive cannot be used as it is: the message names the file and what to do."""
+
+
+class DiskFull(DiagnoseError):
+    """The disk filled up; the recording stops cleanly with what it has."""
 
 
 class RuleError(DiagnoseError):

@@ -148,9 +148,10 @@ class OomMessage:
     @property
     def other_processes_bytes(self) -> float | None:
         """Memory held outside this process: total - free - this process's use."""
-        if None in (self.total_bytes, self.free_bytes, self.process_in_use_bytes):
+        total, free, in_use = self.total_bytes, self.free_bytes, self.process_in_use_bytes
+        if total is None or free is None or in_use is None:
             return None
-        return max(0.0, self.total_bytes - self.free_bytes - self.process_in_use_bytes)
+        return max(0.0, total - free - in_use)
 
 
 def is_oom_message(text: str) -> bool:
@@ -172,8 +173,9 @@ def parse_oom_message(text: str) -> OomMessage | None:
     # torch 1.0-1.3 said "cached" for what 2.x calls "reserved but unallocated": the figures show it
     # (allocated + cached + free add up to the card; cached is often far below allocated).
     reserved_unallocated = _first_known(found["reserved_unallocated"], found["cached"])
-    if reserved_unallocated is None and None not in (found["reserved_total"], found["allocated"]):
-        reserved_unallocated = max(0.0, found["reserved_total"] - found["allocated"])
+    reserved_total, allocated = found["reserved_total"], found["allocated"]
+    if reserved_unallocated is None and reserved_total is not None and allocated is not None:
+        reserved_unallocated = max(0.0, reserved_total - allocated)
     process = _PROCESS.search(text)
     in_use = found["process_in_use"]
     # The figures' grammar says where they end: 1.x closes its "(GPU 0; ...)" list, 2.x ends on
@@ -257,7 +259,7 @@ def explain_oom(oom: OomMessage, serving_engine: bool = False) -> tuple[str, str
     stranded = oom.reserved_unallocated_bytes
     covers = stranded is not None and stranded >= requested
     share = stranded_share(oom)
-    if covers and (share is None or share >= MATERIAL_SHARE):
+    if stranded is not None and covers and (share is None or share >= MATERIAL_SHARE):
         of_card = f", {share:.0%} of the card" if share is not None else ""
         return FRAGMENTATION, f"reserved but unallocated {human_bytes(stranded)} >= {asked}{of_card}"
     if oom.cut and stranded is None and not _cannot_be_fragmentation(oom):
@@ -285,7 +287,7 @@ def explain_oom(oom: OomMessage, serving_engine: bool = False) -> tuple[str, str
         for label, value in (("free", oom.free_bytes), ("reserved but unallocated", stranded))
         if value is not None
     ]
-    if covers and share is not None:
+    if stranded is not None and covers and share is not None:
         allocated = f", {human_bytes(oom.allocated_bytes)} allocated" if oom.allocated_bytes else ""
         return EXHAUSTION, (
             f"the {card} card is full{allocated}: the {human_bytes(stranded)} reserved but unallocated "
@@ -306,7 +308,7 @@ def _other_backend_reason(oom: OomMessage) -> str:
     requested, limit, in_use = oom.requested_bytes, oom.limit_bytes, oom.allocated_bytes
     if requested is not None:
         reason += f": requested {human_bytes(requested)}"
-    if None not in (requested, limit, in_use):
+    if requested is not None and limit is not None and in_use is not None:
         room = limit - in_use
         stated = f"its allocator's limit {human_bytes(limit)}, in use {human_bytes(in_use)}"
         largest = oom.largest_free_bytes
@@ -328,11 +330,12 @@ def _cannot_be_fragmentation(oom: OomMessage) -> bool:
     """Whether a message cut before PyTorch's reserve still rules fragmentation out: the reserve not
     yet allocated is at most what the process holds less what PyTorch allocated, and a bound below
     the request, or below a material share of the card, settles it."""
-    if None in (oom.process_in_use_bytes, oom.allocated_bytes, oom.requested_bytes):
+    in_use, allocated, requested = oom.process_in_use_bytes, oom.allocated_bytes, oom.requested_bytes
+    if in_use is None or allocated is None or requested is None:
         return False
-    bound = oom.process_in_use_bytes - oom.allocated_bytes
+    bound = in_use - allocated
     material = MATERIAL_SHARE * oom.total_bytes if oom.total_bytes else 0.0
-    return bound < oom.requested_bytes or bound < material
+    return bound < requested or bound < material
 
 
 def _segment(requested: float) -> float:

@@ -51,6 +51,7 @@ def analyse_path(
     caller started early (detect/launch.py); True to start one here if the files are big; False when
     the caller already found them small. Either way one may start once the dump proves big.
     """
+    process: subprocess.Popen | None
     if isinstance(helper, subprocess.Popen):
         process = helper
     else:

@@ -10,11 +10,18 @@ from diagnose.errors import InputError
 def human_ms(value: float | None) -> str:
     if value is None:
         return "-"
+    if abs(value) < 1:
+        return f"{value:.2f} ms" if value else "0 ms"
     if value >= 10_000:
         return f"{value / 1000:.1f} s"
     if value >= 100:
         return f"{value:,.0f} ms"
     return f"{value:.1f} ms"
+
+
+def human_rate(value: float) -> str:
+    """Requests or items a second: one decimal and thousands separated, never an exponent."""
+    return f"{value:,.1f}/s"
 
 
 def human_bytes(value: float) -> str:

@@ -11,6 +11,7 @@ import threading
 import time
 import types
 
+import psutil
 import pytest
 
 from diagnose.collectors.allocator import allocator_rows, record_allocator
@@ -19,9 +20,9 @@ from diagnose.collectors.host import HostCollector
 from diagnose.collectors.logs import events_from_lines
 from diagnose.collectors.prometheus import MetricsScraper
 from diagnose.collectors.requests_log import RequestLog, parse_map
-from diagnose.collectors.writer import DiskFull, DumpWriter
+from diagnose.collectors.writer import DumpWriter
 from diagnose.engine_metrics import ENGINES, parse_samples
-from diagnose.errors import InputError
+from diagnose.errors import DiskFull, InputError
 from diagnose.units import parse_duration
 from tests.conftest import SHARED_DATA
 
@@ -94,8 +95,16 @@ def _burn(stop: threading.Event) -> None:
         sum(range(1000))
 
 
-def test_a_burning_thread_of_this_process_is_its_busiest_thread():
-    """The real psutil path; only relative figures, which hold on a loaded machine."""
+def test_a_burning_thread_of_this_process_is_its_busiest_thread(monkeypatch):
+    """The real psutil path for this process; only relative figures, which hold on a loaded machine.
+    The host's process table is not read: the processes born and gone beside the test are not its."""
+    import diagnose.collectors.host as host_module
+
+    def own_cpu_seconds() -> dict[int, float]:
+        times = psutil.Process().cpu_times()
+        return {os.getpid(): times.user + times.system}
+
+    monkeypatch.setattr(host_module, "cpu_seconds_by_pid", own_cpu_seconds)
     stop = threading.Event()
     burner = threading.Thread(target=_burn, args=(stop,), daemon=True)
     burner.start()

@@ -96,6 +96,11 @@ def test_prefilling_is_progress(tmp_path):
     assert facts.get("engine.no_progress_s") == 0
 
 
+def test_swapped_out_requests_are_the_most_the_engine_held_swapped(tmp_path):
+    facts = _facts(tmp_path, {"ts": [0, 1, 2], "kv_cache_usage_pct": [99, 99, 98], "swapped": [0, 3, 1]})
+    assert facts.get("engine.swapped.max") == 3
+
+
 def test_waiting_counts_against_the_cache_only_while_it_is_full(tmp_path):
     facts = _facts(
         tmp_path,

@@ -8,7 +8,7 @@ import sys
 
 
 def test_freed_memory_is_kept_on_glibc_and_the_call_never_fails():
-    code = "from diagnose.heap import reuse_freed_memory as r; print(r(), r())"
+    code = "from diagnose.processes.heap import reuse_freed_memory as r; print(r(), r())"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     first, again = done.stdout.split()
     assert first == again  # once per process, the same answer

@@ -8,7 +8,8 @@ import pytest
 
 from diagnose.dump import load_dump
 from diagnose.importers import Source, recognise
-from tests.conftest import SHARED_DATA
+from tests.conftest import ROOT
+from tests.helpers.samples import EXPECTED, LOOK_ALIKES, NOTHING_TO_KEEP, SAMPLES
 
 VLLM_LOG = """INFO 04-01 23:40:00 [engine.py:100] Avg prompt throughput: 10.0 tokens/s
 ERROR 04-01 23:46:56 [engine.py:160] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 546.00 MiB. GPU 0 has a total capacity of 15.77 GiB of which 514.19 MiB is free. Process 562167 has 15.25 GiB memory in use. Of the allocated memory 13.73 GiB is allocated by PyTorch, and 736.86 MiB is reserved by PyTorch but unallocated.
@@ -79,11 +80,24 @@ def test_binary_files_are_never_offered_to_importers(tmp_path):
     assert load_dump(str(tmp_path)).not_used == ["core.dump"]
 
 
-def test_formats_command_lists_every_importer(run_cli):
+def test_formats_command_lists_every_importer_and_the_docs_describe_it(run_cli):
+    from diagnose.importers import IMPORTERS
+
     code, out, _ = run_cli("formats")
     assert code == 0
-    for name in ("pytorch-oom", "kernel-xid", "nvidia-smi-csv", "nvidia-smi-compute-apps"):
-        assert name in out
+    rows = (ROOT / "docs" / "importers.md").read_text(encoding="utf-8").splitlines()
+    named = {
+        name.strip(" `")
+        for line in rows
+        if line.startswith("| `")
+        for name in line.split(" | ")[0][2:].split(",")
+    }
+    for importer in IMPORTERS:
+        assert importer.name and importer.description and importer.example, importer
+        assert importer.name in out
+        assert importer.name in named, (
+            f"{importer.name}: no row in docs/importers.md (docs/extending.md#an-importer)"
+        )
 
 
 VLLM_V1 = (
@@ -133,50 +147,6 @@ def test_the_issue_case_vllm_log_with_ooms_smi_csv_and_a_scrape(tmp_path, report
     }
     assert report["hypotheses"][0]["id"] == "memory-fragmentation"
     assert report["hypotheses"][0]["score"] >= 0.5
-
-
-SAMPLES = SHARED_DATA / "real-samples" / "formats"
-EXPECTED = {
-    # an OOM inside a vLLM or TGI log is read with the rest of the log
-    "pytorch_oom": ("pytorch-oom", "vllm-log", "tgi-log"),
-    "xid_dmesg": ("kernel-xid",),
-    "nvidia_smi_query_gpu": ("nvidia-smi-csv",),
-    "nvidia_smi_compute_apps": ("nvidia-smi-compute-apps",),
-    "vllm_log": ("vllm-log",),
-    "vllm_metrics": ("prometheus-text",),
-    "triton_metrics": ("prometheus-text",),
-    "tgi_metrics": ("prometheus-text",),
-    "dcgm_exporter_metrics": ("prometheus-text",),
-    "nvidia_smi_dmon": ("nvidia-smi-dmon",),
-    "nvidia_smi_default": ("nvidia-smi-table",),
-    "nvidia_smi_pmon": ("nvidia-smi-pmon",),
-    "pytorch_memory_summary": ("pytorch-memory",),
-    "otlp_json_traces": ("otel-traces",),
-    "prometheus_query_range": ("prometheus-api-json",),
-    "grafana_csv": ("grafana-csv",),
-}
-# Real look-alikes that must be left unused, not misread: kernel logs with NVIDIA lines but no Xid,
-# and a scrape of HELP/TYPE headers with no sample.
-LOOK_ALIKES = {
-    ("xid_dmesg", "13.txt"),
-    ("xid_dmesg", "14.txt"),
-    ("vllm_metrics", "05.txt"),
-    ("otlp_json_traces", "03.txt"),
-    ("otlp_json_traces", "04.txt"),  # Go stdouttrace JSON, collector text dump
-}
-# Recognised and read, with nothing the dump has a column for: a compute-apps header with no process
-# running, dcgm encoder/decoder fields only, a query_range answer with no series.
-NOTHING_TO_KEEP = {
-    ("nvidia_smi_compute_apps", name)
-    for name in ("01.txt", "03.txt", "07.txt", "09.txt", "11.txt", "13.txt", "15.txt")
-} | {("dcgm_exporter_metrics", "04.txt"), ("prometheus_query_range", "03.txt")}
-# A default table cut right after its header, in the issue it was pasted into.
-NOTHING_TO_KEEP |= {("nvidia_smi_default", "21.txt")}
-# One untimed scrape whose counters give no figure without a second one (request counts only, or
-# histogram buckets cut before their sum and count).
-NOTHING_TO_KEEP |= {("vllm_metrics", "04.txt")} | {
-    ("triton_metrics", name) for name in ("03.txt", "04.txt", "05.txt")
-}
 
 
 @pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared real samples are not present")

@@ -335,7 +335,8 @@ def test_every_rule_has_a_picture_of_its_evidence():
     from diagnose.pictures import EVIDENCE, SHOWN_BY_STAGES, SHOWN_BY_TIMELINE
 
     ids = {rule.id for rule in load_rules(default_rules_dir())}
-    assert ids <= set(EVIDENCE) | SHOWN_BY_TIMELINE | SHOWN_BY_STAGES
+    unshown = ids - set(EVIDENCE) - SHOWN_BY_TIMELINE - SHOWN_BY_STAGES
+    assert not unshown, f"no picture of their evidence: {sorted(unshown)} (docs/extending.md#a-rule)"
     assert not (set(EVIDENCE) & (SHOWN_BY_TIMELINE | SHOWN_BY_STAGES))
 
 

@@ -7,8 +7,7 @@ import subprocess
 import sys
 
 import diagnose.cli as cli
-from diagnose.children import child_environment
-from diagnose.process_env import worker_environment
+from diagnose.processes.environment import child_environment, worker_environment
 
 _SETTINGS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMPY_MADVISE_HUGEPAGE", "ARROW_DEFAULT_MEMORY_POOL")
 
@@ -54,7 +53,7 @@ def test_the_cli_sets_them_for_itself_and_its_children(monkeypatch, capsys):
 def test_numpy_and_pyarrow_read_them_in_a_fresh_process():
     # What the settings are for: the libraries must see them, which they do only if set before import.
     probe = (
-        "import os; from diagnose.process_env import use_worker_environment; use_worker_environment(); "
+        "import os; from diagnose.processes.environment import use_worker_environment; use_worker_environment(); "
         "import numpy, pyarrow; "
         "huge = getattr(numpy._core.multiarray, '_get_madvise_hugepage', None); "
         "print(huge() if huge else 'unknown', pyarrow.default_memory_pool().backend_name)"

@@ -98,11 +98,25 @@ def test_text_report_shows_hypothesis_verification_and_what_was_not_checked(run_
     assert "NOT CHECKED (missing evidence)" in out and "RULED OUT" in out
 
 
-def test_markdown_report_matches_the_golden_file(run_cli):
+# Reports of different shapes: a CPU-side finding with its stage table, an LLM service with TTFT/TPOT
+# and engine gauges, an OOM read from the allocator's figures, a periodic job with episodes and
+# alignments, a healthy service with nothing likely, and a real recording from the testbed.
+GOLDEN_REPORTS = [
+    ("fixtures/dumps/cold-start-contamination", "markdown", "cold-start-contamination.md"),
+    ("fixtures/dumps/kv-cache-pressure", "markdown", "kv-cache-pressure.md"),
+    ("fixtures/dumps/memory-fragmentation", "text", "memory-fragmentation.txt"),
+    ("fixtures/dumps/co-located-contention", "markdown", "co-located-contention.md"),
+    ("fixtures/dumps/healthy-steady", "text", "healthy-steady.txt"),
+    ("fixtures/recorded/cpu-bound-stage/dump", "markdown", "recorded-cpu-bound-stage.md"),
+]
+
+
+@pytest.mark.parametrize(("dump", "form", "name"), GOLDEN_REPORTS, ids=[g[2] for g in GOLDEN_REPORTS])
+def test_the_report_matches_its_golden_file(run_cli, dump, form, name):
     """Regenerate with UPDATE_GOLDEN=1 after an intended change, and review the diff."""
-    code, out, _ = run_cli("file", "fixtures/dumps/cold-start-contamination", "--format", "markdown")
-    assert code == 0
-    golden = GOLDEN / "cold-start-contamination.md"
+    code, out, err = run_cli("file", dump, "--format", form)
+    assert code == 0 and "This is a bug" not in err, err
+    golden = GOLDEN / name
     if os.environ.get("UPDATE_GOLDEN"):
         golden.write_text(out, encoding="utf-8")
     assert out == golden.read_text(encoding="utf-8")

@@ -6,7 +6,7 @@ import shutil
 
 import yaml
 
-from diagnose.judge import FIRED, default_rules_dir, load_rules
+from diagnose.judge import Status, default_rules_dir, expr, load_rules
 from diagnose.judge.testing import run_rule_tests
 from tests.conftest import ROOT
 
@@ -19,14 +19,43 @@ def test_every_built_in_rule_test_passes():
     assert failed == []
 
 
-def test_every_rule_has_a_case_that_fires_it_healthy_cases_and_its_near_misses():
+def _cases(rule) -> list[dict]:
+    document = yaml.safe_load((RULES / "tests" / f"{rule.id}.yaml").read_text())
+    assert document["rule"] == rule.id
+    return document["cases"]
+
+
+def test_every_rule_has_a_case_that_fires_it_and_healthy_cases_that_do_not():
     for rule in load_rules(RULES):
-        document = yaml.safe_load((RULES / "tests" / f"{rule.id}.yaml").read_text())
-        cases = document["cases"]
-        assert document["rule"] == rule.id
-        assert any(c["name"].startswith("fires on") and c["expect"] == FIRED for c in cases), rule.id
+        cases = _cases(rule)
+        assert any(c["name"].startswith("fires on") and c["expect"] == Status.FIRED for c in cases), rule.id
         healthy = [c for c in cases if c["name"].startswith("healthy:")]
-        assert healthy and all(c["expect"] != FIRED or c["score"][1] < 0.6 for c in healthy), rule.id
+        assert all(c["expect"] != Status.FIRED or c["score"][1] < 0.6 for c in healthy), rule.id
+
+
+def test_every_case_gives_facts():
+    """A case with none of its rule's facts can only be skipped: it specifies nothing."""
+    empty = [f"{rule.id}: {c['name']}" for rule in load_rules(RULES) for c in _cases(rule) if not c["facts"]]
+    assert empty == []
+
+
+def test_every_contrary_condition_has_a_case_where_it_applies():
+    """So that each reason to doubt a rule has its weight tested, and a contrary condition that can
+    never apply while the rule's case is made (dead: it changes no verdict) is found. docs/extending.md
+    says how the cases are written."""
+    missing = []
+    for rule in load_rules(RULES):
+        cases = _cases(rule)
+        for condition in rule.contrary:
+            if not any(_applies(rule, condition, case["facts"]) for case in cases):
+                missing.append(f"{rule.id}: {condition.name}")
+    assert missing == [], "run python -m fixtures.rule_tests; a condition it cannot make apply is dead"
+
+
+def _applies(rule, condition, facts: dict) -> bool:
+    states = {c.name: expr.evaluate(c.test, facts) for c in rule.conditions}
+    made = any(c.decisive and states[c.name] for c in rule.conditions) or expr.evaluate(rule.when, states)
+    return bool(made) and bool(expr.evaluate(condition.test, facts))
 
 
 def _copy(tmp_path):

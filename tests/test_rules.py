@@ -8,9 +8,10 @@ import pytest
 
 from diagnose.errors import RuleError
 from diagnose.facts.model import Facts
-from diagnose.judge import FIRED, RULED_OUT, SKIPPED, default_rules_dir, judge, load_rule_file, load_rules
+from diagnose.judge import Status, default_rules_dir, judge, load_rule_file, load_rules
 from diagnose.judge.calibration import calibrated
 from diagnose.judge.ids import ROOT_CAUSE_IDS
+from tests.conftest import ROOT
 
 RULE = """\
 id: cpu-bound-stage
@@ -60,8 +61,12 @@ def test_builtin_rules_load_and_each_is_a_complete_checklist():
         "compute-bound-forward",
         "input-length-shift",
     }
+    contract = (ROOT / "docs" / "dump-format.md").read_text(encoding="utf-8")
     for rule in rules:
-        assert rule.id in ROOT_CAUSE_IDS
+        assert rule.id in ROOT_CAUSE_IDS, (
+            f"{rule.id}: not in diagnose/judge/ids.py (docs/extending.md#a-rule)"
+        )
+        assert f"| `{rule.id}` |" in contract, f"{rule.id}: not in docs/dump-format.md's root-cause ids"
         assert rule.path == f"rules/{rule.id}.yaml"
         assert rule.verify and rule.remedy and rule.pitfalls and rule.contrary
 
@@ -69,7 +74,7 @@ def test_builtin_rules_load_and_each_is_a_complete_checklist():
 def test_a_rule_fires_with_certainty_factor_score(tmp_path):
     rule = _rule(tmp_path)
     (outcome,) = judge([rule], _facts(gpu__util_pct__mean=90.0, host__cpu_pct__mean=75.0))
-    assert outcome.status == FIRED
+    assert outcome.status == Status.FIRED
     # the second condition half way up its ramp: strength 0.25 + 0.75 * 0.5; belief 0.5 + 0.4 * 0.625 * 0.5
     assert outcome.belief == pytest.approx(0.625)
     assert outcome.score == pytest.approx(calibrated(0.625), abs=1e-3)
@@ -104,13 +109,13 @@ def test_contrary_evidence_lowers_the_score(tmp_path):
 
 def test_false_when_rules_out_and_says_why(tmp_path):
     (outcome,) = judge([_rule(tmp_path)], _facts(gpu__util_pct__mean=20.0))
-    assert outcome.status == RULED_OUT
+    assert outcome.status == Status.RULED_OUT
     assert outcome.reason == "gpu.util_pct.mean >= 80 is false (gpu.util_pct.mean = 20%)"
 
 
 def test_undecidable_when_is_skipped_naming_the_missing_evidence(tmp_path):
     (outcome,) = judge([_rule(tmp_path)], _facts(gpu__util_pct__mean=90.0))
-    assert outcome.status == SKIPPED
+    assert outcome.status == Status.SKIPPED
     assert outcome.missing == ["system: cpu_pct"]
 
 
@@ -134,20 +139,20 @@ contrary:""",
 )
 def test_a_decisive_condition_settles_its_rule_whatever_when_says(tmp_path, others):
     (outcome,) = judge([_rule(tmp_path, DECISIVE)], _facts(engine__stalls=2, **others))
-    assert outcome.status == FIRED and outcome.belief == pytest.approx(0.8) and outcome.score >= 0.95
+    assert outcome.status == Status.FIRED and outcome.belief == pytest.approx(0.8) and outcome.score >= 0.95
     assert [(e.text, e.decisive) for e in outcome.evidence] == [("the engine said so 2 times", True)]
     assert outcome.confidence == "high"
 
 
 def test_a_decisive_condition_that_does_not_hold_leaves_the_rule_as_it_was(tmp_path):
     (outcome,) = judge([_rule(tmp_path, DECISIVE)], _facts(engine__stalls=0, gpu__util_pct__mean=20.0))
-    assert outcome.status == RULED_OUT
+    assert outcome.status == Status.RULED_OUT
 
 
 def test_contrary_evidence_still_weighs_against_a_decisive_condition_and_is_shown(tmp_path):
     facts = _facts(engine__stalls=1, thread__busiest__cpu_pct=5.0)
     (outcome,) = judge([_rule(tmp_path, DECISIVE)], facts)
-    assert outcome.status == FIRED
+    assert outcome.status == Status.FIRED
     assert outcome.belief == pytest.approx((0.8 - 0.5) / (1 - 0.5))
     assert [e.text for e in outcome.contrary] == ["busiest thread only 5%"]
 
@@ -283,7 +288,6 @@ def test_file_accepts_a_users_rule_folder(report_of, tmp_path):
 
 
 def test_every_rule_has_a_generated_page_in_sync_with_its_yaml(run_cli, tmp_path):
-    from tests.conftest import ROOT
 
     code, _, _ = run_cli("rules", "docs", tmp_path)
     assert code == 0
@@ -357,7 +361,7 @@ def test_a_fact_of_another_type_at_run_time_skips_its_rule_not_the_analysis(tmp_
     rule = _rule(tmp_path)
     facts = _facts(gpu__util_pct__mean="very high", host__cpu_pct__mean=90.0)  # a bug in a fact's code
     [outcome] = judge([rule], facts)
-    assert outcome.status == SKIPPED and "unexpected type" in outcome.missing[0]
+    assert outcome.status == Status.SKIPPED and "unexpected type" in outcome.missing[0]
 
 
 CAUSE = """\
@@ -418,8 +422,6 @@ def test_explained_by_names_another_root_cause(tmp_path):
 
 def test_the_report_shows_a_consequence_under_its_cause(tmp_path, run_cli):
     import json
-
-    from tests.conftest import ROOT
 
     dump = ROOT / "fixtures" / "recorded" / "oversized-batch" / "dump"
     code, text, _ = run_cli("file", dump)

@@ -31,7 +31,7 @@ import numpy as np
 from diagnose.compare.evidence import Evidence
 from diagnose.compare.measure import Measure
 from diagnose.compare.model import Comparison
-from diagnose.errors import InputError
+from diagnose.errors import ArchiveError
 
 SCHEMA_VERSION = 1
 APPLICATION_ID = 0x44474E53  # "DGNS": marks the file as a diagnose archive
@@ -67,10 +67,6 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             expected TEXT, measured TEXT NOT NULL)""",
     ),
 }
-
-
-class ArchiveError(InputError):
-    """The archive cannot be used as it is: the message names the file and what to do."""
 
 
 @dataclass(frozen=True)
@@ -159,7 +155,7 @@ class Archive:
                     json.dumps(evidence.warnings),
                 ),
             )
-            entry = int(cursor.lastrowid)
+            entry = _inserted(cursor)
             db.executemany(
                 "INSERT INTO measures VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
@@ -202,7 +198,7 @@ class Archive:
                     json.dumps(measured),
                 ),
             )
-            return int(cursor.lastrowid)
+            return _inserted(cursor)
 
     def evidence(self, entry_id: int) -> Evidence:
         """An archived recording as the before side of a comparison."""
@@ -275,7 +271,10 @@ class Archive:
             "FROM comparisons WHERE baseline = ? OR candidate = ? ORDER BY id",
             (entry_id, entry_id),
         )
-        return [ComparisonRow(*row[:7], json.loads(row[7])) for row in rows]
+        return [
+            ComparisonRow(id_, added, baseline, candidate, verdict, headline, expected, json.loads(measured))
+            for id_, added, baseline, candidate, verdict, headline, expected, measured in rows
+        ]
 
     def _row(self, entry_id: int) -> sqlite3.Row:
         cursor = self._db.cursor()
@@ -337,3 +336,10 @@ class Archive:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _inserted(cursor: sqlite3.Cursor) -> int:
+    """The id SQLite gave the row an INSERT just added."""
+    if cursor.lastrowid is None:
+        raise ArchiveError("the archive did not say which id it gave the new row")
+    return cursor.lastrowid

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from diagnose.archive.store import ComparisonRow, Entry
 from diagnose.compare.render import value_text
 
@@ -66,10 +68,11 @@ def trend_table(entries: list[Entry], metric: str) -> str:
     if not having:
         names = sorted({name for e in entries for name in e.figures})
         return f"no recording in the archive has {metric!r}; the figures are: {', '.join(names) or 'none'}\n"
-    rows, previous = [], None
+    rows: list[tuple[str, ...]] = []
+    previous: float | None = None
     for e in having:
         value = e.figures[metric]
-        step = "-" if previous in (None, 0) else f"{value / previous - 1:+.1%}"
+        step = "-" if value is None or not previous else f"{value / previous - 1:+.1%}"
         rows.append(
             (
                 f"#{e.id}",
@@ -99,7 +102,7 @@ def _short(text: str | None, width: int = 28) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     lines = [
         "  ".join(str(cell).ljust(widths[i]) for i, cell in enumerate(row)).rstrip()

@@ -36,7 +36,7 @@ def allocator_rows(torch, ts: float, pid: int, largest_block: bool = True) -> li
     rows = []
     for device in range(torch.cuda.device_count()):
         stats = torch.cuda.memory_stats(device)
-        row = {"ts": ts, "pid": pid, "device": device}
+        row: dict[str, float | None] = {"ts": ts, "pid": pid, "device": device}
         row.update({column: stats.get(key) for column, key in _STATS.items()})
         if largest_block:
             row["largest_free_block_bytes"] = _largest_free_block(torch, device)

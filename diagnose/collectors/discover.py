@@ -28,7 +28,11 @@ def _listening_on(port: int) -> list[int]:
         connections = psutil.net_connections(kind="tcp")
     except (psutil.AccessDenied, OSError):
         return []
-    return [c.pid for c in connections if c.pid and c.status == psutil.CONN_LISTEN and c.laddr.port == port]
+    return [
+        c.pid
+        for c in connections
+        if c.pid and c.status == psutil.CONN_LISTEN and getattr(c.laddr, "port", None) == port
+    ]
 
 
 def _holding_open(path: str) -> list[int]:

@@ -110,7 +110,7 @@ class FlightRecorder:
             self._fired(firing)
         self.ring.flush()
         if self._pending is not None and now >= self._pending.due:
-            self._write(now, cut_short=False)
+            self._write(self._pending, now, cut_short=False)
 
     def set_manifest(self, **fields: object) -> None:
         self.ring.set_manifest(**fields)
@@ -120,7 +120,7 @@ class FlightRecorder:
             return
         self._closed = True
         if self._pending is not None:
-            self._write(self._clock(), cut_short=True)
+            self._write(self._pending, self._clock(), cut_short=True)
         self.ring.close(**summary)
         self._lock.close()
 
@@ -147,16 +147,16 @@ class FlightRecorder:
                 f"within --cooldown {_span(self.options.cooldown_s)}, not dumped"
             )
             return
-        self._pending = _Incident(firing, firing.at + self.options.after_s, self._name(firing.at))
+        pending = self._pending = _Incident(firing, firing.at + self.options.after_s, self._name(firing.at))
         self._last_fired = firing.at
         self.ring.append("events", [_event(firing, "trigger", f"{firing.trigger} fired{shown}")])
         self._say(
             f"diagnose: {firing.trigger!r} fired{shown}; dumping the last {_span(self.options.keep_s)} "
-            f"and the next {_span(self.options.after_s)} to {self.options.folder / self._pending.name}"
+            f"and the next {_span(self.options.after_s)} to {self.options.folder / pending.name}"
         )
 
-    def _write(self, now: float, cut_short: bool) -> None:
-        incident, self._pending = self._pending, None
+    def _write(self, incident: _Incident, now: float, cut_short: bool) -> None:
+        self._pending = None
         first = incident.first
         manifest = {
             "notes": f"flight recorder dump: {first.trigger} fired at {_iso(first.at)}",

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import BinaryIO
 
 
 class FileFollower:
     def __init__(self, path: str | Path, from_start: bool = False) -> None:
         self.path = Path(path)
-        self._handle = None
+        self._handle: BinaryIO | None = None
         self._problem: str | None = None  # why the last open failed
         self._inode: int | None = None
         self._partial = b""
@@ -37,25 +38,25 @@ class FileFollower:
             self._open(seek_end=False)  # the file did not exist yet: read it whole once it does
             if self._handle is None:
                 return []
-        lines = self._drain()
-        if self._rotated():
+        lines = self._drain(self._handle)
+        if self._rotated(self._handle):
             self._handle.close()
             self._open(seek_end=False)
             if self._handle is not None:
-                lines += self._drain()
+                lines += self._drain(self._handle)
         return lines
 
-    def _drain(self) -> list[str]:
-        data = self._partial + self._handle.read()
+    def _drain(self, handle: BinaryIO) -> list[str]:
+        data = self._partial + handle.read()
         *complete, self._partial = data.split(b"\n")
         return [line.decode("utf-8", errors="replace").rstrip("\r") for line in complete if line.strip()]
 
-    def _rotated(self) -> bool:
+    def _rotated(self, handle: BinaryIO) -> bool:
         try:
             status = os.stat(self.path)
         except OSError:
             return False
-        return status.st_ino != self._inode or status.st_size < self._handle.tell()
+        return status.st_ino != self._inode or status.st_size < handle.tell()
 
     def problem(self) -> str | None:
         """Why the file is not being read (no such file, no permission), or None while it is.

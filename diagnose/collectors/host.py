@@ -139,13 +139,13 @@ class HostCollector:
     def _system_row(self, ts: float, elapsed: float | None) -> dict:
         memory, swap = psutil.virtual_memory(), psutil.swap_memory()
         io = self._io_counters()
-        rates = {key: None for key in io}
+        rates: dict[str, float | None] = {key: None for key in io}
         if elapsed:
-            rates = {
-                key: max(0.0, (io[key] - self._last_io[key]) / elapsed)
-                for key in io
-                if io[key] is not None and self._last_io[key] is not None
-            }
+            rates = {}
+            for key, now in io.items():
+                before = self._last_io[key]
+                if now is not None and before is not None:
+                    rates[key] = max(0.0, (now - before) / elapsed)
         self._last_io = io
         return {
             "ts": ts,

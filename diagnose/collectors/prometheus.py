@@ -49,4 +49,4 @@ class MetricsScraper:
         return engine_row(mapping, ts, samples, previous[1], monotonic - previous[0])
 
 
-ScrapeError = (urllib.error.URLError, OSError, ValueError)
+SCRAPE_FAILURES = (urllib.error.URLError, OSError, ValueError)

@@ -25,7 +25,7 @@ from diagnose.collectors.follow import FileFollower
 from diagnose.collectors.gpu import GpuCollector, NvmlUnavailable
 from diagnose.collectors.host import HostCollector
 from diagnose.collectors.logs import events_from_lines
-from diagnose.collectors.prometheus import MetricsScraper, ScrapeError
+from diagnose.collectors.prometheus import SCRAPE_FAILURES, MetricsScraper
 from diagnose.collectors.requests_log import RequestLog
 from diagnose.collectors.sources import SourceHealth
 from diagnose.collectors.writer import DumpWriter
@@ -85,7 +85,7 @@ def record(
     sink: Sink | None = None,
 ) -> RecordSummary:
     summary = RecordSummary()
-    watched = options.pids or server_pids(options.metrics_url, options.requests_log)
+    watched = list(options.pids or server_pids(options.metrics_url, options.requests_log))  # restarts follow
     requests = (
         RequestLog.open(options.requests_log, options.column_map, options.requests_format)
         if options.requests_log
@@ -104,13 +104,17 @@ def record(
     if options.strict and health.dead():
         _close([*user_logs, allocator, requests.follower if requests else None])
         raise InputError("--strict: " + "; ".join(health.dead()))
-    writer = sink or DumpWriter(options.output, options.interval_s, force=options.force)
+    if sink is not None:
+        writer: Sink = sink
+    elif options.output is not None:
+        writer = DumpWriter(options.output, options.interval_s, force=options.force)
+    else:
+        raise ValueError("record() writes into options.output or into a sink; it was given neither")
     if watched and not options.pids:
         say(f"diagnose: watching server pid(s) {', '.join(map(str, watched))}, found from the request source")
-    host = HostCollector(watched, top=options.top)
+    host = HostCollector(tuple(watched), top=options.top)
     gpu = _open_gpu(options, summary, say)
     logs = [*user_logs, *(FileFollower(path) for path in KERNEL_LOGS if _readable(path))]
-    watched = list(watched)
     writer.set_manifest(
         watched_pids=list(watched),
         server_pids=list(watched),
@@ -207,7 +211,7 @@ def _started(pids: list[int]) -> dict:
 def _check_sources(
     health: SourceHealth,
     options: RecordOptions,
-    watched: tuple[int, ...],
+    watched: list[int],
     requests: RequestLog | None,
     allocator: FileFollower | None,
     logs: list[FileFollower],
@@ -216,13 +220,13 @@ def _check_sources(
     """Every source the user named, checked once before the first sample."""
     now = time.time()
     if requests is not None:
-        health.add("requests_log", "request log", options.requests_log)
+        health.add("requests_log", "request log", str(requests.follower.path))
         health.update("requests_log", now, requests.follower.problem())
     if scraper is not None:
-        health.add("metrics", "metrics endpoint", options.metrics_url)
+        health.add("metrics", "metrics endpoint", scraper.url)
         try:
             unmapped = _unmapped(scraper, parse_samples(scraper.fetch()))
-        except ScrapeError as error:
+        except SCRAPE_FAILURES as error:
             health.update("metrics", now, _scrape_reason(error))
         else:
             if unmapped:
@@ -233,7 +237,7 @@ def _check_sources(
         health.add(f"pid_{pid}", "server process", f"pid {pid}")
         health.update(f"pid_{pid}", now, None if psutil.pid_exists(pid) else "no such process")
     if allocator is not None:
-        health.add("allocator_log", "allocator log", options.allocator_log)
+        health.add("allocator_log", "allocator log", str(allocator.path))
         health.update("allocator_log", now, allocator.problem())
     for index, follower in enumerate(logs):
         health.add(f"log_{index + 1}", "log", str(follower.path))
@@ -260,7 +264,7 @@ def _scrape(scraper: MetricsScraper, wall: float, now: float) -> tuple[dict | No
     answered at all (an answer with nothing to keep is no outage)."""
     try:
         row = scraper.sample(wall, now)
-    except ScrapeError as error:
+    except SCRAPE_FAILURES as error:
         return None, _scrape_reason(error), False
     return row, _unmapped(scraper, scraper.last_samples), True
 

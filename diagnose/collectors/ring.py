@@ -63,11 +63,10 @@ class Ring:
         folder.mkdir(parents=True, exist_ok=True)
         self.inherited = self.segments()  # from a recorder that stopped or was killed
         self._manifest: dict = {}
-        self._writer: DumpWriter | None = None
         self._started = 0.0
         self._closed_bytes = sum(_size(segment.path) for segment in self.inherited)
         self.dropped_early = 0  # segments deleted before their time, to stay within max_bytes
-        self._open_segment(clock())
+        self._writer = self._new_segment(clock())
 
     def segments(self) -> list[Segment]:
         found = []
@@ -127,16 +126,17 @@ class Ring:
 
     # -- private -----------------------------------------------------------------------------------
 
-    def _open_segment(self, now: float) -> None:
+    def _new_segment(self, now: float) -> DumpWriter:
         path = self.folder / f"{_SEGMENT_PREFIX}{int(now * 1000):015d}"
-        self._writer = DumpWriter(path, self.interval_s, notes="a segment of diagnose record --ring")
-        self._writer.set_manifest(recorder="diagnose record --ring", **self._manifest)
+        writer = DumpWriter(path, self.interval_s, notes="a segment of diagnose record --ring")
+        writer.set_manifest(recorder="diagnose record --ring", **self._manifest)
         self._started = now
+        return writer
 
     def _rotate(self, now: float) -> None:
         self._writer.close(segment_of=str(self.folder))
         self._closed_bytes += _size(self._writer.folder)
-        self._open_segment(now)
+        self._writer = self._new_segment(now)
         self._prune(now, 0)
 
     def _prune(self, now: float, current_bytes: int) -> None:

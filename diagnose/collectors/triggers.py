@@ -22,6 +22,7 @@ import re
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from diagnose.dump.schema import SUCCESS_CODE, SUCCESS_WORDS
 from diagnose.errors import InputError
@@ -182,7 +183,7 @@ class TriggerWatch:
         fired = []
         values = signals.values(now)
         for trigger in self.triggers:
-            if trigger.event_kind is not None:
+            if trigger.condition is None:  # an event trigger
                 seen = [e for e in signals.events if str(e.get("kind", "")).lower() == trigger.event_kind]
                 if seen:
                     fired.append(Firing(trigger.text, now, {"events": float(len(seen))}))
@@ -209,8 +210,8 @@ def _latency(row: dict) -> float | None:
     if latency is not None:
         return latency
     stages = [_number(v) for k, v in row.items() if k.startswith("stage_") and k.endswith("_ms")]
-    stages = [v for v in stages if v is not None]
-    return sum(stages) if stages else None
+    known = [v for v in stages if v is not None]
+    return sum(known) if known else None
 
 
 def _ok(row: dict) -> bool:
@@ -219,7 +220,7 @@ def _ok(row: dict) -> bool:
     return not word or word in SUCCESS_WORDS or bool(_SUCCESS_CODE.fullmatch(word))
 
 
-def _number(value: object) -> float | None:
+def _number(value: Any) -> float | None:  # a field of a JSON or CSV row: anything
     if value is None or value == "" or isinstance(value, bool):
         return None
     try:

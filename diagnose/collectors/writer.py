@@ -16,17 +16,14 @@ import os
 import socket
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TextIO
 
 import yaml
 
 from diagnose.dump.schema import COLUMNS
-from diagnose.errors import InputError
+from diagnose.errors import DiskFull, InputError
 
 JSONL_TABLES = ("requests", "events", "allocator")
-
-
-class DiskFull(Exception):
-    """The disk filled up; the recording stops cleanly with what it has."""
 
 
 class DumpWriter:
@@ -42,7 +39,7 @@ class DumpWriter:
                 raise InputError(f"{folder}: exists and is not a folder")
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
-        self._files: dict[str, object] = {}
+        self._files: dict[str, TextIO] = {}
         self._writers: dict[str, csv.DictWriter] = {}
         self.rows = dict.fromkeys([*COLUMNS, *JSONL_TABLES], 0)
         self.manifest = {
@@ -113,7 +110,7 @@ class DumpWriter:
             self._writers[table] = writer
         return self._writers[table]
 
-    def _handle(self, table: str, name: str):
+    def _handle(self, table: str, name: str) -> TextIO:
         if table not in self._files:
             self._files[table] = open(self.folder / name, "a", encoding="utf-8", newline="")  # noqa: SIM115
         return self._files[table]

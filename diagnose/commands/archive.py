@@ -101,7 +101,7 @@ def _archive_add(args: argparse.Namespace, path: Path) -> int:
         if baseline is not None:
             comparison = compare_evidence(baseline, evidence, requests)
             decisive = decisive_figures(comparison.figures, comparison.traffic)
-            measured = {
+            measured: dict[str, float | None] = {
                 name: decisive[name].change
                 for name in ("p50", "p99", "throughput", "error_rate", "gpu_mem_peak")
                 if name in decisive

@@ -144,9 +144,11 @@ def _comparison_pictures(
     from diagnose.pictures import in_memory, render_comparison_pictures
     from diagnose.report.html import inline
 
-    latencies = [side.samples.get("latency_ms") for side in (before, after)]
+    before_latency, after_latency = (side.samples.get("latency_ms") for side in (before, after))
 
     def draw(folder: Path):
-        return render_comparison_pictures(comparison, *latencies, folder)
+        return render_comparison_pictures(comparison, before_latency, after_latency, folder)
 
-    return inline(in_memory(draw)) if form == "html" else pictures_beside(output, draw)
+    if form == "html" or output is None:
+        return inline(in_memory(draw))
+    return pictures_beside(output, draw)

@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     helper_process = launch.start_for_files(args.dump)
     try:
         from diagnose.pipeline import analyse_path
-        from diagnose.report import RENDERERS
+        from diagnose.report import render_html, render_json, render_markdown, render_text
         from diagnose.report.evidence_lines import dead_source_lines
     except BaseException:  # the analysis takes the helper over below; until then it is ours to stop
         if helper_process is not None:
@@ -105,18 +105,20 @@ def run(args: argparse.Namespace) -> int:
     )
     report = analysis.report
     if output_format == "text":
-        text = RENDERERS["text"](report, width=terminal_width() if args.output is None else 100)
-    elif output_format == "markdown" and args.output is not None and not args.no_plots:
-        text = RENDERERS["markdown"](report, pictures_beside(args.output, _report_pictures(analysis, dump)))
+        text = render_text(report, width=terminal_width() if args.output is None else 100)
+    elif output_format == "markdown":
+        with_pictures = args.output is not None and not args.no_plots
+        pictures = pictures_beside(args.output, _report_pictures(analysis, dump)) if with_pictures else None
+        text = render_markdown(report, pictures)
     elif output_format == "html":
         if args.no_plots:
-            text = RENDERERS["html"](report, [])
+            text = render_html(report, [])
         else:
             from diagnose.pictures import in_memory
 
-            text = RENDERERS["html"](report, in_memory(_report_pictures(analysis, dump)))
+            text = render_html(report, in_memory(_report_pictures(analysis, dump)))
     else:
-        text = RENDERERS[output_format](report)
+        text = render_json(report)
     if args.output is not None:
         args.output.write_text(text, encoding="utf-8")
         print(f"diagnose: {output_format} report written to {args.output}", file=sys.stderr)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from diagnose.commands.options import Subcommands, add_collection_args, add_debug, record_options
-from diagnose.errors import DiagnoseError, ExitCode, InputError
+from diagnose.errors import DiagnoseError, DiskFull, ExitCode, InputError
 
 
 def add_parser(commands: Subcommands) -> None:
@@ -108,7 +108,6 @@ def run(args: argparse.Namespace) -> int:
     import threading
 
     from diagnose.collectors.recorder import record
-    from diagnose.collectors.writer import DiskFull
     from diagnose.units import parse_duration
 
     if args.dump_now:

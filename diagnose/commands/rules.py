@@ -37,10 +37,10 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "show":
         if args.folder is None:
             raise InputError("rules show needs a rule id: diagnose rules show ID (diagnose rules lists them)")
-        rules = {rule.id: rule for rule in load_rules(args.rules or default_rules_dir())}
-        if args.folder not in rules:
-            raise InputError(f"no rule {args.folder!r}; the rules are: {', '.join(sorted(rules))}")
-        rule = rules[args.folder]
+        by_id = {rule.id: rule for rule in load_rules(args.rules or default_rules_dir())}
+        if args.folder not in by_id:
+            raise InputError(f"no rule {args.folder!r}; the rules are: {', '.join(sorted(by_id))}")
+        rule = by_id[args.folder]
         print(f"# {rule.source_file}")
         sys.stdout.write(Path(rule.source_file).read_text(encoding="utf-8"))
         return ExitCode.OK

@@ -15,7 +15,23 @@ library at import) before it imports numpy and pandas.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from diagnose.lazy import lazy_exports
+
+if TYPE_CHECKING:  # the names as a type checker sees them (``X as X``: re-exported); at run time, __getattr__
+    from diagnose.compare.comparison import (
+        compare_dumps as compare_dumps,
+        compare_evidence as compare_evidence,
+        measure_both as measure_both,
+        measure_path as measure_path,
+    )
+    from diagnose.compare.evidence import (
+        Evidence as Evidence,
+    )
+    from diagnose.compare.model import (
+        Comparison as Comparison,
+    )
 
 _EXPORTS = {
     "Comparison": "diagnose.compare.model",

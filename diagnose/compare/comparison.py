@@ -46,7 +46,7 @@ def measure_both(
     """
     if second is True:
         second = parallel.start_if_worth_it(before_path, rules_dir, tz) or False
-    elsewhere = second or None
+    elsewhere = second if isinstance(second, parallel.Elsewhere) else None
     try:
         after, after_requests = measure_path(after_path, rules_dir, tz, salt=1, helper=elsewhere is None)
     except BaseException:
@@ -136,8 +136,8 @@ def _traffic_differences(traffic: Traffic) -> list[Difference]:
                 True,
             )
         )
-    if traffic.load_differs and not traffic.service:
-        figure = traffic.work_change if traffic.work_differs else traffic.rate_change
+    figure = traffic.work_change if traffic.work_differs else traffic.rate_change
+    if traffic.load_differs and not traffic.service and figure is not None:
         found.append(
             Difference(
                 f"{figure.label} (no waiting stage is logged to judge the service apart from its queue)",

@@ -34,7 +34,7 @@ def figure_changes(before: dict[str, Measure], after: dict[str, Measure]) -> lis
 
 
 def change(before: Measure, after: Measure) -> FigureChange:
-    b, a = before.value, after.value
+    b, a = (math.nan if m.value is None else m.value for m in (before, after))  # not measured: no change
     low = high = math.nan
     method = (
         before.method

@@ -209,7 +209,9 @@ def _errors_and_rates(side: Requests) -> list[Measure]:
         answered = 1 - np.nan_to_num(failed)
     if side.duration_s <= 0:
         return found
-    rates = [("throughput", "throughput (answered requests/s)", "higher", answered, "status")]
+    rates: list[tuple[str, str, str | None, np.ndarray, str]] = [
+        ("throughput", "throughput (answered requests/s)", "higher", answered, "status")
+    ]
     rates.append(("request_rate", "request rate (arrivals/s)", None, np.ones(len(side.frame)), "ts"))
     lengths = [c for c in LENGTH_COLUMNS if c in side.frame.columns]
     if lengths:

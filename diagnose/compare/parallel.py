@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from diagnose.children import child_environment, usable_cpus
+from diagnose.processes.environment import child_environment, usable_cpus
 
 if TYPE_CHECKING:
     from diagnose.compare.evidence import Evidence

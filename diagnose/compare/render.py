@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from diagnose.compare.model import Comparison, FigureChange, GateTrip
 from diagnose.compare.verdict import change_text
-from diagnose.units import human_bytes, human_ms
+from diagnose.units import human_bytes, human_ms, human_rate
 
 
 def render(
@@ -32,11 +33,11 @@ def value_text(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
     if unit == "ms":
-        return f"{value:.2f} ms" if abs(value) < 1 else human_ms(value)
+        return human_ms(value)
     if unit == "bytes":
         return human_bytes(value)
     if unit == "rps":
-        return f"{value:,.3g}/s"
+        return human_rate(value)
     if unit == "share":
         return f"{value:.2%}"
     if unit == "pct":
@@ -120,7 +121,7 @@ def _traffic_lines(c: Comparison, arrow: str, name: str) -> list[str]:
     return lines + list(c.traffic.notes)
 
 
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
+def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
     header = ("figure", "before", "after", "change [95% interval]", "verdict")
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     return [
@@ -165,7 +166,7 @@ def _markdown(c: Comparison, pictures: list[tuple[str, str, str]] | None = None)
     return "\n".join(out) + "\n"
 
 
-def _md_table(rows: list[tuple[str, ...]]) -> list[str]:
+def _md_table(rows: Sequence[tuple[str, ...]]) -> list[str]:
     lines = ["| figure | before | after | change [95% interval] | verdict |", "|---|---:|---:|---|---|"]
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 

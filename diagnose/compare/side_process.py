@@ -18,7 +18,7 @@ import numpy as np
 from diagnose.compare.comparison import measure_path
 from diagnose.compare.evidence import Evidence
 from diagnose.compare.measure import Measure
-from diagnose.heap import leave_the_rest_to_exit, reuse_freed_memory
+from diagnose.processes.heap import leave_the_rest_to_exit, reuse_freed_memory
 
 
 def to_json(evidence: Evidence) -> dict:

@@ -11,6 +11,8 @@ requests cover that mix (the share is said).
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import numpy as np
 
 from diagnose.compare.evidence import Evidence
@@ -30,14 +32,14 @@ def compare_traffic(before: Evidence, after: Evidence, after_requests: Requests 
     notes: list[str] = []
     rate, work = _changed(before, after, "request_rate"), _changed(before, after, "work_rate")
     rate_differs = _differs(rate)
-    if rate_differs:
+    if rate_differs and rate is not None:
         notes.append(
             f"the request rate differs ({rate.before:.3g} -> {rate.after:.3g} requests/s, "
             f"{rate.change:+.0%}): under an open-loop load that is other traffic; under a closed loop "
             "(a benchmark at fixed concurrency) it is the service's own speed"
         )
     work_differs = _differs(work) and not rate_differs
-    if work_differs:
+    if work_differs and work is not None:
         notes.append(
             f"the offered work differs ({work.before:,.0f} -> {work.after:,.0f} tokens/s, "
             f"{work.change:+.0%}) at the same request rate: the queue waits depend on it"
@@ -62,7 +64,7 @@ def compare_traffic(before: Evidence, after: Evidence, after_requests: Requests 
         # Re-weighted, the after side is measured anew; otherwise its own measures already hold these.
         measured = (
             {m.name: m for m in latency_measures(after_requests, weights)}
-            if weights is not None
+            if weights is not None and after_requests is not None
             else after.measures
         )
         pairs = [(name, m) for name, m in measured.items() if name in before.measures]
@@ -84,7 +86,7 @@ def _changed(before: Evidence, after: Evidence, name: str) -> FigureChange | Non
     return change(before.measures[name], after.measures[name])
 
 
-def _differs(figure: FigureChange | None) -> bool:
+def _differs(figure: FigureChange | None) -> TypeGuard[FigureChange]:
     return bool(
         figure is not None
         and figure.change is not None

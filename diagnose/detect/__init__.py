@@ -7,7 +7,34 @@ imports numpy and pandas.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from diagnose.lazy import lazy_exports
+
+if TYPE_CHECKING:  # the names as a type checker sees them (``X as X``: re-exported); at run time, __getattr__
+    from diagnose.detect.alignment import (
+        Alignment as Alignment,
+    )
+    from diagnose.detect.analysis import (
+        SpikeAnalysis as SpikeAnalysis,
+        SpikeSearch as SpikeSearch,
+        analyse_spikes as analyse_spikes,
+    )
+    from diagnose.detect.episodes import (
+        Episode as Episode,
+    )
+    from diagnose.detect.helper import (
+        SpikeHelper as SpikeHelper,
+    )
+    from diagnose.detect.periodicity import (
+        Periodicity as Periodicity,
+    )
+    from diagnose.detect.search import (
+        SignalFindings as SignalFindings,
+    )
+    from diagnose.detect.signals import (
+        Signal as Signal,
+    )
 
 _EXPORTS = {
     "Alignment": "diagnose.detect.alignment",

@@ -65,8 +65,8 @@ def baseline(values: np.ndarray, step: float) -> np.ndarray:
     window = max(MIN_BASELINE_SAMPLES, int(BASELINE_S / step))
     block = max(1, window // 50)  # short blocks: an episode must not fill a block
     blocks = block_medians(values, block)
-    level = pd.Series(centred_moving_median(blocks, max(3, window // block) | 1))
-    level = level.interpolate(limit_direction="both").to_numpy()
+    medians = pd.Series(centred_moving_median(blocks, max(3, window // block) | 1))
+    level = medians.interpolate(limit_direction="both").to_numpy()
     centres = np.arange(level.size) * block + (block - 1) / 2
     return np.interp(np.arange(n), centres, level)
 

@@ -37,7 +37,7 @@ from diagnose.detect.periodicity import Periodicity
 from diagnose.detect.search import SignalFindings, search_shape
 from diagnose.detect.signals import Signal
 from diagnose.dump.model import Dump
-from diagnose.heap import leave_the_rest_to_exit, reuse_freed_memory
+from diagnose.processes.heap import leave_the_rest_to_exit, reuse_freed_memory
 
 # Below this many rows over all tables the searches take well under a second, and the helper's
 # start-up (about half a second of another core, importing numpy and pandas) would not pay for itself.
@@ -83,7 +83,11 @@ class SpikeHelper:
     """The parent's side of the helper process: feeds it signals on a thread, keeps what comes back."""
 
     def __init__(self, process: subprocess.Popen) -> None:
+        if process.stdin is None or process.stdout is None:
+            raise ValueError("the spike helper talks through pipes: start it with stdin and stdout=PIPE")
         self._process = process
+        self._stdin: IO[bytes] = process.stdin
+        self._stdout: IO[bytes] = process.stdout
         self._threads: list[threading.Thread] = []
         self._taken: list[Signal] = []
         self._returned: dict[str, SignalFindings] = {}
@@ -128,18 +132,17 @@ class SpikeHelper:
         if any(thread.is_alive() for thread in self._threads):
             self._stopped = True  # given up on before the queue ran dry (the analysis failed or was stopped)
             process.kill()
-        elif not self._threads and process.stdin is not None:
-            process.stdin.close()  # never served
+        elif not self._threads:
+            self._stdin.close()  # never served
         try:
             process.wait(timeout=_CLOSE_WAIT_S)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
+        self._stdout.close()
 
     def _send(self, queue: SignalQueue) -> None:
-        stdin = self._process.stdin
+        stdin = self._stdin
         try:
             # A few signals ahead of the findings, so that the helper does not wait on the receiving
             # thread, which needs the interpreter lock that the main thread holds through pandas calls.
@@ -157,7 +160,7 @@ class SpikeHelper:
                 pass
 
     def _receive(self) -> None:
-        stdout = self._process.stdout
+        stdout = self._stdout
         try:
             while (signal := self._sent.get()) is not None:
                 line = stdout.readline()
@@ -215,7 +218,10 @@ def encode_findings(found: SignalFindings) -> dict:
 
 def decode_findings(reply: dict, signal: Signal) -> SignalFindings:
     period = reply["periodicity"]
-    episodes = [Episode(*map(float, fields[:4]), int(fields[4])) for fields in reply["episodes"]]
+    episodes = [
+        Episode(float(start), float(end), float(peak), float(level), int(direction))
+        for start, end, peak, level, direction in reply["episodes"]
+    ]
     if period is not None:
         period = Periodicity(float(period[0]), float(period[1]), int(period[2]), float(period[3]))
     return SignalFindings(signal, [float(t) for t in reply["change_points"]], episodes, period)

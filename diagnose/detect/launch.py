@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from diagnose.children import child_environment, usable_cpus
+from diagnose.processes.environment import child_environment, usable_cpus
 
 # Before the dump is read: table files this big may hold enough rows for the helper to pay for itself
 # (Parquet packs a 1 Hz row in 10-30 bytes); it is closed once the dump proves smaller.

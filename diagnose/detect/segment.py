@@ -71,6 +71,8 @@ def _compiled_kernel() -> Callable | None:
             continue
         loader = importlib.machinery.ExtensionFileLoader(_KERNEL_MODULE, str(path))
         spec = importlib.util.spec_from_file_location(_KERNEL_MODULE, path, loader=loader)
+        if spec is None:
+            continue
         try:
             module = importlib.util.module_from_spec(spec)
             loader.exec_module(module)

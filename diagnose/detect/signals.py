@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -81,12 +82,12 @@ def iter_signals(dump: Dump, server_pids: set[int] | None = None) -> Iterator[Ba
     gpu = dump.table("gpu")
     if gpu is not None and "gpu" in gpu.columns:
         ts = gpu["ts"].to_numpy()
-        columns = {c: _numbers(gpu[c]) for c in _GPU_COLUMNS if c in gpu.columns}
+        gpu_columns = {c: _numbers(gpu[c]) for c in _GPU_COLUMNS if c in gpu.columns}
         for index, rows in _rows_by_gpu(gpu["gpu"]):
             start, slots = _placed(ts[rows], step)  # one GPU's samples: one grid for all its columns
             signals = [
                 Signal(f"gpu.{c}[gpu={index}]", "gpu", start, step, _on_grid(slots, v[rows]), {"gpu": index})
-                for c, v in columns.items()
+                for c, v in gpu_columns.items()
             ]
             yield (2, index), kept(signals)
     for position, (table, columns) in enumerate(_PROCESS_COLUMNS.items()):
@@ -369,5 +370,5 @@ def server_pids(dump: Dump) -> set[int]:
         steady = presence[presence >= 0.9].index
         medians = frame[frame["pid"].isin(steady)].groupby("pid")[column].median().dropna()
         if len(medians):
-            found.add(int(medians.idxmax()))
+            found.add(int(cast(float, medians.idxmax())))  # the index holds pids
     return found

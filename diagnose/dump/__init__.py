@@ -7,7 +7,18 @@ recorder's triggers, the CLI's help) does not load pandas.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from diagnose.lazy import lazy_exports
+
+if TYPE_CHECKING:  # the names as a type checker sees them (``X as X``: re-exported); at run time, __getattr__
+    from diagnose.dump.model import (
+        Dump as Dump,
+        Manifest as Manifest,
+    )
+    from diagnose.dump.reader import (
+        load_dump as load_dump,
+    )
 
 _EXPORTS = {
     "Dump": "diagnose.dump.model",

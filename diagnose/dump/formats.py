@@ -15,6 +15,7 @@ import json
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -36,9 +37,14 @@ class ReadResult:
     first_line: int  # file line of the frame's first row (1-based)
     lines: list[int] | None = None  # exact line of each row, when known
     warnings: list[str] = field(default_factory=list)
+    rows_only: bool = False  # an importer's table: its rows are not the file's lines
 
     def line_of(self, row: int) -> int:
         return self.lines[row] if self.lines is not None else self.first_line + row
+
+    def where(self, row: int) -> str:
+        """Where a row came from, as a warning says it: its file line, or its row of an importer's table."""
+        return f"row {row + 1}" if self.rows_only else f"line {self.line_of(row)}"
 
 
 def read_table_file(path: Path, suffix: str) -> ReadResult:
@@ -167,9 +173,9 @@ def _read_jsonl(path: Path) -> ReadResult:
     return ReadResult(pd.DataFrame.from_records(records), 1, numbers, warnings)
 
 
-def read_json_objects(path: Path, warnings: list[str]) -> tuple[list[dict], list[int]]:
+def read_json_objects(path: Path, warnings: list[str]) -> tuple[list[dict[str, Any]], list[int]]:
     """One JSON object per line; blank lines are skipped, bad lines reported by number."""
-    records: list[dict] = []
+    records: list[dict[str, Any]] = []
     numbers: list[int] = []
     bad: list[str] = []
     for number, line in _read_lines(path, warnings):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -14,7 +15,7 @@ class Manifest:
     interval_s: float | None = None
     process_starts: list[float] = field(default_factory=list)  # epoch seconds
     slo_p99_ms: float | None = None
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -27,7 +28,7 @@ class Dump:
     manifest: Manifest
     warnings: list[str] = field(default_factory=list)
     not_used: list[str] = field(default_factory=list)
-    importers: list[dict] = field(default_factory=list)  # {"file", "importer", "rows"}
+    importers: list[dict[str, Any]] = field(default_factory=list)  # {"file", "importer", "rows"}
 
     def table(self, name: str) -> pd.DataFrame | None:
         return self.tables.get(name)
@@ -62,7 +63,7 @@ class Dump:
         tables = {}
         for name, frame in self.tables.items():
             ts = frame["ts"].to_numpy()
-            lo, hi = np.searchsorted(ts, start, side="left"), np.searchsorted(ts, end, side="right")
+            lo, hi = int(np.searchsorted(ts, start, side="left")), int(np.searchsorted(ts, end, side="right"))
             tables[name] = frame if (lo, hi) == (0, len(frame)) else frame.iloc[lo:hi].reset_index(drop=True)
         if all(tables[name] is frame for name, frame in self.tables.items()):
             return self

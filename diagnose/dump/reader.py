@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -109,12 +110,12 @@ def _import_foreign(
     warnings: list[str],
     environment: dict[str, str],
     tz: str | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Offer every file that is not a dump table to the importers; merge what they read.
 
     What they say of the environment (driver and CUDA versions) goes to ``environment``.
     """
-    used: list[dict] = []
+    used: list[dict[str, Any]] = []
     offered = [name for name in not_used if not name.endswith("/") and (folder / name).is_file()]
     if not offered:
         return used
@@ -141,12 +142,16 @@ def _import_foreign(
         if result.environment:
             environment.update(result.environment)
         for table, frame in result.tables.items():
-            timed = np.isfinite(pd.to_numeric(frame["ts"], errors="coerce")) if "ts" in frame else None
-            if timed is not None and not timed.all():
-                dropped = int((~timed).sum())
-                warnings.append(f"{name}: {dropped} {table} row(s) without a readable time; skipped")
-                frame = frame.loc[timed]
-            if frame.empty or timed is None:
+            if frame.empty or "ts" not in frame:
+                continue
+            # The same cleaning as a table file's: times, numbers, latency from stages, duplicates.
+            read = ReadResult(frame.reset_index(drop=True), 1, rows_only=True)
+            try:
+                frame = _normalised(table, read, f"{name} ({table})", warnings)
+            except TableReadError as error:
+                warnings.append(f"{name}: its {table} rows are not used: {error}")
+                continue
+            if frame.empty:
                 continue
             merged = frame if table not in tables else pd.concat([tables[table], frame], ignore_index=True)
             tables[table] = merged.sort_values("ts", kind="stable", ignore_index=True)
@@ -179,7 +184,9 @@ def _load_table(name: str, file: Path, suffix: str, warnings: list[str]) -> pd.D
     return _normalised(name, result, file.name, warnings)
 
 
-def table_from_rows(name: str, rows: list[dict], label: str, warnings: list[str]) -> pd.DataFrame | None:
+def table_from_rows(
+    name: str, rows: list[dict[str, Any]], label: str, warnings: list[str]
+) -> pd.DataFrame | None:
     """Rows collected in memory (a live view) read by the same rules as a file: None if unusable."""
     if not rows:
         return None
@@ -221,11 +228,11 @@ def _with_epoch_ts(frame: pd.DataFrame, file: str, result: ReadResult, warnings:
         first = int(unreadable[0])
         if unreadable.size == len(frame):
             raise TableReadError(
-                f"line {result.line_of(first)}, column ts: no readable timestamps "
+                f"{result.where(first)}, column ts: no readable timestamps "
                 "(expected epoch seconds or ISO-8601 with an offset)"
             )
         warnings.append(
-            f"{file} line {result.line_of(first)}, column ts: {unreadable.size} row(s) without a "
+            f"{file} {result.where(first)}, column ts: {unreadable.size} row(s) without a "
             "readable timestamp skipped (expected epoch seconds or ISO-8601 with an offset)"
         )
         frame = frame.drop(index=frame.index[unreadable])
@@ -246,7 +253,7 @@ def _coerce_numbers(
             row = frame.index[positions[0]]
             value = str(original.iloc[positions[0]])[:40]
             warnings.append(
-                f"{file} line {result.line_of(int(row))}, column {column}: expected a number, got "
+                f"{file} {result.where(int(row))}, column {column}: expected a number, got "
                 f"{value!r}; {positions.size} such value(s) read as missing"
             )
         frame[column] = numbers.astype("float64")
@@ -265,9 +272,9 @@ def _ensure_latency(frame: pd.DataFrame, file: str, warnings: list[str]) -> pd.D
 
 def _drop_duplicates(name: str, frame: pd.DataFrame, file: str, warnings: list[str]) -> pd.DataFrame:
     """Keep the last of rows sharing (ts, key); the frame is already sorted by ts, stably."""
-    if name == EVENTS_TABLE:
+    spec = TABLES.get(name)
+    if name == EVENTS_TABLE or spec is None:  # events, and an importer's extension tables (series)
         return frame
-    spec = TABLES[name]
     key = [c for c in spec.key if c in frame.columns]
     if spec.per_request and not key:
         return frame  # two requests may arrive in the same instant; without ids both are real
@@ -341,7 +348,7 @@ def _read_manifest(file: Path, warnings: list[str]) -> Manifest:
     )
 
 
-def _manifest_number(data: dict, key: str, file: str, warnings: list[str]) -> float | None:
+def _manifest_number(data: dict[str, Any], key: str, file: str, warnings: list[str]) -> float | None:
     value = data.get(key)
     if value is None:
         return None

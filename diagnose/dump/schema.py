@@ -30,9 +30,13 @@ TABLES: dict[str, TableSpec] = {
     for spec in (
         TableSpec("system", (), frozenset({"cpu_count", "load1"})),
         TableSpec("processes", ("pid", GROUP), frozenset({"pid", "num_threads", "num_procs"})),
-        TableSpec("gpu", ("gpu",), frozenset({"gpu"})),
+        # A row's identity at one time: the key columns the frame has (a MIG slice of a GPU, one device
+        # or rank of a process's allocator are rows of their own).
+        TableSpec("gpu", ("gpu", "mig_instance"), frozenset({"gpu"})),
         TableSpec("gpu_processes", ("gpu", "pid"), frozenset({"gpu", "pid"})),
-        TableSpec("allocator", ("pid",), frozenset({"pid", "num_alloc_retries", "num_ooms"})),
+        TableSpec(
+            "allocator", ("pid", "device", "rank"), frozenset({"pid", "num_alloc_retries", "num_ooms"})
+        ),
         TableSpec(
             "server",
             (),

@@ -9,6 +9,7 @@ warning, rather than producing nonsense dates.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -61,12 +62,12 @@ def _datetimes_to_seconds(values: pd.Series) -> np.ndarray:
         nanos = values.dt.tz_convert("UTC").dt.tz_localize(None).astype("datetime64[ns]")
     except (ValueError, OverflowError, AttributeError, TypeError):  # a date pandas cannot hold: one by one
         return np.array([_one_to_seconds(value) for value in values], dtype="float64")
-    seconds = nanos.to_numpy().astype("int64").astype("float64") / 1e9
+    seconds: np.ndarray = nanos.to_numpy().astype("int64").astype("float64") / 1e9
     seconds[values.isna().to_numpy()] = np.nan
     return seconds
 
 
-def _one_to_seconds(value: object) -> float:
+def _one_to_seconds(value: Any) -> float:  # whatever a cell holds: what pandas cannot read is NaN
     try:
         stamp = pd.Timestamp(value)
         return float("nan") if pd.isna(stamp) else stamp.timestamp()

@@ -16,7 +16,7 @@ from diagnose.facts.latency import add_latency_facts
 from diagnose.facts.length_shift import add_shift_facts
 from diagnose.facts.llm import add_interference_facts, add_llm_facts, add_llm_shift_facts
 from diagnose.facts.memory import add_allocator_facts, add_oom_facts
-from diagnose.facts.model import Fact, Facts, Summary
+from diagnose.facts.model import Fact, Facts, Headline
 from diagnose.facts.profiler import add_profiler_facts
 from diagnose.facts.queueing import add_queue_facts
 from diagnose.facts.resources import add_gpu_facts, add_host_facts, add_thread_facts
@@ -26,7 +26,7 @@ from diagnose.facts.stages import add_stage_facts, declared_kinds
 from diagnose.facts.throttle import add_throttle_facts
 from diagnose.isolation import isolated
 
-__all__ = ["Fact", "Facts", "Summary", "add_spike_evidence", "compute_facts"]
+__all__ = ["Fact", "Facts", "Headline", "add_spike_evidence", "compute_facts"]
 
 
 def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnalysis | None = None) -> Facts:

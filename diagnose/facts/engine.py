@@ -16,6 +16,7 @@ live here that no request log shows directly:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -48,7 +49,7 @@ def add_engine_facts(facts: Facts, dump: Dump) -> None:
         return
     _add_preemptions(facts, server, events, kinds, dump)
     _add_stalls(facts, events, kinds, dump)
-    if kinds is not None:
+    if events is not None and kinds is not None:
         _add_capacity(facts, events[(kinds == "kv_cache_config").to_numpy()], dump.source("events"))
 
 
@@ -164,7 +165,7 @@ def _add_preemptions(
 ) -> None:
     """The most preemptions any piece of evidence shows (vLLM V0 warns once per 50 of them)."""
     counts = {"events: preemption": 0.0}
-    if kinds is not None:
+    if events is not None and kinds is not None:
         preempted = events[(kinds == "preemption").to_numpy()]
         # SGLang retracts several requests in one line: count them, one where the event does not say
         per_event = (
@@ -173,7 +174,9 @@ def _add_preemptions(
             else pd.Series(1.0, index=preempted.index)
         )
         counts["events: preemption"] = float(per_event.sum())
-        messages = preempted["message"].astype("string").fillna("") if "message" in preempted else []
+        messages: Iterable[str] = (
+            preempted["message"].astype("string").fillna("") if "message" in preempted else []
+        )
         cumulative = [int(m.group(1)) for text in messages if (m := _CUMULATIVE.search(text))]
         if cumulative:
             counts["total_num_cumulative_preemption in vLLM's warning (since the engine started)"] = float(
@@ -194,7 +197,7 @@ def _add_stalls(facts: Facts, events: pd.DataFrame | None, kinds: pd.Series | No
     for kind, name in (("engine_stall", "engine.stalls"), ("engine_dead", "engine.deaths")):
         count = int((kinds == kind).sum()) if kinds is not None else 0
         facts.add(name, count, f"{source}: {kind} events")
-    if kinds is not None and (kinds == "engine_stall").any():
+    if events is not None and kinds is not None and (kinds == "engine_stall").any():
         first = events[(kinds == "engine_stall").to_numpy()].iloc[0]
         facts.add("engine.stall_line", str(first.get("message", ""))[:200], f"{source}: first engine_stall")
 

@@ -5,6 +5,8 @@ Whether the host paged *while latency spiked* is read with the spike analysis (f
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pandas as pd
 
@@ -79,8 +81,8 @@ def _add_rss_growth(facts: Facts, dump: Dump) -> None:
     # killed (a testbed job holding 24 GB was last seen at 0 bytes), and its peak is what pushed others out.
     by_process = rss[known].groupby(ids[known])
     growth = by_process.max() - by_process.first()
-    pid = growth.idxmax()
+    pid = float(cast(float, growth.idxmax()))  # the index holds pids
     who = describe(processes, ids, pid)
     cite = f"{dump.source('processes')}: rss_bytes of {who}, first sample to its peak"
-    facts.add("host.rss_growth.bytes", float(growth[pid]), cite)
+    facts.add("host.rss_growth.bytes", float(growth.max()), cite)
     add_process_identity(facts, "host.rss_growth", processes, ids, pid, who, cite)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.schema import SUCCESS_CODE, SUCCESS_WORDS
-from diagnose.facts.model import Facts
+from diagnose.facts.model import Facts, LatencyWindow
 from diagnose.quantiles import quantiles
 
 PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
@@ -100,12 +100,10 @@ def _add_windows(facts: Facts, ts: np.ndarray, latency: np.ndarray, source: str,
     for begin, lo, hi in zip(edges[:-1], bounds[:-1], bounds[1:], strict=True):
         if hi > lo:
             points = quantiles(latency[lo:hi], [p / 100 for p in PERCENTILES.values()])
-            summary.windows.append(
-                {"start": float(begin), "requests": int(hi - lo)}
-                | {name: float(v) for name, v in zip(PERCENTILES, points, strict=True)}
-            )
+            p50, p95, p99, p999 = map(float, points)
+            summary.windows.append(LatencyWindow(int(hi - lo), p50, p95, p99, p999, float(begin)))
     # Windows with too few requests have no meaningful P99; leave them out of the extremes.
-    solid = [w["p99"] for w in summary.windows if w["requests"] >= 100] or [w["p99"] for w in summary.windows]
+    solid = [w.p99 for w in summary.windows if w.requests >= 100] or [w.p99 for w in summary.windows]
     cite = f"{source}: latency_ms per {width:.0f} s window, {len(summary.windows)} windows"
     facts.add("latency.window_p99_max_ms", max(solid), cite)
     facts.add("latency.window_p99_min_ms", min(solid), cite)

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.facts.length_shift import add_generation_shift_facts
-from diagnose.facts.model import Facts
+from diagnose.facts.model import Facts, TokenLatency
 
 _POINTS = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
 _MIN_REQUESTS = 10
@@ -42,7 +42,8 @@ def add_llm_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
             continue
         cite = f"{source}: {how}, {known.size:,} requests"
         points = dict(zip(_POINTS, np.percentile(known, list(_POINTS.values())), strict=True))
-        facts.summary.llm[name] = {**{k: float(v) for k, v in points.items()}, "source": how}
+        p50, p95, p99 = (float(points[k]) for k in ("p50", "p95", "p99"))
+        facts.summary.llm[name] = TokenLatency(p50, p95, p99, how)
         for point, value in points.items():
             facts.add(f"{name}.{point}_ms", float(value), cite)
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pandas as pd
 
 from diagnose.dump.model import Dump
-from diagnose.facts.model import Facts
+from diagnose.facts.model import Facts, OomClass
 from diagnose.oom import (
     EXHAUSTION,
     EXHAUSTION_OTHER_PROCESS,
@@ -17,14 +19,6 @@ from diagnose.oom import (
     stranded_share,
 )
 
-_OOM_FIELDS = (
-    "requested_bytes",
-    "total_bytes",
-    "free_bytes",
-    "allocated_bytes",
-    "reserved_unallocated_bytes",
-    "process_in_use_bytes",
-)
 # When several OOMs disagree, the one most telling about the cause is reported.
 _PRECEDENCE = (FRAGMENTATION, EXHAUSTION_REQUEST_TOO_LARGE, EXHAUSTION_OTHER_PROCESS, EXHAUSTION)
 
@@ -98,13 +92,11 @@ def add_oom_facts(facts: Facts, dump: Dump) -> None:
     facts.add("oom.other_processes_bytes", oom.other_processes_bytes, cite)
 
 
-def _verdict_summary(verdicts: list[tuple[str, str]]) -> list[dict]:
-    """Each class of OOM found, how often, and the figures of its first one."""
-    summary: dict[str, dict] = {}
-    for kind, reason in verdicts:
-        entry = summary.setdefault(kind, {"class": kind, "count": 0, "example": reason})
-        entry["count"] += 1
-    return sorted(summary.values(), key=lambda entry: -entry["count"])
+def _verdict_summary(verdicts: list[tuple[str, str]]) -> list[OomClass]:
+    """Each class of OOM found, how often, and the reason given for its first one."""
+    counts = Counter(kind for kind, _ in verdicts)
+    first = {kind: reason for kind, reason in reversed(verdicts)}
+    return [OomClass(kind, count, first[kind]) for kind, count in counts.most_common()]
 
 
 def _stranded_ratio(oom: OomMessage) -> float:
@@ -116,9 +108,16 @@ def _stranded_ratio(oom: OomMessage) -> float:
 
 def _event_oom(row: pd.Series) -> OomMessage | None:
     """Figures from structured fields when the event has them, else from its message."""
-    structured = {f: _number(row.get(f)) for f in _OOM_FIELDS}
-    if structured["requested_bytes"] is not None:
-        return OomMessage(**structured)
+    requested = _number(row.get("requested_bytes"))
+    if requested is not None:
+        return OomMessage(
+            requested_bytes=requested,
+            total_bytes=_number(row.get("total_bytes")),
+            free_bytes=_number(row.get("free_bytes")),
+            allocated_bytes=_number(row.get("allocated_bytes")),
+            reserved_unallocated_bytes=_number(row.get("reserved_unallocated_bytes")),
+            process_in_use_bytes=_number(row.get("process_in_use_bytes")),
+        )
     message = row.get("message")
     return parse_oom_message(message) if isinstance(message, str) else None
 

@@ -16,27 +16,70 @@ class Fact:
     source: str
 
 
+@dataclass(frozen=True)
+class OomClass:
+    """One class of OOM verdict, how many messages had it, and the first one's reason."""
+
+    kind: str = field(metadata={"json": "class"})
+    count: int
+    example: str | None
+
+
+@dataclass(frozen=True)
+class TokenLatency:
+    """TTFT or TPOT percentiles, and whether they were logged or derived from stages."""
+
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    source: str
+
+
+@dataclass(frozen=True)
+class StageShare:
+    """A logged stage's share of the mean latency, of the tail's, and of the tail's excess."""
+
+    kind: str
+    share: float
+    tail_share: float
+    excess_share: float
+    p50_ms: float
+    p99_ms: float
+
+
+@dataclass(frozen=True)
+class LatencyWindow:
+    """The latency percentiles of one window of the recording."""
+
+    requests: int
+    p50: float
+    p95: float
+    p99: float
+    p999: float
+    start: float = field(metadata={"time": True})  # the report writes it as ISO-8601
+
+
 @dataclass
-class Summary:
-    """The numbers every report shows, whatever the rules concluded."""
+class Headline:
+    """The numbers every report shows, whatever the rules concluded (the report rounds them)."""
 
     requests: int | None = None
     throughput_rps: float | None = None
     latency_ms: dict[str, float] = field(default_factory=dict)
-    stages: dict[str, dict[str, float | str]] = field(default_factory=dict)
+    stages: dict[str, StageShare] = field(default_factory=dict)
     unaccounted_share: float | None = None  # share of mean latency in no logged stage
     window_s: float | None = None
     slo_p99_ms: float | None = None  # the P99 target, and where it was given
     slo_source: str | None = None
-    ooms: list[dict] = field(default_factory=list)  # each OOM class found: {class, count, example}
-    llm: dict[str, dict] = field(default_factory=dict)  # ttft / tpot: {p50, p95, p99, source}
-    windows: list[dict[str, float | int]] = field(default_factory=list)
+    ooms: list[OomClass] = field(default_factory=list)  # most frequent first
+    llm: dict[str, TokenLatency] = field(default_factory=dict)  # ttft, tpot
+    windows: list[LatencyWindow] = field(default_factory=list)
 
 
 @dataclass
 class Facts:
     values: dict[str, Fact] = field(default_factory=dict)
-    summary: Summary = field(default_factory=Summary)
+    summary: Headline = field(default_factory=Headline)
     start: float | None = None  # epoch seconds of the earliest evidence
     end: float | None = None
     # Why a fact whose evidence is present could not be computed (too short, too few requests):
@@ -64,3 +107,8 @@ class Facts:
     def get(self, name: str) -> FactValue | None:
         fact = self.values.get(name)
         return None if fact is None else fact.value
+
+    def number(self, name: str) -> float | None:
+        """A measured fact's value, or None where it was not computed (or the fact is a name)."""
+        value = self.get(name)
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

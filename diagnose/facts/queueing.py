@@ -110,7 +110,7 @@ def queue_windows(dump: Dump, capacity: float | None = None) -> QueueWindows | s
 
 
 def add_queue_facts(facts: Facts, dump: Dump) -> None:
-    found = queue_windows(dump, facts.get("batch.capacity_items_per_s"))
+    found = queue_windows(dump, facts.number("batch.capacity_items_per_s"))
     if found is None:
         return
     if isinstance(found, str):

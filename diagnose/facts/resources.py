@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pandas as pd
 
@@ -19,13 +21,7 @@ def add_gpu_facts(facts: Facts, dump: Dump) -> None:
     source = dump.source("gpu")
     if "gpu" in gpu.columns:
         facts.add("gpu.count", int(gpu["gpu"].nunique()), f"{source}: gpu")
-    if "util_pct" in gpu.columns:
-        util = gpu["util_pct"].to_numpy(dtype="float64")
-        util = util[np.isfinite(util)]
-        if util.size:
-            cite = f"{source}: util_pct, {util.size:,} samples"
-            facts.add("gpu.util_pct.mean", float(util.mean()), cite)
-            facts.add("gpu.util_pct.p95", float(np.percentile(util, 95)), cite)
+    _add_mean_and_p95(facts, "gpu.util_pct", gpu, "util_pct", source)
     if {"mem_used_bytes", "mem_total_bytes"} <= set(gpu.columns):
         used = gpu["mem_used_bytes"] / gpu["mem_total_bytes"].where(gpu["mem_total_bytes"] > 0)
         facts.add(
@@ -38,17 +34,23 @@ def add_host_facts(facts: Facts, dump: Dump) -> None:
     if system is None:
         return
     source = dump.source("system")
-    if "cpu_pct" in system.columns:
-        cpu = system["cpu_pct"].to_numpy(dtype="float64")
-        cpu = cpu[np.isfinite(cpu)]
-        if cpu.size:
-            cite = f"{source}: cpu_pct, {cpu.size:,} samples"
-            facts.add("host.cpu_pct.mean", float(cpu.mean()), cite)
-            facts.add("host.cpu_pct.p95", float(np.percentile(cpu, 95)), cite)
+    _add_mean_and_p95(facts, "host.cpu_pct", system, "cpu_pct", source)
     if "cpu_count" in system.columns:
         count = system["cpu_count"].dropna()
         if len(count):
             facts.add("host.cpu_count", int(count.iloc[-1]), f"{source}: cpu_count")
+
+
+def _add_mean_and_p95(facts: Facts, name: str, frame: pd.DataFrame, column: str, source: str) -> None:
+    """``{name}.mean`` and ``{name}.p95`` of a utilisation column, over the samples that have it."""
+    if column not in frame.columns:
+        return
+    values = frame[column].to_numpy(dtype="float64")
+    values = values[np.isfinite(values)]
+    if values.size:
+        cite = f"{source}: {column}, {values.size:,} samples"
+        facts.add(f"{name}.mean", float(values.mean()), cite)
+        facts.add(f"{name}.p95", float(np.percentile(values, 95)), cite)
 
 
 def add_thread_facts(facts: Facts, dump: Dump) -> None:
@@ -68,10 +70,10 @@ def add_thread_facts(facts: Facts, dump: Dump) -> None:
     whose = "the server's" if servers.any() else "any process's"
     known = servers if servers.any() else known
     per_process = busy[known].groupby(ids[known]).quantile(0.95)
-    pid = per_process.idxmax()
+    pid = float(cast(float, per_process.idxmax()))  # the index holds pids
     who = describe(processes, ids, pid)
     cite = f"{source}: max_thread_cpu_pct of {who} ({whose} busiest thread), P95 over time"
-    facts.add("thread.busiest.cpu_pct", float(per_process[pid]), cite)
+    facts.add("thread.busiest.cpu_pct", float(per_process.max()), cite)
     rows = add_process_identity(facts, "thread.busiest", processes, ids, pid, who, cite)
     if "cpu_pct" in rows.columns:
         cpu = pd.to_numeric(rows["cpu_pct"], errors="coerce").mean()

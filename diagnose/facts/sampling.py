@@ -18,7 +18,7 @@ def add_sampling_facts(facts: Facts, dump: Dump) -> None:
     intervals = series_intervals(dump)
     if not intervals:
         return
-    finest = min(intervals, key=intervals.get)
+    finest = min(intervals, key=lambda name: intervals[name])
     facts.add("sampling.interval_s", intervals[finest], f"{dump.source(finest)}: median gap between samples")
     requests = dump.table("requests")
     facts.add(

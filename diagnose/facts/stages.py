@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.schema import stage_columns
-from diagnose.facts.model import Facts
+from diagnose.facts.model import Facts, StageShare
 from diagnose.facts.ranks import spearman
 from diagnose.quantiles import quantile, quantiles
 
@@ -110,44 +110,44 @@ def add_stage_facts(
     tail = latency >= p99
     mean_all, mean_tail = latency.mean(), latency[tail].mean()
     excess = mean_tail - mean_all
-    rows: dict[str, dict[str, float | str]] = {}
+    rows: dict[str, StageShare] = {}
     for name, column in columns.items():
         values = np.nan_to_num(requests[column].to_numpy(dtype="float64")[valid], nan=0.0)
         p50, p99_stage = quantiles(values, (0.5, 0.99))
-        rows[name] = {
-            "kind": stage_kind(name, declared),
-            "share": float(values.mean() / mean_all) if mean_all > 0 else 0.0,
-            "tail_share": float(values[tail].mean() / mean_tail) if mean_tail > 0 else 0.0,
-            "excess_share": float((values[tail].mean() - values.mean()) / excess) if excess > 0 else 0.0,
-            "p50_ms": float(p50),
-            "p99_ms": float(p99_stage),
-        }
+        rows[name] = StageShare(
+            kind=stage_kind(name, declared),
+            share=float(values.mean() / mean_all) if mean_all > 0 else 0.0,
+            tail_share=float(values[tail].mean() / mean_tail) if mean_tail > 0 else 0.0,
+            excess_share=float((values[tail].mean() - values.mean()) / excess) if excess > 0 else 0.0,
+            p50_ms=float(p50),
+            p99_ms=float(p99_stage),
+        )
     facts.summary.stages = rows
     cite = f"{source}: {', '.join(columns.values())} against latency_ms"
     facts.add("stages.count", len(rows), cite)
-    driver = max(rows, key=lambda n: rows[n]["excess_share"])
+    driver = max(rows, key=lambda n: rows[n].excess_share)
     facts.add("stages.tail_driver.name", driver, cite)
-    facts.add("stages.tail_driver.excess_share", rows[driver]["excess_share"], cite)
-    facts.add("stages.wait.share_mean", sum(r["share"] for r in rows.values() if r["kind"] == "wait"), cite)
+    facts.add("stages.tail_driver.excess_share", rows[driver].excess_share, cite)
+    facts.add("stages.wait.share_mean", sum(r.share for r in rows.values() if r.kind == "wait"), cite)
     # Time in no logged stage went somewhere unmeasured: an event loop blocked by CPU work, a lock,
     # a thread pool. Often the real answer, so it is a figure of its own.
-    unaccounted = max(0.0, 1.0 - sum(float(r["share"]) for r in rows.values()))
+    unaccounted = max(0.0, 1.0 - sum(r.share for r in rows.values()))
     facts.summary.unaccounted_share = unaccounted
     facts.add("stages.unaccounted_share", unaccounted, f"{cite}: latency in no stage")
     _add_unaccounted_load(facts, requests, columns, valid, f"{cite}: latency in no stage")
-    cpu = [n for n in rows if rows[n]["kind"] == "cpu"]
-    kinds = ", ".join(f"{name} ({row['kind']})" for name, row in rows.items())
+    cpu = [n for n in rows if rows[n].kind == "cpu"]
+    kinds = ", ".join(f"{name} ({row.kind})" for name, row in rows.items())
     have = f"{source} has {kinds}"
     if not cpu:
         facts.cannot(_CPU_STAGE_FACTS, f"a CPU-side stage such as stage_preprocess_ms ({have})")
     if cpu:
-        facts.add("cpu_stages.share_mean", sum(rows[n]["share"] for n in cpu), cite)
+        facts.add("cpu_stages.share_mean", sum(rows[n].share for n in cpu), cite)
         waits = {base: name for name in rows if (base := waiting_for(name, rows)) is not None}
 
         def cost(stage: str, field: str) -> float:
             """The stage's own time plus the time spent waiting for its worker."""
-            waited = rows[waits[stage]][field] if stage in waits else 0.0
-            return float(rows[stage][field]) + float(waited)
+            waited = getattr(rows[waits[stage]], field) if stage in waits else 0.0
+            return float(getattr(rows[stage], field)) + float(waited)
 
         top = max(cpu, key=lambda n: cost(n, "share"))
         used = [columns[top], *([columns[waits[top]]] if top in waits else [])]
@@ -155,21 +155,21 @@ def add_stage_facts(
         facts.add("cpu_stage.name", top, cite_top)
         for key in ("share_mean", "share_tail", "excess_share", "p99_ms"):
             field = {"share_mean": "share", "share_tail": "tail_share"}.get(key, key)
-            facts.add(f"cpu_stage.{key}", rows[top][field], cite_top)
-        facts.add("cpu_stage.wait_share", cost(top, "share") - float(rows[top]["share"]), cite_top)
+            facts.add(f"cpu_stage.{key}", getattr(rows[top], field), cite_top)
+        facts.add("cpu_stage.wait_share", cost(top, "share") - rows[top].share, cite_top)
         facts.add("cpu_stage.cost_share", cost(top, "share"), cite_top)
         facts.add("cpu_stage.cost_excess_share", cost(top, "excess_share"), cite_top)
-    if "decode" in rows and rows["decode"]["kind"] == "gpu":  # LLM token generation
-        facts.add("stages.generation_share", rows["decode"]["share"], f"{source}: {columns['decode']}")
-    gpu = [n for n in rows if rows[n]["kind"] == "gpu"]
+    if "decode" in rows and rows["decode"].kind == "gpu":  # LLM token generation
+        facts.add("stages.generation_share", rows["decode"].share, f"{source}: {columns['decode']}")
+    gpu = [n for n in rows if rows[n].kind == "gpu"]
     if not gpu:
         facts.cannot(_GPU_STAGE_FACTS, f"a GPU stage such as stage_forward_ms or stage_prefill_ms ({have})")
     if gpu:
         cite_gpu = f"{source}: {', '.join(columns[n] for n in gpu)} against latency_ms"
-        facts.add("forward.share_mean", sum(rows[n]["share"] for n in gpu), cite_gpu)
-        facts.add("forward.share_tail", sum(rows[n]["tail_share"] for n in gpu), cite_gpu)
-        main = max(gpu, key=lambda n: rows[n]["share"])
-        facts.add("forward.p99_ms", rows[main]["p99_ms"], cite_gpu)
+        facts.add("forward.share_mean", sum(rows[n].share for n in gpu), cite_gpu)
+        facts.add("forward.share_tail", sum(rows[n].tail_share for n in gpu), cite_gpu)
+        main = max(gpu, key=lambda n: rows[n].share)
+        facts.add("forward.p99_ms", rows[main].p99_ms, cite_gpu)
 
 
 _LOAD_WINDOW_S = 1.0  # the arrivals a blocked event loop still has to get through

@@ -66,12 +66,13 @@ def local_epoch(stamp: pd.Timestamp | str, tz: str | None) -> float:
     lose the file.
     """
     try:
-        stamp = pd.Timestamp(stamp)
-        if pd.isna(stamp):
+        parsed = pd.Timestamp(stamp)
+        if not isinstance(parsed, pd.Timestamp):  # NaT
             return float("nan")
-        if stamp.tzinfo is not None:
-            return stamp.timestamp()
-        return stamp.tz_localize(tz or "UTC", ambiguous="NaT", nonexistent="NaT").timestamp()
+        if parsed.tzinfo is not None:
+            return parsed.timestamp()
+        local = parsed.tz_localize(tz or "UTC", ambiguous="NaT", nonexistent="NaT")
+        return local.timestamp() if isinstance(local, pd.Timestamp) else float("nan")  # NaT: a skipped hour
     except (ValueError, OverflowError, TypeError, AttributeError):  # pandas' parse errors are ValueErrors
         return float("nan")
 

@@ -270,7 +270,7 @@ def _elided(prefix: str) -> str:
 
 
 def _common_indent(lines: list[str]) -> int:
-    widths = [len(_INDENT.match(line).group(0)) for line in lines if line.strip()]
+    widths = [len(line) - len(line.lstrip(" \t")) for line in lines if line.strip()]
     return min(widths) if widths else 0
 
 

@@ -244,7 +244,7 @@ def _apps_frame(
         {
             "pid": pd.to_numeric(pd.Series(_column(table, "pid")), errors="coerce"),
             "name": _column(table, "process_name") or _column(table, "name"),
-            "mem_used_bytes": [_value(v, unit or "mib", None) for v in _column(table, memory_field)],
+            "mem_used_bytes": [_value(v, unit or "mib", None) for v in _column(table, memory_field) or []],
         }
     )
     names = _column(table, "gpu_bus_id") or _column(table, "gpu_uuid")

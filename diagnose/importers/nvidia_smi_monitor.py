@@ -69,7 +69,7 @@ class _MonitorImporter(Importer):
 
     def recognise(self, head: str) -> bool:
         parsed = _header(head)
-        return bool(parsed) and len(parsed[0]) >= 4 and self._columns_fit(set(parsed[0]))
+        return parsed is not None and len(parsed[0]) >= 4 and self._columns_fit(set(parsed[0]))
 
     def _columns_fit(self, columns: set[str]) -> bool:
         raise NotImplementedError
@@ -82,7 +82,7 @@ class _MonitorImporter(Importer):
         records = []
         for parts in rows:
             values = dict(zip(columns, parts, strict=True))
-            record = {"gpu": int(values["gpu"]) if values["gpu"].isdigit() else None}
+            record: dict[str, float | None] = {"gpu": int(values["gpu"]) if values["gpu"].isdigit() else None}
             for column, (target, scale) in self.mapping.items():
                 if column in values and (number := _number(values[column])) is not None:
                     record[target] = number * scale
@@ -108,7 +108,7 @@ class _MonitorImporter(Importer):
 
 def _one_second_apart(frame: pd.DataFrame, end: float) -> list[float]:
     """A new sample starts whenever a GPU index comes round again."""
-    sample, seen, stamps = 0, set(), []
+    sample, seen, stamps = 0, set[int](), []
     for gpu in frame["gpu"]:
         if gpu in seen:
             sample, seen = sample + 1, set()

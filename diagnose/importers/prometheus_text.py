@@ -74,26 +74,27 @@ class PrometheusTextImporter(Importer):
                 f"short): line {shown}"
             )
         scrapes = _split_scrapes(text)
-        timed = []
+        parsed = []
         for number, scrape in enumerate(scrapes, start=1):
             try:
                 families = list(parse_families(scrape))  # parsed once, read thrice
             except ValueError as error:
                 result.warnings.append(f"scrape {number}: not valid exposition text ({error}); skipped")
                 continue
-            timed.append((_scrape_time(families), sum_samples(families), families))
-        if not timed:
+            parsed.append((_scrape_time(families), sum_samples(families), families))
+        if not parsed:
             return result
-        if any(stamp is None for stamp, _, _ in timed):
-            if len(timed) > 1:
-                result.warnings.append(f"{len(timed)} scrapes without timestamps: only the last is used")
+        if any(stamp is None for stamp, _, _ in parsed):
+            if len(parsed) > 1:
+                result.warnings.append(f"{len(parsed)} scrapes without timestamps: only the last is used")
             result.warnings.append(
                 "no sample timestamps: the scrape is taken at the file's modification time"
             )
-            timed = [(source.mtime, timed[-1][1], timed[-1][2])]
+            parsed = [(source.mtime, parsed[-1][1], parsed[-1][2])]
+        timed = [(stamp, samples, families) for stamp, samples, families in parsed if stamp is not None]
         server_rows, gpu_rows = [], []
         engine = detect_engine(timed[0][1])
-        previous = None
+        previous: tuple[float, dict] | None = None
         lifetime = len(timed) == 1
         for stamp, samples, families in timed:
             if engine in ENGINES:
@@ -154,7 +155,8 @@ def _split_scrapes(text: str) -> list[str]:
     """A new scrape starts where the file's first ``# HELP``/``# TYPE`` line comes again."""
     lines = [line for line in text.splitlines() if not line.startswith("# source:")]
     first = next((line for line in lines if line.startswith(("# HELP", "# TYPE"))), None)
-    scrapes, current = [], []
+    scrapes: list[str] = []
+    current: list[str] = []
     for line in lines:
         if line == first and current:
             scrapes.append("\n".join(current) + "\n")

@@ -155,7 +155,7 @@ class GrafanaCsvImporter(Importer):
         if header[:3] == ["series", "time", "value"]:
             frame = pd.DataFrame([r[:3] for r in body if len(r) >= 3], columns=["series", "time", "value"])
             parts = [
-                route(name, {}, _times(group["time"], tz), _numbers(group["value"], delimiter))
+                route(str(name), {}, _times(group["time"], tz), _numbers(group["value"], delimiter))
                 for name, group in frame.groupby("series", sort=False)
             ]
         else:

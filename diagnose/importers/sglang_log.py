@@ -85,7 +85,8 @@ class SglangLogImporter(Importer):
         parsed = [_parse(line) for line in lines]
         ranks = {rank for _, rank, _ in parsed if rank is not None}
         lead = min(ranks, key=_rank_order) if ranks else None
-        rows, events = [], []
+        rows: list[dict] = []
+        events: list[dict] = []
         for number, (line, (stamped, rank, body)) in enumerate(zip(lines, parsed, strict=True), start=1):
             ts = clock.stamp(stamped)
             stamp = ts if ts is not None else source.mtime
@@ -113,7 +114,7 @@ class SglangLogImporter(Importer):
                     f"{clock.undated} SGLang line(s) are stamped with a time and no date: read on {day}, "
                     "the file's modification date"
                 )
-            if len(ranks) > 1:
+            if lead is not None and len(ranks) > 1:
                 result.warnings.append(
                     f"read the batches of rank {lead.strip()}: each of the {len(ranks)} ranks logs its own "
                     "copy of them, the others left out"

@@ -80,7 +80,8 @@ class TgiLogImporter(Importer):
     def read(self, source: Source, tz: str | None = None) -> Imported:
         lines = source.text.splitlines()
         own = [leading_iso_stamp(line, tz, within=60) for line in lines]
-        requests, events = [], []
+        requests: list[dict] = []
+        events: list[dict] = []
         carried = _carried(own, source.mtime)
         for number, (line, ts, stamp) in enumerate(zip(lines, own, carried, strict=True), start=1):
             timings = {name: float(value) * _UNIT_MS[unit] for name, value, unit in _TIMING.findall(line)}

@@ -84,7 +84,7 @@ def _complete_spans(line: str) -> list[dict]:
 
 def _spans(text: str) -> tuple[list[dict], int]:
     documents, bad = _documents(text)
-    spans: list[dict] = []
+    spans: list[dict | None] = []  # None: a span without the fields a request needs
     for document in documents:
         if isinstance(document, dict) and "data" in document:  # Jaeger
             for trace in document.get("data") or []:

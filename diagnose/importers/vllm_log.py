@@ -79,7 +79,8 @@ class VllmLogImporter(Importer):
         lines = source.text.splitlines()
         fallback = source.mtime
         default_year = datetime.fromtimestamp(fallback, UTC).year
-        rows, events = [], []
+        rows: list[dict] = []
+        events: list[dict] = []
         for number, line in enumerate(lines, start=1):
             stats = {
                 column: float(m.group(1))

@@ -7,14 +7,28 @@ engine and the fact catalogue.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from diagnose.lazy import lazy_exports
 
+if TYPE_CHECKING:  # the names as a type checker sees them (``X as X``: re-exported); at run time, __getattr__
+    from diagnose.judge.engine import (
+        Line as Line,
+        Outcome as Outcome,
+        Status as Status,
+        judge as judge,
+    )
+    from diagnose.judge.rules import (
+        Rule as Rule,
+        default_rules_dir as default_rules_dir,
+        load_rule_file as load_rule_file,
+        load_rules as load_rules,
+    )
+
 _EXPORTS = {
-    "FIRED": "diagnose.judge.engine",
-    "RULED_OUT": "diagnose.judge.engine",
-    "SKIPPED": "diagnose.judge.engine",
-    "EvidenceLine": "diagnose.judge.engine",
+    "Line": "diagnose.judge.engine",
     "Outcome": "diagnose.judge.engine",
+    "Status": "diagnose.judge.engine",
     "judge": "diagnose.judge.engine",
     "Rule": "diagnose.judge.rules",
     "default_rules_dir": "diagnose.judge.rules",

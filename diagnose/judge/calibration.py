@@ -31,4 +31,4 @@ def calibrated(belief: float) -> float:
     if belief >= 1.0:
         return 1.0
     odds = (belief / (1.0 - belief)) ** SHARPNESS
-    return odds / (1.0 + odds)
+    return float(odds / (1.0 + odds))

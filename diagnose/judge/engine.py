@@ -27,16 +27,17 @@ score on its own evidence is kept and shown, under the cause.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from diagnose.facts.catalogue import CATALOGUE
-from diagnose.facts.model import Facts
+from diagnose.facts.model import Facts, FactValue
 from diagnose.judge import expr
 from diagnose.judge.calibration import calibrated
 from diagnose.judge.rules import Condition, Rule
 from diagnose.judge.template import format_value, render
 
-FIRED, RULED_OUT, SKIPPED = "fired", "ruled_out", "skipped"
 # A condition that barely holds counts a quarter of its weight: one threshold per condition (its ``if``,
 # where its strength ramp starts) instead of a ramp that starts below the threshold. The quarter is
 # what the built-in rules' ramps gave at their thresholds when they had two numbers (0.09-0.56 over
@@ -45,22 +46,36 @@ HOLDING_STRENGTH = 0.25
 LIKELY = 0.5  # a hypothesis at this score or more is likely; a likely cause can explain others away
 
 
+class Status(StrEnum):
+    """What became of a rule: its hypothesis shown, ruled out by the evidence, or not checked."""
+
+    FIRED = "fired"
+    RULED_OUT = "ruled_out"
+    SKIPPED = "skipped"
+
+
 @dataclass(frozen=True)
-class EvidenceLine:
+class Line:
+    """One line of evidence for or against a hypothesis, with the files its numbers came from.
+
+    The report shows it as it is (docs/report-json.md), its value rounded.
+    """
+
     text: str
-    value: float | int | str | bool | None
+    value: FactValue | None  # the first fact it cites
     sources: tuple[str, ...]
-    facts: tuple[str, ...]  # the facts the line cites that the dump has (``value`` is the first named)
-    decisive: bool = False  # from a condition that settles the rule on its own
+    facts: tuple[str, ...]  # the facts it cites that the dump has, by name: each in the report's ``facts``
+    # True for evidence that settles the hypothesis on its own (a rule's decisive condition)
+    decisive: bool | None = field(default=None, metadata={"omit_if_none": True})
 
 
 @dataclass
 class Outcome:
     rule: Rule
-    status: str
+    status: Status
     score: float = 0.0
-    evidence: list[EvidenceLine] = field(default_factory=list)
-    contrary: list[EvidenceLine] = field(default_factory=list)
+    evidence: list[Line] = field(default_factory=list)
+    contrary: list[Line] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     reason: str = ""
     belief: float | None = None  # the certainty factor the evidence combines to; ``score`` is its probability
@@ -83,9 +98,11 @@ def judge(rules: list[Rule], facts: Facts) -> list[Outcome]:
         try:
             outcomes.append(evaluate_rule(rule, facts))
         except expr.ExpressionError as error:
-            outcomes.append(Outcome(rule, SKIPPED, missing=[f"a fact of an unexpected type ({error})"]))
+            outcomes.append(
+                Outcome(rule, Status.SKIPPED, missing=[f"a fact of an unexpected type ({error})"])
+            )
     for outcome in outcomes:
-        if outcome.status == FIRED:
+        if outcome.status == Status.FIRED:
             outcome.belief, outcome.score = outcome.score, round(calibrated(outcome.score), 3)
     _explain_away(outcomes)
     return outcomes
@@ -94,9 +111,9 @@ def judge(rules: list[Rule], facts: Facts) -> list[Outcome]:
 def _explain_away(outcomes: list[Outcome]) -> None:
     """Score a finding that a likely cause explains as ``score x (1 - cause's score)``; the strongest
     explaining cause is named. Explaining causes are judged on their own scores, not on explained ones."""
-    own = {o.rule.id: o.score for o in outcomes if o.status == FIRED}
+    own = {o.rule.id: o.score for o in outcomes if o.status == Status.FIRED}
     for outcome in outcomes:
-        if outcome.status != FIRED:
+        if outcome.status != Status.FIRED:
             continue
         causes = [(own[c], c, how) for c, how in outcome.rule.explained_by if own.get(c, 0.0) >= LIKELY]
         if not causes:
@@ -115,9 +132,9 @@ def evaluate_rule(rule: Rule, facts: Facts) -> Outcome:
         decided = True
     if decided is None:
         needed = [c for c in rule.conditions if c.name in expr.names(rule.when) and states[c.name] is None]
-        return Outcome(rule, SKIPPED, missing=_missing_evidence(needed, facts))
+        return Outcome(rule, Status.SKIPPED, missing=_missing_evidence(needed, facts))
     if decided is False:
-        return Outcome(rule, RULED_OUT, reason=_why_not(rule, states, facts))
+        return Outcome(rule, Status.RULED_OUT, reason=_why_not(rule, states, facts))
     support = [c for c in rule.conditions if states[c.name]]
     against = [c for c in rule.contrary if _truth(expr.evaluate(c.test, lookup))]
     belief = _combine(c.weight * _strength(c, lookup) for c in support)
@@ -129,20 +146,20 @@ def evaluate_rule(rule: Rule, facts: Facts) -> Outcome:
     unchecked = [c for c in rule.conditions if states[c.name] is None]
     if score <= 0 or not evidence:
         reason = "; ".join(line.text for line in contrary) or "no evidence line could be rendered"
-        return Outcome(rule, RULED_OUT, contrary=contrary, reason=f"contrary evidence: {reason}")
+        return Outcome(rule, Status.RULED_OUT, contrary=contrary, reason=f"contrary evidence: {reason}")
     return Outcome(
-        rule, FIRED, round(score, 3), evidence, contrary, missing=_missing_evidence(unchecked, facts)
+        rule, Status.FIRED, round(score, 3), evidence, contrary, missing=_missing_evidence(unchecked, facts)
     )
 
 
-def _combine(beliefs) -> float:
+def _combine(beliefs: Iterable[float]) -> float:
     total = 0.0
     for belief in beliefs:
         total += belief * (1 - total)
     return total
 
 
-def _strength(condition: Condition, lookup: dict) -> float:
+def _strength(condition: Condition, lookup: dict[str, FactValue]) -> float:
     """How strongly a holding condition holds: from HOLDING_STRENGTH where it barely does (its ramp's
     start, the threshold its ``if`` names) up to 1 where its ramp is full."""
     if condition.strength is None:
@@ -157,14 +174,15 @@ def _truth(value: object) -> bool | None:
     return None if value is None else bool(value)
 
 
-def _evidence(condition: Condition, facts: Facts) -> EvidenceLine | None:
+def _evidence(condition: Condition, facts: Facts) -> Line | None:
     text = render(condition.evidence, facts)
     if text is None:
         return None
     names = condition.evidence.facts or sorted(expr.names(condition.test))
     cited = tuple(n for n in names if n in facts.values)
     sources = tuple(dict.fromkeys(facts.values[n].source for n in cited))
-    return EvidenceLine(text, facts.get(names[0]) if names else None, sources, cited, condition.decisive)
+    value = facts.get(names[0]) if names else None
+    return Line(text, value, sources, cited, True if condition.decisive else None)
 
 
 def _missing_evidence(conditions: list[Condition], facts: Facts) -> list[str]:

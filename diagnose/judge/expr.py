@@ -63,7 +63,7 @@ _KEYWORDS = {"and", "or", "not", "true", "false"}
 @dataclass(frozen=True)
 class Node:
     op: str  # "num", "str", "bool", "name", "call", "neg", "not", "and", "or", or an operator
-    args: tuple = ()
+    args: tuple[Node, ...] = ()  # the operands, or a call's arguments
     value: Value = None
 
 
@@ -92,11 +92,11 @@ def thresholds(node: Node) -> dict[str, set[float]]:
     if node.op in ("<", "<=", ">", ">=") and len(node.args) == 2:
         left, right = node.args
         for name, number in ((left, right), (right, left)):
-            if name.op == "name" and number.op == "num":
+            if name.op == "name" and number.op == "num" and isinstance(number.value, int | float):
                 found.setdefault(str(name.value), set()).add(float(number.value))
     for arg in node.args:
-        for name, numbers in thresholds(arg).items():
-            found.setdefault(name, set()).update(numbers)
+        for fact, numbers in thresholds(arg).items():
+            found.setdefault(fact, set()).update(numbers)
     return found
 
 
@@ -105,8 +105,10 @@ def ramps(node: Node) -> list[tuple[str, float, float]]:
     found = []
     if node.op == "call" and node.value == "ramp":
         fact, start, full = node.args
-        if fact.op == "name" and start.op == "num" and full.op == "num":
-            found.append((str(fact.value), float(start.value), float(full.value)))
+        low, high = start.value, full.value
+        if fact.op == "name" and start.op == full.op == "num":
+            if isinstance(low, int | float) and isinstance(high, int | float):
+                found.append((str(fact.value), float(low), float(high)))
     for arg in node.args:
         found += ramps(arg)
     return found

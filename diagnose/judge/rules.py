@@ -9,9 +9,11 @@ at it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -27,6 +29,7 @@ _CONDITION_KEYS = {"if", "weight", "strength", "evidence", "decisive"}
 # A decisive condition alone makes its hypothesis likely with room for contrary evidence (judge/engine.py):
 # the weight says "this would almost never hold without the cause", about 1 time in 20 or fewer.
 DECISIVE_WEIGHT = 0.8
+_Fail = Callable[[str, str], RuleError]  # (field, problem) -> the error that names the file and the field
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,7 @@ def load_rule_file(path: Path, shown_as: str | None = None) -> Rule:
     return replace(_build_rule(data, shown), source_file=str(path.resolve()))
 
 
-def _build_rule(data: dict, file: str) -> Rule:
+def _build_rule(data: dict[str, Any], file: str) -> Rule:
     rule_id = data.get("id")
     if not isinstance(rule_id, str) or not _ID.match(rule_id):
         raise RuleError(file, None, "id", "expected a kebab-case id such as cpu-bound-stage")
@@ -151,7 +154,7 @@ def _build_rule(data: dict, file: str) -> Rule:
     )
 
 
-def _conditions(raw: object, field: str, fail) -> tuple[Condition, ...]:
+def _conditions(raw: object, field: str, fail: _Fail) -> tuple[Condition, ...]:
     if not isinstance(raw, dict) or (field == "conditions" and not raw):
         raise fail(field, "expected a mapping of condition names to {if, weight, evidence}")
     built = []
@@ -199,14 +202,19 @@ def _conditions(raw: object, field: str, fail) -> tuple[Condition, ...]:
         _typed(condition.test, facts, types.TRUTH, test_text, f"{where}.if", fail)
         if condition.strength is not None:
             _typed(
-                condition.strength, facts, types.NUMBER, condition.strength_text, f"{where}.strength", fail
+                condition.strength,
+                facts,
+                types.NUMBER,
+                condition.strength_text or "",
+                f"{where}.strength",
+                fail,
             )
             _one_threshold(condition, f"{where}.strength", fail)
         built.append(condition)
     return tuple(built)
 
 
-def _explained_by(raw: object, rule_id: str, fail) -> tuple[tuple[str, str], ...]:
+def _explained_by(raw: object, rule_id: str, fail: _Fail) -> tuple[tuple[str, str], ...]:
     """The causes this finding may be a consequence of: ``{cause id: how it produces this evidence}``."""
     if not isinstance(raw, dict):
         raise fail("explained_by", "expected a mapping of root-cause ids to how each produces this evidence")
@@ -218,7 +226,7 @@ def _explained_by(raw: object, rule_id: str, fail) -> tuple[tuple[str, str], ...
     return tuple(found)
 
 
-def _decisive(value: object, weight: float, strength: object, field: str, where: str, fail) -> bool:
+def _decisive(value: object, weight: float, strength: object, field: str, where: str, fail: _Fail) -> bool:
     """A decisive condition settles its rule at its threshold: no ramp, and the weight that says so."""
     if not isinstance(value, bool):
         raise fail(f"{where}.decisive", f"expected true or false, got {value!r}")
@@ -241,9 +249,11 @@ def _decisive(value: object, weight: float, strength: object, field: str, where:
     return True
 
 
-def _one_threshold(condition: Condition, where: str, fail) -> None:
+def _one_threshold(condition: Condition, where: str, fail: _Fail) -> None:
     """A ramp over a fact that the condition's ``if`` compares starts at that threshold: the one number
     that says where the evidence begins to count (see judge/engine.py: its strength there)."""
+    if condition.strength is None:
+        return
     compared = expr.thresholds(condition.test)
     for fact, start, _ in expr.ramps(condition.strength):
         if fact in compared and start not in compared[fact]:
@@ -258,21 +268,21 @@ def _one_threshold(condition: Condition, where: str, fail) -> None:
 _FACT_TYPES = {name: types.fact_type(spec.unit) for name, spec in CATALOGUE.items()}
 
 
-def _typed(node: expr.Node, facts: dict[str, str], wanted: str, text: str, field: str, fail) -> None:
+def _typed(node: expr.Node, facts: dict[str, str], wanted: str, text: str, field: str, fail: _Fail) -> None:
     try:
         types.check(node, facts, wanted, text)
     except expr.ExpressionError as error:
         raise fail(field, str(error)) from None
 
 
-def _parse(text: str, field: str, fail) -> expr.Node:
+def _parse(text: str, field: str, fail: _Fail) -> expr.Node:
     try:
         return expr.parse(text)
     except expr.ExpressionError as error:
         raise fail(field, str(error)) from None
 
 
-def _text(value: object, field: str, fail) -> str:
+def _text(value: object, field: str, fail: _Fail) -> str:
     if isinstance(value, dict):
         raise fail(field, "expected text, got a mapping: quote a line that contains ': '")
     if isinstance(value, bool) or not isinstance(value, str | int | float) or not str(value).strip():
@@ -280,7 +290,7 @@ def _text(value: object, field: str, fail) -> str:
     return str(value).strip()
 
 
-def _steps(value: object, field: str, fail) -> tuple[str, ...]:
+def _steps(value: object, field: str, fail: _Fail) -> tuple[str, ...]:
     if not isinstance(value, list) or not value:
         raise fail(field, "expected a list of steps")
     return tuple(_text(step, f"{field}[{i}]", fail) for i, step in enumerate(value))

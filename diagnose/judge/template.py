@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from diagnose.dump.timestamps import iso
 from diagnose.facts.catalogue import CATALOGUE
 from diagnose.facts.model import Facts, FactValue
-from diagnose.units import human_bytes, human_ms
+from diagnose.units import human_bytes, human_ms, human_rate
 
 _FIELD = re.compile(r"\{([A-Za-z0-9_.]+)(?::([A-Za-z0-9.,%]+))?\}")
 _NUMERIC_SPEC = re.compile(r"^,?\.?\d*[fdeg%]?$")
@@ -50,8 +50,9 @@ def compile_template(text: str) -> Template:
 
 def render(template: Template, facts: Facts) -> str | None:
     """The text with its facts filled in, or None when one of them is missing."""
-    values = {name: facts.get(name) for name, _ in template.fields}
-    if any(v is None for v in values.values()):
+    names = {name for name, _ in template.fields}
+    values = {name: value for name in names if (value := facts.get(name)) is not None}
+    if len(values) < len(names):
         return None
     return _FIELD.sub(lambda m: format_value(m.group(1), values[m.group(1)], m.group(2)), template.text)
 
@@ -93,5 +94,5 @@ def format_value(name: str, value: FactValue, spec: str | None = None) -> str:
     if unit == "count":
         return f"{value:,.0f}"
     if unit == "rps":
-        return f"{value:,.1f}/s"
+        return human_rate(value)
     return f"{value:.3g}"

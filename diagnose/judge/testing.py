@@ -24,10 +24,15 @@ import yaml
 
 from diagnose.errors import InputError
 from diagnose.facts.model import Facts
-from diagnose.judge.engine import FIRED, RULED_OUT, SKIPPED, judge
+from diagnose.judge.engine import Status, judge
 from diagnose.judge.rules import Rule, safe_yaml
 
-_STATUSES = {"fired": FIRED, "ruled out": RULED_OUT, "ruled_out": RULED_OUT, "skipped": SKIPPED}
+_STATUSES = {
+    "fired": Status.FIRED,
+    "ruled out": Status.RULED_OUT,
+    "ruled_out": Status.RULED_OUT,
+    "skipped": Status.SKIPPED,
+}
 
 
 @dataclass(frozen=True)
@@ -74,13 +79,13 @@ def _run_file(path: Path, rules: dict[str, Rule]) -> list[CaseResult]:
             raise InputError(
                 f"{where}: expect is one of fired, ruled out, skipped; got {case.get('expect')!r}"
             )
-        low, high = _range(case.get("score"), where) if wanted == FIRED else (0.0, 1.0)
+        low, high = _range(case.get("score"), where) if wanted == Status.FIRED else (0.0, 1.0)
         facts = Facts()
         for fact, value in case["facts"].items():
             facts.add(str(fact), value, f"{path.name}: {name}")
         [outcome] = judge([rule], facts)
-        got = outcome.status + (f" {outcome.score:.2f}" if outcome.status == FIRED else "")
-        passed = outcome.status == wanted and (wanted != FIRED or low <= outcome.score <= high)
+        got = outcome.status + (f" {outcome.score:.2f}" if outcome.status == Status.FIRED else "")
+        passed = outcome.status == wanted and (wanted != Status.FIRED or low <= outcome.score <= high)
         results.append(CaseResult(str(path), name, passed, got))
     return results
 

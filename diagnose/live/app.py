@@ -182,13 +182,13 @@ class LiveApp(App[None]):
                 yield hypotheses
                 with VerticalScroll(id="detail-box"):
                     yield Static(id="detail")
-                stages = DataTable(id="stages", cursor_type="row", zebra_stripes=True)
+                stages: DataTable = DataTable(id="stages", cursor_type="row", zebra_stripes=True)
                 stages.border_title = "Stages"
                 yield stages
-                cpu = DataTable(id="cpu-processes", cursor_type="row")
+                cpu: DataTable = DataTable(id="cpu-processes", cursor_type="row")
                 cpu.border_title = "Top processes by CPU"
                 yield cpu
-                gpu = DataTable(id="gpu-processes", cursor_type="row")
+                gpu: DataTable = DataTable(id="gpu-processes", cursor_type="row")
                 gpu.border_title = "Top processes by GPU memory"
                 yield gpu
         yield Footer()
@@ -380,11 +380,11 @@ class LiveApp(App[None]):
     # -- actions -------------------------------------------------------------
 
     def action_open_hypothesis(self) -> None:
-        hypothesis = self._highlighted()
-        if hypothesis is None:
+        hypothesis, report = self._highlighted(), self.report
+        if hypothesis is None or report is None:
             self.notify("no hypothesis to open yet", timeout=3)
             return
-        rank = self.report.hypotheses.index(hypothesis) + 1
+        rank = report.hypotheses.index(hypothesis) + 1
         self.push_screen(DocumentScreen("\n".join(render_hypothesis(rank, hypothesis)), id="hypothesis"))
 
     def action_not_fired(self) -> None:

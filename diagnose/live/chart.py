@@ -48,11 +48,12 @@ class SeriesChart(Widget):
         columns = self._columns(width)
         text = Text(no_wrap=True, overflow="crop")
         text.append(self.title, style="bold")
-        if columns is None:
+        signal = self._signal
+        if columns is None or signal is None:
             text.append(f"  {self._note or 'no samples in this window'}", style="dim")
             return text
-        values = self._signal.values if self._signal is not None else np.array([])
-        low, top = self._range()
+        values = signal.values
+        low, top = self._range(signal)
         text.append(f"  now {format_for(self.key, latest(values))}")
         text.append(f"  min {format_for(self.key, low)}  max {format_for(self.key, top)}", style="dim")
         marks = self._marks(width)
@@ -81,9 +82,9 @@ class SeriesChart(Widget):
         np.fmax.at(result, column[inside], signal.values[inside])
         return result if np.isfinite(result).any() else None
 
-    def _range(self) -> tuple[float, float]:
+    def _range(self, signal: Signal) -> tuple[float, float]:
         """The lowest and highest sample inside the window (not of the column maxima)."""
-        signal, (start, end) = self._signal, self._span
+        start, end = self._span
         times = signal.times()
         inside = signal.values[(times >= start) & (times <= end)]
         inside = inside[np.isfinite(inside)]

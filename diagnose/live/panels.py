@@ -89,7 +89,7 @@ def episodes(spikes: SpikeAnalysis | None, key: str) -> list[EpisodeMark]:
     found = spikes.findings.get(key) if spikes is not None else None
     if found is None:
         return []
-    flags = zip(found.episodes, found.routine, strict=True)
+    flags = zip(found.episodes, found.routine or [], strict=True)
     return [EpisodeMark(episode.start, episode.end, usual) for episode, usual in flags]
 
 

@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from diagnose.detect import SpikeAnalysis
 from diagnose.dump.model import Dump
@@ -104,7 +105,7 @@ def _named_as_evidence(pictures: list[Picture], report: Report) -> list[Picture]
 
 
 # Each finding with a picture of its own: (file name, its data from (dump, report), drawing, alt text).
-EVIDENCE = {
+EVIDENCE: dict[str, tuple[str, Callable[[Dump, Report], Any], Callable[[Any], Any], str]] = {
     "memory-fragmentation": (
         "memory",
         lambda dump, report: evidence.memory_data(dump),
@@ -138,7 +139,7 @@ EVIDENCE = {
     ),
     "gpu-throttling": (
         "clocks",
-        lambda dump, report: evidence.clock_data(dump, report.fact("gpu.throttle_gpu")),
+        lambda dump, report: evidence.clock_data(dump, report.name("gpu.throttle_gpu")),
         evidence.draw_clocks,
         "the SM clock share of its maximum and the temperature while the most throttled GPU worked, its "
         "throttled seconds shaded, and the forward time on the same axis",

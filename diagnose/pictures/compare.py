@@ -32,7 +32,9 @@ class StageChanges:
 def ecdf_data(comparison: Comparison, before: np.ndarray, after: np.ndarray) -> EcdfData:
     figures = {f.name: f for f in comparison.figures}
     marks = tuple(
-        (name, figures[name].before, figures[name].after) for name in ("p50", "p99") if name in figures
+        (name, f.before, f.after)
+        for name in ("p50", "p99")
+        if (f := figures.get(name)) is not None and f.before is not None and f.after is not None
     )
     return EcdfData(np.sort(before[np.isfinite(before)]), np.sort(after[np.isfinite(after)]), marks)
 

@@ -31,6 +31,11 @@ One picture per kind of evidence, drawn when its hypothesis fired:
 - the sampling grid (coarse-sampling): each time series' sample instants over
   a stretch of the dump, with a 15 s spike drawn to scale: what falls between
   samples is not in the evidence.
+
+Over 500 lines, on purpose: each picture is a small frozen dataclass, the
+function that computes it from the dump and the report, and the one that draws
+it (about 60 lines a finding), all in the same style and helpers; read one
+picture's three parts together, found by the finding's name above.
 """
 
 from __future__ import annotations
@@ -85,7 +90,7 @@ class QueueCurve:
 
 
 def queue_curve(dump: Dump, report: Report) -> QueueCurve | None:
-    capacity = report.fact("batch.capacity_items_per_s")
+    capacity = report.number("batch.capacity_items_per_s")
     found = queue_windows(dump, capacity)
     if found is None or isinstance(found, str):
         return None
@@ -95,7 +100,7 @@ def queue_curve(dump: Dump, report: Report) -> QueueCurve | None:
         shape = found.rho[known] / (1 - found.rho[known])
         if np.dot(shape, shape) > 0:
             scale = float(np.dot(shape, found.wait_ms[known]) / np.dot(shape, shape))
-    return QueueCurve(found, scale, report.fact("queue.knee_rps"), report.fact("queue.recommended_rps"))
+    return QueueCurve(found, scale, report.number("queue.knee_rps"), report.number("queue.recommended_rps"))
 
 
 @dataclass(frozen=True)
@@ -196,8 +201,8 @@ def shift_model(dump: Dump, report: Report) -> LengthModel | None:
     requests = dump.table("requests")
     if requests is None or "latency_ms" not in requests.columns:
         return None
-    median = report.fact("latency.rise_ratio")
-    tail = report.fact("latency.tail_rise_ratio")
+    median = report.number("latency.rise_ratio")
+    tail = report.number("latency.tail_rise_ratio")
     return length_model(requests, tail=tail is not None and (median is None or tail > median))
 
 
@@ -241,7 +246,7 @@ def batch_curve(dump: Dump, report: Report) -> BatchCurve | None:
     curve = throughput_curve(size[known], forward[known])
     if len(curve) < 3:
         return None
-    knee = report.fact("batch.knee_size")
+    knee = report.number("batch.knee_size")
     return BatchCurve(
         curve["size"].to_numpy(), curve["items_per_s"].to_numpy(), curve["forward_ms"].to_numpy(), knee
     )
@@ -321,7 +326,7 @@ def draw_batch_curve(data: BatchCurve):
             fontsize=8,
         )
     lines = axis.get_lines()[:1] + forward.get_lines()[:1]
-    axis.legend(lines, [line.get_label() for line in lines], loc="lower right")
+    axis.legend(lines, [str(line.get_label()) for line in lines], loc="lower right")
     axis.set_title("Throughput against batch size, from the requests' own batches", loc="left")
     return figure
 
@@ -491,8 +496,8 @@ def interference_data(dump: Dump) -> InterferenceData | None:
     if split is None or isinstance(split, str):
         return None
     minute = np.floor(split.first / LOCAL_WINDOW_S)
-    counts = pd.Series(minute[split.during]).value_counts()
-    start = float(counts.sort_index().idxmax() * LOCAL_WINDOW_S)  # the earliest of the busiest
+    minutes, counts = np.unique(minute[split.during], return_counts=True)
+    start = float(minutes[np.argmax(counts)]) * LOCAL_WINDOW_S  # the earliest of the busiest
     window = (start, start + LOCAL_WINDOW_S)
     inside = np.flatnonzero(split.usable & (split.first >= window[0]) & (split.first < window[1]))
     inside = inside[:: max(1, -(-inside.size // _MAX_BARS))]
@@ -575,7 +580,7 @@ def sampling_data(dump: Dump) -> SamplingData | None:
     intervals = series_intervals(dump)
     if not intervals:
         return None
-    times = {name: np.unique(dump.table(name)["ts"].to_numpy(dtype="float64")) for name in intervals}
+    times = {name: np.unique(dump.tables[name]["ts"].to_numpy(dtype="float64")) for name in intervals}
     start = min(float(t[0]) for t in times.values())
     end = max(float(t[-1]) for t in times.values())
     window = (start, min(end, start + max(300.0, 10 * max(intervals.values()))))

@@ -22,7 +22,8 @@ def trend_data(entries: list[Entry], metric: str) -> TrendData | None:
     if not having:
         return None
     labels = tuple(f"#{e.id} {e.label}" if e.label else f"#{e.id}" for e in having)
-    return TrendData(metric, having[0].units[metric], labels, tuple(float(e.figures[metric]) for e in having))
+    values = tuple(value for e in having if (value := e.figures.get(metric)) is not None)
+    return TrendData(metric, having[0].units[metric], labels, values)
 
 
 def draw_trend(data: TrendData):

@@ -18,14 +18,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from diagnose.errors import InputError
+from diagnose.errors import InputError, PullError
 
 # Prometheus refuses a range query of more than 11,000 points a series; stay under it.
 MAX_POINTS = 10_000
-
-
-class PullError(InputError):
-    """The server could not be read, or refused the query; the message says which and why."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +83,7 @@ class PrometheusClient:
         begin = start
         while begin <= end:
             stop = min(end, begin + piece - step)
-            data = self._get("query_range", {"query": query, "start": begin, "end": stop, "step": step})
+            data = self._data("query_range", {"query": query, "start": begin, "end": stop, "step": step})
             for item in data.get("result", []):
                 labels = item.get("metric", {})
                 key = tuple(sorted(labels.items()))
@@ -98,12 +94,19 @@ class PrometheusClient:
 
     def query(self, query: str, at: float) -> list[dict]:
         """An instant query's result list (vectors and matrices as the API gives them)."""
-        return self._get("query", {"query": query, "time": at}).get("result", [])
+        return self._data("query", {"query": query, "time": at}).get("result", [])
 
     def metric_names(self, match: str, start: float, end: float) -> set[str]:
         """The names of the series matching ``match`` in the window."""
         names = self._get("label/__name__/values", {"match[]": match, "start": start, "end": end})
         return set(names) if isinstance(names, list) else set()
+
+    def _data(self, endpoint: str, params: dict) -> dict:
+        """A query's data, which the API gives as an object (``resultType``, ``result``)."""
+        data = self._get(endpoint, params)
+        if not isinstance(data, dict):
+            raise PullError(f"{self.url}: /api/v1/{endpoint} answered data that is not an object")
+        return data
 
     def _get(self, endpoint: str, params: dict) -> dict | list:
         address = f"{self.url}/api/v1/{endpoint}?{urllib.parse.urlencode(params)}"

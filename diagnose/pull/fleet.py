@@ -14,10 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from diagnose.errors import DiagnoseError
-from diagnose.pull.client import PrometheusClient, PullError
-from diagnose.pull.pull import iso_utc as _iso
-from diagnose.pull.pull import known_instances, pull
+from diagnose.errors import DiagnoseError, PullError
+from diagnose.pull.client import PrometheusClient
+from diagnose.pull.pull import iso_utc as _iso, known_instances, pull
 
 LIKELY = 0.5  # the report's own line between "likely" and not (docs/report-json.md)
 

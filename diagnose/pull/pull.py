@@ -26,8 +26,8 @@ import yaml
 
 from diagnose.dump.schema import COLUMNS, GROUP, MANIFEST_FILE
 from diagnose.engine_metrics import detect_engine
-from diagnose.errors import InputError
-from diagnose.pull.client import PrometheusClient, PullError
+from diagnose.errors import InputError, PullError
+from diagnose.pull.client import PrometheusClient
 from diagnose.pull.queries import (
     GPU,
     PROCESSES,

@@ -7,11 +7,8 @@ from diagnose.report.markdown import render_markdown
 from diagnose.report.model import Report
 from diagnose.report.text import render_text
 
-RENDERERS = {"text": render_text, "markdown": render_markdown, "html": render_html, "json": render_json}
-
 __all__ = [
     "REPORT_FORMAT",
-    "RENDERERS",
     "Report",
     "build_report",
     "render_html",

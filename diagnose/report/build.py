@@ -8,13 +8,14 @@ number.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from diagnose.detect import SignalFindings, SpikeAnalysis
 from diagnose.detect.alignment import Alignment
 from diagnose.dump.model import Dump
 from diagnose.dump.reader import KNOWN_TABLES
 from diagnose.facts.model import Facts
-from diagnose.judge.engine import FIRED, RULED_OUT, SKIPPED, EvidenceLine, Outcome
+from diagnose.judge.engine import Outcome, Status
 from diagnose.report.model import (
     AlignmentReport,
     CitedValue,
@@ -25,7 +26,6 @@ from diagnose.report.model import (
     LatencyWindow,
     Line,
     NotRun,
-    OomClass,
     Periodicity,
     Report,
     RuledOut,
@@ -65,10 +65,10 @@ def build_report(
         alignments=tuple(_alignment(a) for a in spikes.alignments) if spikes else (),
         hypotheses=_hypotheses(outcomes),
         ruled_out=tuple(
-            RuledOut(o.rule.id, o.rule.path, o.reason) for o in outcomes if o.status == RULED_OUT
+            RuledOut(o.rule.id, o.rule.path, o.reason) for o in outcomes if o.status == Status.RULED_OUT
         ),
         not_run=tuple(
-            NotRun(o.rule.id, o.rule.path, tuple(o.missing)) for o in outcomes if o.status == SKIPPED
+            NotRun(o.rule.id, o.rule.path, tuple(o.missing)) for o in outcomes if o.status == Status.SKIPPED
         ),
         facts={name: CitedValue(fact.value, fact.source) for name, fact in sorted(facts.values.items())},
     )
@@ -102,20 +102,22 @@ def _summary(facts: Facts) -> Summary:
     return Summary(
         slo_p99_ms=summary.slo_p99_ms,
         slo_source=summary.slo_source,
-        ooms=tuple(OomClass(str(e["class"]), int(e["count"]), _text(e.get("example"))) for e in summary.ooms),
+        ooms=tuple(summary.ooms),
         llm={
-            name: TokenLatency(
-                _round(row.get("p50")), _round(row.get("p95")), _round(row.get("p99")), str(row["source"])
-            )
+            name: TokenLatency(_round(row.p50), _round(row.p95), _round(row.p99), row.source)
             for name, row in summary.llm.items()
         },
         requests=summary.requests,
         throughput_rps=_round(summary.throughput_rps),
-        latency_ms={k: _round(v) for k, v in summary.latency_ms.items()},
+        latency_ms={k: _rounded(v) for k, v in summary.latency_ms.items()},
         stages={
             name: StageShare(
-                str(row["kind"]),
-                *(_round(row[k]) for k in ("share", "tail_share", "excess_share", "p50_ms", "p99_ms")),
+                row.kind,
+                _rounded(row.share),
+                _rounded(row.tail_share),
+                _rounded(row.excess_share),
+                _rounded(row.p50_ms),
+                _rounded(row.p99_ms),
             )
             for name, row in summary.stages.items()
         },
@@ -123,7 +125,7 @@ def _summary(facts: Facts) -> Summary:
         window_s=summary.window_s,
         windows=tuple(
             LatencyWindow(
-                int(w["requests"]), *(_round(w[k]) for k in ("p50", "p95", "p99", "p999")), start=w["start"]
+                w.requests, _rounded(w.p50), _rounded(w.p95), _rounded(w.p99), _rounded(w.p999), w.start
             )
             for w in summary.windows
         ),
@@ -161,7 +163,7 @@ def _signal(found: SignalFindings) -> SignalReport:
             Episode(
                 e.start, e.end, _round(e.peak), _round(e.baseline), "up" if e.direction > 0 else "down", usual
             )
-            for e, usual in zip(found.episodes, found.routine, strict=True)
+            for e, usual in zip(found.episodes, found.routine or [], strict=True)
         ),
         period_s=periodicity.estimate_s if periodicity and periodicity.periodic else None,
         periodicity=periodicity,
@@ -176,7 +178,7 @@ def _alignment(alignment: Alignment) -> AlignmentReport:
         coincidence=_round(alignment.coincidence),
         locked=_round(alignment.locked),
         lag_s=None if math.isnan(alignment.lag_s) else _round(alignment.lag_s),
-        p_value=_round(alignment.p_value),
+        p_value=_rounded(alignment.p_value),
         matched=alignment.matched,
     )
 
@@ -185,7 +187,7 @@ def _hypotheses(outcomes: list[Outcome]) -> tuple[Hypothesis, ...]:
     """Fired rules, strongest first; rules sharing an id appear once, with the strongest evidence."""
     best: dict[str, Outcome] = {}
     for outcome in outcomes:
-        if outcome.status != FIRED or not outcome.evidence:
+        if outcome.status != Status.FIRED or not outcome.evidence:
             continue
         if outcome.rule.id not in best or outcome.score > best[outcome.rule.id].score:
             best[outcome.rule.id] = outcome
@@ -213,10 +215,13 @@ def _hypotheses(outcomes: list[Outcome]) -> tuple[Hypothesis, ...]:
     )
 
 
-def _line(line: EvidenceLine) -> Line:
-    value = _round(line.value) if isinstance(line.value, float) else line.value
-    return Line(line.text, value, line.sources, line.facts, True if line.decisive else None)
+def _line(line: Line) -> Line:
+    return replace(line, value=_rounded(line.value)) if isinstance(line.value, float) else line
 
 
 def _round(value: float | None) -> float | None:
-    return None if value is None else round(float(value), 4)
+    return None if value is None else _rounded(value)
+
+
+def _rounded(value: float) -> float:
+    return round(float(value), 4)

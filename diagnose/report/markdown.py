@@ -19,7 +19,8 @@ from diagnose.report.spikes_section import (
     episode_rows,
     spike_rows,
 )
-from diagnose.units import human_ms, percent
+from diagnose.report.stages_section import UNACCOUNTED, stage_rows
+from diagnose.units import human_ms
 
 
 def render_markdown(report: Report, pictures: list[tuple[str, str, str]] | None = None) -> str:
@@ -150,20 +151,15 @@ def _summary(summary: Summary) -> list[str]:
         verdict = "met" if p99 <= target else f"**missed**: P99 is {p99 / target:.1f}x the target"
         out += [f"Target: P99 ≤ {human_ms(target)} ({summary.slo_source}): {verdict}.", ""]
     out += ooms
-    stages = summary.stages
+    stages = stage_rows(summary)
     if stages:
         out += [
             "| stage | kind | share of mean | share of P99 requests | share of tail excess | P50 | P99 |",
             "|---|---|---:|---:|---:|---:|---:|",
         ]
-        for name, row in sorted(stages.items(), key=lambda item: -item[1].share):
-            out.append(
-                f"| {name} | {row.kind} | {percent(row.share)} | {percent(row.tail_share)} | "
-                f"{percent(row.excess_share)} | {human_ms(row.p50_ms)} | {human_ms(row.p99_ms)} |"
-            )
-        unaccounted = summary.unaccounted_share
-        if unaccounted is not None and unaccounted >= 0.05:
-            out.append(f"| *in no stage* | - | {percent(unaccounted)} | | | | |")
+        for name, kind, *cells in stages:
+            shown = f"*{name}*" if name == UNACCOUNTED else name
+            out.append(f"| {shown} | {kind} | " + " | ".join(cells) + " |")
         out.append("")
     return out
 

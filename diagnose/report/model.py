@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from diagnose.facts.model import FactValue
+from diagnose.facts.model import (  # the summary's parts, as the facts layer computes them
+    FactValue,
+    LatencyWindow as LatencyWindow,
+    OomClass as OomClass,
+    StageShare as StageShare,
+    TokenLatency as TokenLatency,
+)
+from diagnose.judge.engine import Line as Line  # a hypothesis's evidence, as the rules engine wrote it
 
 _TIME = {"time": True}
 
@@ -64,43 +71,6 @@ class EvidenceRead:
     def dead_sources(self) -> tuple[SourceState, ...]:
         """Sources that never delivered or were lost: the evidence the recording does not hold."""
         return tuple(s for s in self.sources if s.status != "ok")
-
-
-@dataclass(frozen=True)
-class OomClass:
-    kind: str = field(metadata={"json": "class"})
-    count: int
-    example: str | None
-
-
-@dataclass(frozen=True)
-class TokenLatency:
-    """TTFT or TPOT percentiles, and whether they were logged or derived from stages."""
-
-    p50: float | None
-    p95: float | None
-    p99: float | None
-    source: str
-
-
-@dataclass(frozen=True)
-class StageShare:
-    kind: str
-    share: float
-    tail_share: float
-    excess_share: float
-    p50_ms: float
-    p99_ms: float
-
-
-@dataclass(frozen=True)
-class LatencyWindow:
-    requests: int
-    p50: float
-    p95: float
-    p99: float
-    p999: float
-    start: float = field(metadata=_TIME)
 
 
 @dataclass(frozen=True)
@@ -157,20 +127,8 @@ class AlignmentReport:
     coincidence: float | None
     locked: float | None
     lag_s: float | None
-    p_value: float | None
+    p_value: float
     matched: int
-
-
-@dataclass(frozen=True)
-class Line:
-    """One line of evidence for or against a hypothesis, with the files its numbers came from."""
-
-    text: str
-    value: FactValue | None
-    sources: tuple[str, ...]
-    facts: tuple[str, ...]  # the facts it cites, by name: each in the report's ``facts``
-    # True for evidence that settles the hypothesis on its own (a rule's decisive condition)
-    decisive: bool | None = field(default=None, metadata={"omit_if_none": True})
 
 
 @dataclass(frozen=True)
@@ -237,3 +195,13 @@ class Report:
         """A fact's value, or None where the dump did not give it."""
         cited = self.facts.get(name)
         return None if cited is None else cited.value
+
+    def number(self, name: str) -> float | None:
+        """A measured fact's value, or None where the dump did not give it (or the fact is a name)."""
+        value = self.fact(name)
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    def name(self, name: str) -> str | None:
+        """A fact that names something (a GPU, a process), or None where the dump did not give it."""
+        value = self.fact(name)
+        return value if isinstance(value, str) else None

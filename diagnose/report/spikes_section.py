@@ -34,6 +34,7 @@ def spike_rows(report: Report) -> list[list[str]]:
 
 
 def episode_rows(report: Report) -> tuple[str | None, list[list[str]]]:
+    reference: str | None
     if not report.alignments:
         reference = next(
             (n for n in ("requests.latency_ms.p99", "requests.latency_ms.p50") if n in report.signals),

@@ -21,7 +21,8 @@ from diagnose.report.spikes_section import (
     episode_rows,
     spike_rows,
 )
-from diagnose.units import human_ms, percent
+from diagnose.report.stages_section import stage_rows
+from diagnose.units import human_ms
 
 DEFAULT_WIDTH = 100  # when the terminal's width is not known: a file, a pipe
 
@@ -110,17 +111,11 @@ def _summary(summary: Summary) -> list[str]:
         *_target(summary),
         *_ooms(summary),
     ]
-    stages = summary.stages
+    stages = stage_rows(summary)
     if stages:
         out += ["", f"{'stage':<16}{'kind':<9}{'mean':>7}{'P99 req':>9}{'tail':>7}{'P50':>11}{'P99':>11}"]
-        for name, row in sorted(stages.items(), key=lambda item: -item[1].share):
-            out.append(
-                f"{name:<16}{row.kind:<9}{percent(row.share):>7}{percent(row.tail_share):>9}"
-                f"{percent(row.excess_share):>7}{human_ms(row.p50_ms):>11}{human_ms(row.p99_ms):>11}"
-            )
-        unaccounted = summary.unaccounted_share
-        if unaccounted is not None and unaccounted >= 0.05:
-            out.append(f"{'in no stage':<16}{'-':<9}{percent(unaccounted):>7}")
+        for name, kind, share, tail, excess, p50, p99 in stages:
+            out.append(f"{name:<16}{kind:<9}{share:>7}{tail:>9}{excess:>7}{p50:>11}{p99:>11}".rstrip())
         out.append(
             "(mean: share of mean latency; P99 req: share within P99 requests; tail: share of their excess)"
         )

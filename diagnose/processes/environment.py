@@ -1,4 +1,6 @@
-"""What diagnose's processes set before numpy and pyarrow load: one BLAS thread, and no huge pages.
+"""The environment diagnose's processes run with: one BLAS thread and no huge pages, set before numpy
+and pyarrow load; and for the processes it starts for itself, the same copy of diagnose first on the
+path and the CPUs to count on.
 
 One BLAS thread per process: ``diagnose file`` runs its spike search in a
 second process and ``diagnose compare`` measures its two sides in two, so each
@@ -22,12 +24,18 @@ same.
 
 A user's own setting of any of these wins. They must be set before numpy and
 pyarrow are first imported, which the CLI does.
+
+The spike helper (detect/launch.py) and compare's second side
+(compare/parallel.py) are both fresh ``python -m diagnose...`` processes
+working beside this one, started before numpy and pandas are imported: this
+module is standard library only.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 _DEFAULTS = {
     "OPENBLAS_NUM_THREADS": "1",
@@ -45,3 +53,18 @@ def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
 def use_worker_environment() -> None:
     """This process (if numpy and pyarrow are not loaded yet) and the processes it starts."""
     os.environ.update(worker_environment(os.environ))
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` with this copy of diagnose first on the path (the child runs the same code) and
+    diagnose's settings (it works beside this process)."""
+    root = str(Path(__file__).resolve().parents[2])
+    paths = [root, *filter(None, environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**worker_environment(environ), "PYTHONPATH": os.pathsep.join(paths)}

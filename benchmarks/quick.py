@@ -1,0 +1,63 @@
+"""Every benchmark in quick mode: small inputs, seconds each, so that one that breaks fails CI.
+
+A quick run checks that a benchmark still runs end to end against today's code; its figures mean
+nothing. The figures the README and docs quote come from full runs (each script without --quick).
+
+    python -m benchmarks.quick                      # every benchmarks/bench_*.py
+    python -m benchmarks.quick bench_live bench_file
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+QUICK_HELP = "small inputs, seconds: check that the benchmark runs (what CI does); the figures mean nothing"
+_TIMEOUT_S = 300  # a quick run that takes longer is broken in its own way
+
+
+def add_quick(parser: argparse.ArgumentParser) -> None:
+    """The ``--quick`` option every benchmark has."""
+    parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
+
+
+def benchmarks() -> list[str]:
+    return sorted(path.stem for path in HERE.glob("bench_*.py"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("names", nargs="*", metavar="BENCHMARK", help="only these (default: all)")
+    names = parser.parse_args(argv).names or benchmarks()
+    unknown = sorted(set(names) - set(benchmarks()))
+    if unknown:
+        parser.error(f"no such benchmark: {', '.join(unknown)}; they are: {', '.join(benchmarks())}")
+    failed = []
+    for name in names:
+        started = time.perf_counter()
+        try:
+            result = subprocess.run(
+                [sys.executable, str(HERE / f"{name}.py"), "--quick"],
+                capture_output=True,
+                text=True,
+                timeout=_TIMEOUT_S,
+            )
+            problem = None if result.returncode == 0 else f"exit {result.returncode}\n{result.stderr[-2000:]}"
+        except subprocess.TimeoutExpired:
+            problem = f"still running after {_TIMEOUT_S} s"
+        print(f"{'ok  ' if problem is None else 'FAIL'} {name} ({time.perf_counter() - started:.0f} s)")
+        if problem is not None:
+            print("     " + problem.strip().replace("\n", "\n     "))
+            failed.append(name)
+    print(f"{len(names) - len(failed)} of {len(names)} benchmarks ran in quick mode")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

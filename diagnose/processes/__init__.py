@@ -1,0 +1,5 @@
+"""diagnose as processes: the heap it keeps between analyses (heap.py), and the environment its own
+processes and the ones it starts for itself run with (environment.py).
+
+Standard library only: the CLI imports it before numpy and pandas, to set what must be set first.
+"""
