@@ -4,12 +4,14 @@ Each sub-command lives in :mod:`diagnose.commands`; here is only what they share
 and the one place where an error becomes an exit code and a message.
 
 Exit codes live in :class:`diagnose.errors.ExitCode`: 0 analysed, 1 a finding
-at or above ``--fail-on``, 2 unusable input or arguments, 3 an internal error.
+at or above ``--fail-on``, 2 unusable input or arguments, 3 an internal error,
+130 interrupted, 141 (quietly) the output's reader went away.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 
@@ -39,8 +41,21 @@ examples:
 def run() -> int:
     """The ``diagnose`` command: :func:`main`, then an exit that does not walk the heap again."""
     code = main()
+    try:
+        sys.stdout.flush()  # what is still buffered goes now, while a closed pipe can still be told
+    except BrokenPipeError:
+        code = _reader_gone()
     leave_the_rest_to_exit()
     return code
+
+
+def _reader_gone() -> int:
+    """``diagnose ... | head``: the reader went away. Exit quietly, as a tool killed by SIGPIPE does,
+    and leave nothing for the interpreter to flush into the closed pipe at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return ExitCode.READER_GONE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("diagnose: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        return _reader_gone()
     except OSError as error:  # the environment's: a missing folder, no permission, a full disk
         print(f"diagnose: error: {_os_error(error)}", file=sys.stderr)
         return ExitCode.BAD_INPUT

@@ -30,6 +30,7 @@ class ExitCode(IntEnum):
     BAD_INPUT = 2
     INTERNAL_ERROR = 3
     INTERRUPTED = 130  # the shell's convention for a command stopped by Ctrl-C (128 + SIGINT)
+    READER_GONE = 141  # the pipe's reader went away (diagnose ... | head): 128 + SIGPIPE, said by no message
 
 
 class DiagnoseError(Exception):

@@ -21,8 +21,10 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
 @pytest.fixture
-def run_cli(capsys):
-    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
+def run_cli(capsys, monkeypatch):
+    """Run the CLI in-process; returns (exit code, stdout, stderr). With no terminal width given: a
+    text report is as wide as it is on a machine with no terminal, whoever runs the tests."""
+    monkeypatch.delenv("COLUMNS", raising=False)
 
     def run(*args: str) -> tuple[int, str, str]:
         code = main([str(a) for a in args])

@@ -188,3 +188,27 @@ def test_the_trend_can_be_drawn_from_the_archived_figures(run_cli, archive_file,
         data = trend_data(archive.entries(), "p99")
         assert data.labels == ("#1 v1.3", "#2 v1.4")
         assert data.values == tuple(e.figures["p99"] for e in archive.entries())
+
+
+def test_the_same_recording_archived_twice_is_said(run_cli, archive_file):
+    code, _, err = run_cli("archive", "add", PAIR / "before", "--label", "v1.3")
+    assert code == 0 and "already held" not in err
+    code, _, err = run_cli("archive", "add", PAIR / "after", "--label", "v1.4")
+    assert code == 0 and "already held" not in err
+    code, _, err = run_cli("archive", "add", PAIR / "before", "--label", "v1.3 again")
+    assert code == 0 and "already held this recording (the same window and requests) as #1" in err
+
+
+def test_the_same_pair_gives_the_same_intervals_however_it_is_compared(run_cli, archive_file):
+    """compare BEFORE AFTER, compare --baseline ID AFTER and archive add AFTER --baseline ID: each side's
+    bootstrap is seeded by its own content, not by the side it is on."""
+    assert run_cli("archive", "add", PAIR / "before")[0] == 0
+    code, direct, _ = run_cli("compare", PAIR / "before", PAIR / "after", "--format", "json")
+    code_b, archived, _ = run_cli("compare", "--baseline", "1", PAIR / "after", "--format", "json")
+    assert code == code_b == 0
+    figures = [
+        {f["name"]: (f["low"], f["high"]) for f in json.loads(out)["figures"]} for out in (direct, archived)
+    ]
+    assert figures[0] == figures[1] and figures[0]["p99"][0] is not None
+    code, _, err = run_cli("archive", "add", PAIR / "after", "--baseline", "1")
+    assert code == 0 and json.loads(direct)["headline"] in err

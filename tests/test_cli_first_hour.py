@@ -36,16 +36,29 @@ def test_a_missing_dump_is_answered_before_the_analysis_stack_is_imported():
 @pytest.mark.parametrize(
     "where",
     [
-        lambda tmp: tmp / "no-such-folder" / "report.txt",  # a folder that does not exist
         lambda tmp: tmp / "a-file" / "report.txt",  # a file where a folder should be
+        lambda tmp: tmp / "a-file" / "deeper" / "report.txt",
+        lambda tmp: tmp / "report.pdf",  # a form diagnose does not write
     ],
-    ids=["missing-folder", "file-as-folder"],
+    ids=["file-as-folder", "file-as-folder-above", "pdf"],
 )
 def test_a_report_that_cannot_be_written_is_a_user_error_named_before_analysing(run_cli, tmp_path, where):
     (tmp_path / "a-file").write_text("x")
-    code, out, err = run_cli("file", FIXTURE, "-o", where(tmp_path))
+    target = where(tmp_path)
+    code, out, err = run_cli("file", FIXTURE, "-o", target)
     assert code == ExitCode.BAD_INPUT
-    assert "report.txt" in err and "bug" not in err and err.count("\n") == 1
+    assert target.name in err and "bug" not in err and err.count("\n") == 1
+    assert not target.exists()
+
+
+def test_a_report_into_a_folder_that_does_not_exist_yet_makes_it(run_cli, tmp_path):
+    """As the README's example does: `-o review/review.md`, with its pictures in review/review.assets/."""
+    target = tmp_path / "review" / "review.md"
+    code, _, err = run_cli("file", FIXTURE, "-o", target)
+    assert code == 0, err
+    assert target.read_text().startswith("# diagnose report") and (target.parent / "review.assets").is_dir()
+    code, _, err = run_cli("file", FIXTURE, "-o", tmp_path / "report.pdf", "--format", "text")
+    assert code == 0, err
 
 
 @pytest.mark.parametrize("command", ["record", "live"])
@@ -275,3 +288,75 @@ def test_a_source_that_answers_with_nothing_to_keep_is_neither_down_nor_lost():
     assert health.manifest()["metrics"]["status"] == "lost"
     assert health.update("metrics", 210.0, None)  # and back with metrics it keeps
     assert health.manifest()["metrics"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("command", [("file",), ("live", "--replay")])
+def test_a_folder_that_holds_a_dump_one_level_down_names_it(run_cli, tmp_path, command):
+    """As the testbed keeps its recordings (RUN/dump/ beside truth.yaml), and as incidents get wrapped."""
+    import shutil
+
+    shutil.copytree(FIXTURE, tmp_path / "run" / "dump")
+    (tmp_path / "run" / "truth.yaml").write_text("scenario: cpu-bound-stage\ncause: cpu-bound-stage\n")
+    code, _, err = run_cli(*command, tmp_path / "run")
+    assert code == ExitCode.BAD_INPUT
+    assert f"but {tmp_path / 'run' / 'dump'} is one: give that folder" in err
+    (tmp_path / "empty").mkdir()
+    code, _, err = run_cli("file", tmp_path / "empty")
+    assert code == ExitCode.BAD_INPUT and "no tables found" in err and "give" not in err
+
+
+def test_usage_errors_count_in_words(run_cli, tmp_path):
+    code, _, err = run_cli("compare", str(FIXTURE))
+    assert code == ExitCode.BAD_INPUT and err.rstrip().endswith("got 1 dump")
+    code, _, err = run_cli("record", "-o", str(tmp_path / "d"), "--trigger", "event oom")
+    assert code == ExitCode.BAD_INPUT and "--trigger needs --ring SPAN: it sets up the flight recorder" in err
+
+
+def test_the_rules_list_aligns_its_titles_whatever_the_ids_length(run_cli):
+    code, out, _ = run_cli("rules", "list")
+    lines = out.splitlines()
+    assert code == 0 and len(lines) > 10
+    starts = {len(line) - len(line.split("  ", 1)[1].lstrip()) for line in lines}
+    assert len(starts) == 1
+
+
+def test_file_help_shows_examples_and_that_one_file_is_a_dump(run_cli, capsys):
+    with pytest.raises(SystemExit):
+        run_cli("file", "--help")
+    out = capsys.readouterr().out
+    assert "examples:" in out and "diagnose file vllm.log" in out and "one file read as a dump" in out
+
+
+def test_a_report_piped_into_a_pager_wraps_to_the_terminal(monkeypatch):
+    """`diagnose file DUMP | less`: stdout is a pipe, stderr still the terminal, 80 columns wide."""
+    import os
+
+    from diagnose.commands import output
+
+    class Stream:
+        def __init__(self, tty: bool, fd: int) -> None:
+            self.tty, self.fd = tty, fd
+
+        def isatty(self) -> bool:
+            return self.tty
+
+        def fileno(self) -> int:
+            return self.fd
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(output.sys, "stdout", Stream(False, 1))
+    monkeypatch.setattr(output.sys, "stderr", Stream(True, 2))
+    monkeypatch.setattr(output.os, "get_terminal_size", lambda fd: os.terminal_size((80, 24)))
+    assert output.terminal_width() == 80
+    monkeypatch.setattr(output.sys, "stderr", Stream(False, 2))
+    assert output.terminal_width() == 100  # no terminal at all: a file, CI
+    monkeypatch.setenv("COLUMNS", "132")
+    assert output.terminal_width() == 132
+
+
+def test_recording_into_a_folder_that_is_not_empty_is_refused_before_it_says_it_records(run_cli, tmp_path):
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "notes.txt").write_text("mine")
+    code, _, err = run_cli("record", "-o", tmp_path / "old", "--duration", "1s", "--no-gpu")
+    assert code == ExitCode.BAD_INPUT and "already exists and is not empty" in err
+    assert "recording to" not in err and (tmp_path / "old" / "notes.txt").read_text() == "mine"

@@ -277,3 +277,14 @@ def test_duplicates_in_a_table_that_lists_each_instants_keys_in_order():
             ts, gpu = np.insert(ts, at, ts[at]), np.insert(gpu, at, rng.choice([gpu[at], 0.0]))
         expected = pd.DataFrame({"ts": ts, "gpu": gpu}).duplicated(keep="last").to_numpy()
         assert (_duplicated_last(ts, [pd.Series(gpu)]) == expected).all()
+
+
+@pytest.mark.parametrize("absurd", ["inf", "1e308", "-inf"])
+def test_a_latency_that_is_no_measurement_is_read_as_missing_and_said(tmp_path, run_cli, absurd):
+    """One such value made every mean infinite, and the JSON report end in an internal error."""
+    rows = "\n".join(f"{1764460800 + i * 0.1},{absurd if i % 3 == 0 else 15}" for i in range(200))
+    (tmp_path / "requests.csv").write_text("ts,latency_ms\n" + rows + "\n")
+    code, out, err = run_cli("file", tmp_path, "--format", "json")
+    assert code == 0, err
+    assert "column latency_ms" in err and "67 such value(s) read as missing" in err
+    assert json.loads(out)["summary"]["latency_ms"]["p99"] == 15

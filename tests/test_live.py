@@ -304,3 +304,33 @@ def test_a_timer_that_fires_after_the_view_closed_touches_nothing(tmp_path):
     asyncio.run(drive())
     assert app._torn_down()
     app._tick()  # raised NoMatches('#top') before the guard
+
+
+def test_a_rate_is_shown_over_whole_intervals_only():
+    """The second still running, and the one the window starts inside, are counted over part of their
+    span: a service at 15 requests/s must not read "now 1.0/s" a tenth of a second into a second."""
+    import numpy as np
+
+    from diagnose.detect.signals import Signal
+
+    values = np.array([3.0, 15.0, 15.0, 14.0, 1.0])  # bins from 99.5 s; the first and last are cut
+    chart = SeriesChart("requests.throughput_rps", "throughput")
+    chart.show(Signal("requests.throughput_rps", "throughput", 99.5, 1.0, values), (100.2, 103.6), [])
+    shown = str(chart.render())
+    assert "now 14.0/s" in shown and "min 14.0/s" in shown and "max 15.0/s" in shown
+    latency = SeriesChart("requests.latency_ms.p99", "P99")  # a percentile of a cut bin is still one
+    latency.show(Signal("requests.latency_ms.p99", "latency", 99.5, 1.0, values), (100.2, 103.6), [])
+    assert "now 1.0 ms" in str(latency.render())
+
+
+@pytest.mark.parametrize("key", ["ctrl+c", "q"])
+def test_ctrl_c_quits_as_the_help_says_even_while_replaying(tmp_path, key):
+    async def drive() -> bool:
+        app = _app(DUMPS / "healthy-steady", tmp_path, speed=30.0, window_s=300.0)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _until(pilot, lambda: app.samples >= 1)
+            await pilot.press(key)
+            await pilot.pause(0.3)
+            return app.is_running
+
+    assert asyncio.run(drive()) is False

@@ -397,3 +397,13 @@ def test_the_sampling_picture_shows_each_series_at_its_own_interval():
         assert np.allclose(np.diff(times), interval)
     assert data.spike[1] - data.spike[0] == SPIKE_S
     assert data.has_requests is False
+
+
+def test_a_report_with_nothing_to_draw_leaves_no_empty_pictures_folder(run_cli, tmp_path):
+    dump = tmp_path / "host-only"
+    dump.mkdir()
+    rows = "\n".join(f"{1764460800 + i},{20 + i % 7}" for i in range(120))
+    (dump / "system.csv").write_text("ts,cpu_pct\n" + rows + "\n")
+    code, _, err = run_cli("file", dump, "-o", tmp_path / "review.md")
+    assert code == 0, err
+    assert (tmp_path / "review.md").exists() and not (tmp_path / "review.assets").exists()

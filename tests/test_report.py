@@ -138,3 +138,41 @@ def test_internal_errors_exit_3_with_a_request_to_report(tmp_path):
 def test_python_dash_m_and_version(tmp_path):
     result = subprocess.run([sys.executable, "-m", "diagnose", "--version"], capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout.startswith("diagnose ")
+
+
+@pytest.mark.parametrize("command", [["formats"], ["rules", "list"], ["file", str(DUMPS / "healthy-steady")]])
+def test_a_reader_that_goes_away_ends_the_command_quietly(command):
+    """`diagnose ... | head`: the pipe is closed before anything is written, as a reader that has what
+    it wanted leaves it; the command ends as SIGPIPE ends a tool, with no message."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "diagnose", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141, stderr
+    assert stderr == ""
+
+
+def test_what_a_rule_needs_keeps_its_angle_brackets_in_markdown(tmp_path):
+    """`stage_<name>_ms` is no HTML tag, but a Markdown viewer (and the live view's `o` panel) drops it
+    as one unless its `<` is escaped."""
+    from diagnose.pipeline import analyse
+    from diagnose.report.markdown import render_not_found
+
+    rows = "\n".join(f"{1764460800 + i},{20 + i % 7}" for i in range(120))
+    (tmp_path / "system.csv").write_text("ts,cpu_pct\n" + rows + "\n")
+    lines = "\n".join(render_not_found(analyse(str(tmp_path))))
+    assert "stage_\\<name>_ms" in lines and "stage_<name>" not in lines
+
+
+def test_findings_below_the_likely_line_are_under_their_own_heading(run_cli):
+    """A 0.07 finding is not one of the "most likely" hypotheses, and a report with nothing likely says so."""
+    code, out, _ = run_cli("file", DUMPS / "near-miss-launch-bound-forward")
+    assert code == 0 and "HYPOTHESES (most likely first)" not in out
+    assert "No likely root cause: no finding scored 0.5 or more." in out and "LESS LIKELY (below 0.5" in out
+    code, out, _ = run_cli("file", DUMPS / "kv-cache-pressure", "--format", "markdown")
+    likely, less = out.index("## Hypotheses"), out.index("## Less likely")
+    assert likely < out.index("kv-cache-pressure", likely) < less

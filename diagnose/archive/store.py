@@ -241,6 +241,14 @@ class Archive:
             json.loads(row["warnings"]),
         )
 
+    def holding(self, evidence: Evidence) -> list[int]:
+        """The recordings already kept of the same evidence: the same window and number of requests."""
+        rows = self._db.execute(
+            "SELECT id FROM entries WHERE window_start IS ? AND window_end IS ? AND requests = ? ORDER BY id",
+            (*evidence.window, evidence.requests),
+        )
+        return [row[0] for row in rows]
+
     def entries(self) -> list[Entry]:
         ids = [row[0] for row in self._db.execute("SELECT id FROM entries ORDER BY id")]
         return [self.entry(i) for i in ids]

@@ -26,17 +26,20 @@ from diagnose.errors import DiskFull, InputError
 JSONL_TABLES = ("requests", "events", "allocator")
 
 
+def check_folder(folder: Path, force: bool) -> None:
+    """A dump goes into a new or empty folder, or with ``--force`` into an existing one."""
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        if not force:
+            raise InputError(f"{folder}: already exists and is not empty; choose another -o or pass --force")
+        if not folder.is_dir():
+            raise InputError(f"{folder}: exists and is not a folder")
+
+
 class DumpWriter:
     def __init__(
         self, folder: Path, interval_s: float, force: bool = False, notes: str | None = None
     ) -> None:
-        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-            if not force:
-                raise InputError(
-                    f"{folder}: already exists and is not empty; choose another -o or pass --force"
-                )
-            if not folder.is_dir():
-                raise InputError(f"{folder}: exists and is not a folder")
+        check_folder(folder, force)
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self._files: dict[str, TextIO] = {}

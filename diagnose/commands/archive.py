@@ -95,9 +95,17 @@ def _archive_add(args: argparse.Namespace, path: Path) -> int:
 
     with Archive(path) as archive:
         baseline = archive.evidence(args.baseline) if args.baseline is not None else None
-        evidence, requests = measure_path(args.target, args.rules, args.tz, salt=None)
+        evidence, requests = measure_path(args.target, args.rules, args.tz)
+        already = archive.holding(evidence)
         entry = archive.add(evidence, args.label, args.change, args.expect, args.note)
         print(f"diagnose: archived {args.target} as #{entry} in {path}", file=sys.stderr)
+        if already:
+            kept = ", ".join(f"#{i}" for i in already)
+            print(
+                f"diagnose: warning: the archive already held this recording (the same window and requests) "
+                f"as {kept}: its trend now counts it twice",
+                file=sys.stderr,
+            )
         if baseline is not None:
             comparison = compare_evidence(baseline, evidence, requests)
             decisive = decisive_figures(comparison.figures, comparison.traffic)

@@ -72,10 +72,8 @@ def run(args: argparse.Namespace) -> int:
     """Paths and the gate are checked before the analysis stack is imported: errors answer at once."""
     wanted = 1 if args.baseline is not None else 2
     if len(args.dumps) != wanted:
-        raise InputError(
-            "compare takes BEFORE AFTER, or --baseline ID AFTER"
-            + (f"; got {len(args.dumps)} dumps" if len(args.dumps) != wanted else "")
-        )
+        given = f"{len(args.dumps)} dump{'s' if len(args.dumps) != 1 else ''}"
+        raise InputError(f"compare takes BEFORE AFTER, or --baseline ID AFTER; got {given}")
     for path in args.dumps:
         if not Path(path).exists():
             raise InputError(f"{path}: no such file or folder")
@@ -100,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
         with Archive(args.archive or default_path(), create=False) as archive:
             before = archive.evidence(args.baseline)
-        after, after_requests = measure_path(args.dumps[0], args.rules, args.tz, salt=1)
+        after, after_requests = measure_path(args.dumps[0], args.rules, args.tz)
     else:
         before, after, after_requests = measure_both(
             args.dumps[0], args.dumps[1], args.rules, args.tz, second=second or False

@@ -24,9 +24,24 @@ def add_parser(commands: Subcommands) -> None:
     command = commands.add_parser(
         "file",
         help="analyse a dump folder offline",
-        description="Analyse a dump folder (docs/dump-format.md); report ranked root-cause hypotheses.",
+        description=(
+            "Analyse a dump (docs/dump-format.md): a folder of tables and foreign files (logs, scrapes, "
+            "nvidia-smi output; `diagnose formats` lists them), or one such file alone. Report the "
+            "ranked root-cause hypotheses with their evidence."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "examples:\n"
+            "  diagnose file incident-0412/\n"
+            "  diagnose file incident-0412/ -o review.md          Markdown, its pictures in review.assets/\n"
+            "  diagnose file vllm.log                             one pasted file is a dump too\n"
+            "  diagnose file incident-0412/ --fail-on 0.7         exit 1 when a finding scores 0.7 (CI)\n"
+            "  diagnose file incident-0412/ --tui                 explore it in the full-screen view"
+        ),
     )
-    command.add_argument("dump", help="the dump folder")
+    command.add_argument(
+        "dump", help="the dump folder, or one file read as a dump of that file alone (a log, a scrape)"
+    )
     command.add_argument(
         "--format",
         choices=("text", "markdown", "html", "json"),

@@ -15,6 +15,7 @@ _SUFFIX_FORMATS = {
     ".json": "json",
     ".html": "html",
     ".htm": "html",
+    **dict.fromkeys(("", ".txt", ".text", ".log", ".out"), "text"),
 }
 
 
@@ -22,21 +23,30 @@ def report_format(args: argparse.Namespace) -> str:
     """The report's form (``--format``, else ``-o``'s extension), once its rules and file are known usable."""
     if args.rules is not None and not args.rules.is_dir():
         raise InputError(f"{args.rules}: not a folder of rule files")
-    suffix = args.output.suffix.lower() if args.output else ""
-    if args.output is not None:
-        check_writable(args.output)
-    return args.format or _SUFFIX_FORMATS.get(suffix, "text")
+    if args.output is None:
+        return args.format or "text"
+    suffix = args.output.suffix.lower()
+    if args.format is None and suffix not in _SUFFIX_FORMATS:
+        raise InputError(
+            f"{args.output}: diagnose writes text (.txt), Markdown (.md), HTML (.html) or JSON (.json), "
+            f"not {suffix}; name the file so, or give --format"
+        )
+    check_writable(args.output)
+    return args.format or _SUFFIX_FORMATS[suffix]
 
 
 def check_writable(path: Path) -> None:
-    """A report or export that cannot be written is found before the analysis, not after it."""
+    """A report or export that cannot be written is found before the analysis, not after it; a folder
+    it names that does not exist yet is made (``-o review/review.md``), as the archive makes its own."""
     if path.is_dir():
         raise InputError(f"{path}: is a folder; give a file name for the report")
     folder = path.parent
-    if not folder.is_dir():
-        raise InputError(f"{folder}: no such folder for the report {path.name}")
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        raise InputError(f"{path}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise InputError(f"{path}: permission denied")
+    folder.mkdir(parents=True, exist_ok=True)
 
 
 def pictures_beside(output: Path, draw) -> list[tuple[str, str, str]]:
@@ -50,6 +60,14 @@ def pictures_beside(output: Path, draw) -> list[tuple[str, str, str]]:
 
 
 def terminal_width() -> int:
-    import shutil
-
-    return shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100
+    """The columns the text report wraps to: the terminal's, also when the report is piped into a pager
+    (``diagnose file DUMP | less``: stderr is still the terminal); 100 with no terminal at all."""
+    if os.environ.get("COLUMNS", "").isdigit():
+        return int(os.environ["COLUMNS"])
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream.isatty():
+                return os.get_terminal_size(stream.fileno()).columns
+        except (OSError, ValueError, AttributeError):  # closed, replaced, or no file descriptor
+            continue
+    return 100

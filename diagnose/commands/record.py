@@ -108,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     import threading
 
     from diagnose.collectors.recorder import record
+    from diagnose.collectors.writer import check_folder
     from diagnose.units import parse_duration
 
     if args.dump_now:
@@ -121,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return ExitCode.OK
     flight = _flight_recorder(args)
+    if flight is None:
+        check_folder(args.output, args.force)  # before "recording to" is said, not after
     options = record_options(args, None if flight else args.output)
     options.duration_s = parse_duration(args.duration) if args.duration else None
     stop = threading.Event()
@@ -173,7 +176,9 @@ def _flight_recorder(args: argparse.Namespace):
     if args.ring is None:
         given = [option for option, value in flight_only.items() if value]
         if given:
-            raise InputError(f"{', '.join(given)} need --ring SPAN: they set up the flight recorder")
+            they = "they set" if len(given) > 1 else "it sets"
+            need = "need" if len(given) > 1 else "needs"
+            raise InputError(f"{', '.join(given)} {need} --ring SPAN: {they} up the flight recorder")
         return None
     from diagnose.collectors.flight import FlightOptions, FlightRecorder
     from diagnose.collectors.triggers import parse_trigger

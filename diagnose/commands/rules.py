@@ -81,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote the rule pages to {args.folder}")
         return ExitCode.OK
     folder = args.rules or args.folder or default_rules_dir()
-    for rule in load_rules(folder):
-        print(f"{rule.id:<26} {rule.title}")
+    rules = load_rules(folder)
+    width = max((len(rule.id) for rule in rules), default=0) + 2
+    for rule in rules:
+        print(f"{rule.id:<{width}}{rule.title}")
     return ExitCode.OK

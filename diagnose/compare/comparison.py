@@ -48,14 +48,14 @@ def measure_both(
         second = parallel.start_if_worth_it(before_path, rules_dir, tz) or False
     elsewhere = second if isinstance(second, parallel.Elsewhere) else None
     try:
-        after, after_requests = measure_path(after_path, rules_dir, tz, salt=1, helper=elsewhere is None)
+        after, after_requests = measure_path(after_path, rules_dir, tz, helper=elsewhere is None)
     except BaseException:
         if elsewhere is not None:
             elsewhere.stop()
         raise
     before = elsewhere.result() if elsewhere is not None else None
     if before is None:  # small, or the second process failed: measured here, its errors said as usual
-        before, _ = measure_path(before_path, rules_dir, tz, salt=0)
+        before, _ = measure_path(before_path, rules_dir, tz)
     return before, after, after_requests
 
 
@@ -63,22 +63,19 @@ def measure_path(
     path: str,
     rules_dir: Path | None = None,
     tz: str | None = None,
-    salt: int | None = 0,
     helper: bool = True,
 ) -> tuple[Evidence, Requests | None]:
     """Read, measure and diagnose one dump.
 
-    ``salt`` seeds its bootstrap replicates: 0 for a before side, 1 for an after side; None for a
-    recording to archive, which is seeded by its own content, so that the same dump always archives
-    the same way while any two recordings compared later draw independently. ``helper``: see
+    Its bootstrap replicates are seeded by its own content, so the same dump gives the same intervals
+    whichever side it is on and however it is compared (two dumps, a dump against an archived one,
+    ``archive add --baseline``), while two different recordings draw independently. ``helper``: see
     :func:`diagnose.compare.evidence.measure_dump`.
     """
     rules = load_rules(rules_dir or default_rules_dir())
     dump = load_dump(path, tz=tz)
-    if salt is None:
-        rows = sorted((name, len(frame)) for name, frame in dump.tables.items())
-        salt = 2 + zlib.crc32(f"{dump.span()}|{rows}".encode())
-    return measure_dump(dump, rules, salt, helper)
+    rows = sorted((name, len(frame)) for name, frame in dump.tables.items())
+    return measure_dump(dump, rules, 2 + zlib.crc32(f"{dump.span()}|{rows}".encode()), helper)
 
 
 def compare_evidence(before: Evidence, after: Evidence, after_requests: Requests | None) -> Comparison:

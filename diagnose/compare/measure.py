@@ -55,7 +55,7 @@ class Requests:
     source: str
     cold_excluded: int
     stage_kinds: dict[str, str]  # the manifest's stages: map
-    salt: int  # 0 before, 1 after: the two sides' replicates are drawn independently
+    salt: int  # seeds the bootstrap: from the dump's content, so two recordings draw independently
 
     @cached_property
     def weights(self) -> np.ndarray:

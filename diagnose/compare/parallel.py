@@ -41,13 +41,13 @@ def worth_it(path: str) -> bool:
 
 def start_if_worth_it(path: str, rules_dir: Path | None, tz: str | None) -> Elsewhere | None:
     """The before side's process for the dump at ``path`` if it is big enough, else None."""
-    return Elsewhere(path, rules_dir, tz, salt=0) if worth_it(path) else None
+    return Elsewhere(path, rules_dir, tz) if worth_it(path) else None
 
 
 class Elsewhere:
     """A side being measured by a second process; :meth:`result` waits for it (None if it failed)."""
 
-    def __init__(self, path: str, rules_dir: Path | None, tz: str | None, salt: int) -> None:
+    def __init__(self, path: str, rules_dir: Path | None, tz: str | None) -> None:
         self._folder = tempfile.TemporaryDirectory(prefix="diagnose-compare-")
         self._out = Path(self._folder.name) / "evidence.json"
         command = [
@@ -56,8 +56,6 @@ class Elsewhere:
             "diagnose.compare.side_process",
             path,
             str(self._out),
-            "--salt",
-            str(salt),
         ]
         command += ["--rules", str(rules_dir)] if rules_dir else []
         command += ["--tz", tz] if tz else []

@@ -66,12 +66,11 @@ def _main() -> None:
     parser = argparse.ArgumentParser(prog="python -m diagnose.compare.side_process")
     parser.add_argument("dump")
     parser.add_argument("out", type=Path)
-    parser.add_argument("--salt", type=int, default=0)
     parser.add_argument("--rules", type=Path)
     parser.add_argument("--tz")
     args = parser.parse_args()
     # The parent measures the other side meanwhile: both cores are busy without a spike helper.
-    evidence, _ = measure_path(args.dump, args.rules, args.tz, salt=args.salt, helper=False)
+    evidence, _ = measure_path(args.dump, args.rules, args.tz, helper=False)
     temporary = args.out.with_suffix(".tmp")
     temporary.write_text(json.dumps(to_json(evidence)), encoding="utf-8")
     temporary.replace(args.out)

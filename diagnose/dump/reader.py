@@ -97,9 +97,29 @@ def load_dump(path: str, tz: str | None = None) -> Dump:
                 f"{path}: not a format diagnose recognises (`diagnose formats` lists them); "
                 "a dump folder holds tables such as requests.csv"
             )
+        inner = _dumps_inside(given)
+        if inner:
+            named = " and ".join(str(p) for p in inner[:3])
+            said = "is one: give that folder" if len(inner) == 1 else "are dumps: give one of them"
+            raise DumpError(f"{path}: not a diagnose dump itself, but {named} {said}")
         expected = ", ".join(f"{t}.csv" for t in TABLES)
         raise DumpError(f"{path}: not a diagnose dump: no tables found (expected files such as {expected})")
     return Dump(str(path), tables, files, manifest, warnings, not_used, imported)
+
+
+def _dumps_inside(folder: Path) -> list[Path]:
+    """The folders right inside ``folder`` that hold a dump's tables or manifest (a recording kept as
+    ``RUN/dump/`` beside its notes, a wrapper folder around an incident's dump)."""
+
+    def is_dump(candidate: Path) -> bool:
+        return any(
+            child.name == MANIFEST_FILE
+            or ((parts := split_table_name(child.name)) is not None and parts[0] in KNOWN_TABLES)
+            for child in candidate.iterdir()
+            if child.is_file()
+        )
+
+    return [child for child in sorted(folder.iterdir()) if child.is_dir() and is_dump(child)]
 
 
 def _import_foreign(
@@ -243,21 +263,48 @@ def _coerce_numbers(
     name: str, frame: pd.DataFrame, file: str, result: ReadResult, warnings: list[str]
 ) -> pd.DataFrame:
     for column in frame.columns:
-        if not is_numeric_column(name, column) or pd.api.types.is_numeric_dtype(frame[column]):
+        if not is_numeric_column(name, column):
             continue
         original = frame[column]
-        numbers = pd.to_numeric(original, errors="coerce")
-        bad = numbers.isna() & original.notna()
-        if bad.any():
-            positions = np.flatnonzero(bad.to_numpy())
-            row = frame.index[positions[0]]
-            value = str(original.iloc[positions[0]])[:40]
-            warnings.append(
-                f"{file} {result.where(int(row))}, column {column}: expected a number, got "
-                f"{value!r}; {positions.size} such value(s) read as missing"
-            )
-        frame[column] = numbers.astype("float64")
+        if not pd.api.types.is_numeric_dtype(original):
+            numbers = pd.to_numeric(original, errors="coerce")
+            bad = numbers.isna() & original.notna()
+            if bad.any():
+                positions = np.flatnonzero(bad.to_numpy())
+                row = frame.index[positions[0]]
+                value = str(original.iloc[positions[0]])[:40]
+                warnings.append(
+                    f"{file} {result.where(int(row))}, column {column}: expected a number, got "
+                    f"{value!r}; {positions.size} such value(s) read as missing"
+                )
+            frame[column] = numbers.astype("float64")
+        frame[column] = _without_absurd(frame[column], column, file, result, warnings)
     return frame
+
+
+# A duration beyond these is no measurement (inf, 1e308: a sentinel, an overflow, a unit gone wrong),
+# and one such value makes every mean and sum infinite: a century in ms, or in s.
+_LONGEST = {"_ms": 3.2e12, "_s": 3.2e9}
+
+
+def _without_absurd(
+    values: pd.Series, column: str, file: str, result: ReadResult, warnings: list[str]
+) -> pd.Series:
+    """Infinities, and durations longer than a century, read as missing and said."""
+    if not pd.api.types.is_float_dtype(values):
+        return values
+    limit = next((v for suffix, v in _LONGEST.items() if column.endswith(suffix)), np.inf)
+    numbers = values.to_numpy()
+    absurd = np.isinf(numbers) | (np.abs(np.nan_to_num(numbers)) > limit)
+    if not absurd.any():
+        return values
+    positions = np.flatnonzero(absurd)
+    row = int(values.index[positions[0]])
+    warnings.append(
+        f"{file} {result.where(row)}, column {column}: {float(numbers[positions[0]]):g} is no "
+        f"measurement; {positions.size} such value(s) read as missing"
+    )
+    return values.mask(absurd)
 
 
 def _ensure_latency(frame: pd.DataFrame, file: str, warnings: list[str]) -> pd.DataFrame:

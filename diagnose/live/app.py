@@ -151,6 +151,8 @@ class LiveApp(App[None]):
         Binding("tab", "focus_next", "Next panel", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
+        # What a terminal user presses first, and what the help says: quit, not Textual's hint about ctrl+q.
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
     def __init__(self, feed: Feed, settings: LiveSettings) -> None:

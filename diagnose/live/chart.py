@@ -45,15 +45,15 @@ class SeriesChart(Widget):
 
     def render(self) -> Text:
         width, rows = max(self.size.width - 2, 10), max(self.size.height - 2, 1)
-        columns = self._columns(width)
+        signal = self._signal
+        values = self._whole(signal) if signal is not None else None
+        columns = self._columns(width, signal, values) if signal is not None and values is not None else None
         text = Text(no_wrap=True, overflow="crop")
         text.append(self.title, style="bold")
-        signal = self._signal
-        if columns is None or signal is None:
+        if columns is None or signal is None or values is None:
             text.append(f"  {self._note or 'no samples in this window'}", style="dim")
             return text
-        values = signal.values
-        low, top = self._range(signal)
+        low, top = self._range(signal, values)
         text.append(f"  now {format_for(self.key, latest(values))}")
         text.append(f"  min {format_for(self.key, low)}  max {format_for(self.key, top)}", style="dim")
         marks = self._marks(width)
@@ -70,23 +70,32 @@ class SeriesChart(Widget):
             text.append(("━" if run[0] else "─") * run.size, style=_MARK_STYLES[run[0]])
         return text
 
-    def _columns(self, width: int) -> np.ndarray | None:
+    def _whole(self, signal: Signal) -> np.ndarray:
+        """The values to show. A rate's bins that the window cuts, the interval still running and the
+        first one the window starts inside, are left out: counted over part of their span, they read
+        low (14.9 requests/s shown as "now 1.0/s" a tenth of a second into the second)."""
+        if signal.kind != "throughput":
+            return signal.values
+        start, end = self._span
+        times = signal.times()
+        return np.where((times >= start) & (times + signal.step <= end), signal.values, np.nan)
+
+    def _columns(self, width: int, signal: Signal, values: np.ndarray) -> np.ndarray | None:
         """The window cut into ``width`` columns; each the highest value in it (spikes stay visible)."""
-        signal = self._signal
-        if signal is None or not signal.values.size or not np.isfinite(signal.values).any():
+        if not values.size or not np.isfinite(values).any():
             return None
         start, end = self._span
         column = np.floor((signal.times() - start) / max(end - start, 1e-9) * width).astype("int64")
-        inside = (column >= 0) & (column < width) & np.isfinite(signal.values)
+        inside = (column >= 0) & (column < width) & np.isfinite(values)
         result = np.full(width, np.nan)
-        np.fmax.at(result, column[inside], signal.values[inside])
+        np.fmax.at(result, column[inside], values[inside])
         return result if np.isfinite(result).any() else None
 
-    def _range(self, signal: Signal) -> tuple[float, float]:
+    def _range(self, signal: Signal, values: np.ndarray) -> tuple[float, float]:
         """The lowest and highest sample inside the window (not of the column maxima)."""
         start, end = self._span
         times = signal.times()
-        inside = signal.values[(times >= start) & (times <= end)]
+        inside = values[(times >= start) & (times <= end)]
         inside = inside[np.isfinite(inside)]
         return float(inside.min()), float(inside.max())
 

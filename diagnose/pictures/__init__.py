@@ -35,7 +35,11 @@ def beside(output: Path, draw: Callable[[Path], list[Picture]]) -> tuple[Path, l
     Returns the folder and (title, relative link, alt) per picture.
     """
     folder = output.parent / f"{output.stem}.assets"
-    return folder, [(p.title, f"{folder.name}/{p.path.name}", p.alt) for p in draw(folder)]
+    existed = folder.exists()
+    pictures = draw(folder)
+    if not pictures and not existed and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()  # nothing to draw (a dump without latencies): no empty folder left beside the report
+    return folder, [(p.title, f"{folder.name}/{p.path.name}", p.alt) for p in pictures]
 
 
 def in_memory(draw: Callable[[Path], list[Picture]]) -> list[tuple[str, bytes, str]]:

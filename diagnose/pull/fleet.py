@@ -86,7 +86,7 @@ def _write_summary(output: Path, results: list[HostResult], url: str, start: flo
     )
     ids = sorted({f["id"] for r in results for f in r.findings if f["score"] >= LIKELY})
     lines = [
-        f"# Fleet sweep: {len(results)} hosts, {_iso(start)} to {_iso(end)}",
+        f"# Fleet sweep: {len(results)} host{'s' if len(results) != 1 else ''}, {_iso(start)} to {_iso(end)}",
         "",
         f"From {url}. A cell is the hypothesis's score where it is likely (>= {LIKELY}) on that host; "
         "`diagnose file HOST/` gives the whole report.",

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from diagnose.collectors.sources import UNUSED
 from diagnose.dump.schema import COLUMNS, GROUP, MANIFEST_FILE
 from diagnose.engine_metrics import detect_engine
 from diagnose.errors import InputError, PullError
@@ -307,7 +308,7 @@ def _sources(url: str, names: set[str], engine: str | None, rows: dict[str, int]
         return {
             "kind": kind,
             "target": url,
-            "status": "ok" if ok else "never reached",
+            "status": "ok" if ok else UNUSED,  # the server answered: with nothing for this source
             **({} if ok else {"reason": missing}),
         }
 

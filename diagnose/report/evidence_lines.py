@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from diagnose.judge.engine import LIKELY
 from diagnose.report.model import EvidenceRead, Hypothesis, SourceState, Summary
 
 
@@ -16,6 +17,14 @@ def source_lines(sources: tuple[SourceState, ...]) -> list[str]:
             line += f" ({source.reason})"
         lines.append(line)
     return lines
+
+
+LESS_LIKELY = "below 0.5: too weak to act on alone; worth a look once the likely causes are ruled out"
+
+
+def first_less_likely(hypotheses: tuple[Hypothesis, ...]) -> int | None:
+    """Where the findings below the "likely" line start (they are ranked, strongest first), or None."""
+    return next((i for i, h in enumerate(hypotheses) if h.score < LIKELY), None)
 
 
 def dead_source_lines(evidence: EvidenceRead) -> list[str]:

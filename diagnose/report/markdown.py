@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 from diagnose.dump.timestamps import iso
 from diagnose.report.evidence_lines import (
+    LESS_LIKELY,
     consequence_line,
     consequences_of,
     explains_line,
+    first_less_likely,
     oom_lines,
     source_lines,
 )
@@ -20,7 +24,7 @@ from diagnose.report.spikes_section import (
     spike_rows,
 )
 from diagnose.report.stages_section import UNACCOUNTED, stage_rows
-from diagnose.units import human_ms
+from diagnose.units import human_ms, human_rate
 
 
 def render_markdown(report: Report, pictures: list[tuple[str, str, str]] | None = None) -> str:
@@ -35,10 +39,15 @@ def render_markdown(report: Report, pictures: list[tuple[str, str, str]] | None 
         for title, path, alt in pictures:
             out += [f"**{title}**", "", f"![{alt}]({path})", ""]
     hypotheses = report.hypotheses
+    below = first_less_likely(hypotheses)
     out += ["## Hypotheses", ""]
     if not hypotheses:
         out += ["No rule found evidence of a known root cause.", ""]
+    elif below == 0:
+        out += ["No likely root cause: no finding scored 0.5 or more.", ""]
     for rank, h in enumerate(hypotheses, start=1):
+        if rank - 1 == below:
+            out += ["## Less likely", "", f"Scored {LESS_LIKELY}.", ""]
         out += render_hypothesis(rank, h, consequences_of(h, hypotheses))
     out += _spikes(report)
     out += render_not_found(report)
@@ -183,9 +192,14 @@ def _evidence(line: Line) -> str:
     return f"{line.text} *(from {sources})*" if sources else line.text
 
 
+_TAG_LIKE = re.compile(r"<(?=[A-Za-z/!?])")
+
+
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """A table cell's text: its bars and line breaks escaped, and a ``<`` that would open an HTML tag
+    (``stage_<name>_ms`` is no tag, but a Markdown viewer drops it as one)."""
+    return _TAG_LIKE.sub(r"\\<", text.replace("|", "\\|").replace("\n", " "))
 
 
 def _rps(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f}/s"
+    return "-" if value is None else human_rate(value)

@@ -6,9 +6,11 @@ import textwrap
 
 from diagnose.dump.timestamps import iso
 from diagnose.report.evidence_lines import (
+    LESS_LIKELY,
     consequence_line,
     consequences_of,
     explains_line,
+    first_less_likely,
     oom_lines,
     source_lines,
 )
@@ -37,10 +39,16 @@ def render_text(report: Report, width: int = DEFAULT_WIDTH) -> str:
     out.append("")
     out += _summary(report.summary)
     hypotheses = report.hypotheses
-    out.append(
-        "HYPOTHESES (most likely first)" if hypotheses else "No rule found evidence of a known root cause."
-    )
+    below = first_less_likely(hypotheses)
+    if not hypotheses:
+        out.append("No rule found evidence of a known root cause.")
+    elif below == 0:
+        out.append("No likely root cause: no finding scored 0.5 or more.")
+    else:
+        out.append("HYPOTHESES (most likely first)")
     for rank, h in enumerate(hypotheses, start=1):
+        if rank - 1 == below:
+            out += ["", f"LESS LIKELY ({LESS_LIKELY})"]
         out.append("")
         out.append(f"{rank}. [{h.score:.2f} {h.confidence}] {h.title}")
         out.append(f"   id {h.id}; rule: {h.rule_shown_as}")
