@@ -212,3 +212,19 @@ def test_the_same_pair_gives_the_same_intervals_however_it_is_compared(run_cli, 
     assert figures[0] == figures[1] and figures[0]["p99"][0] is not None
     code, _, err = run_cli("archive", "add", PAIR / "after", "--baseline", "1")
     assert code == 0 and json.loads(direct)["headline"] in err
+
+
+def test_six_processes_opening_one_new_archive_at_once_all_open_it(tmp_path):
+    """SQLite can answer "database is locked" at once while another process creates the archive."""
+    code = "import sys; from pathlib import Path; from diagnose.archive import Archive\nArchive(Path(sys.argv[1]))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for attempt in range(10):
+        path = tmp_path / f"perf-{attempt}.sqlite"
+        runs = [
+            subprocess.Popen(
+                [sys.executable, "-c", code, str(path)], env=env, stderr=subprocess.PIPE, text=True
+            )
+            for _ in range(6)
+        ]
+        for run in runs:
+            assert run.wait(timeout=120) == 0, run.stderr.read()

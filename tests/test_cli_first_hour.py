@@ -360,3 +360,28 @@ def test_recording_into_a_folder_that_is_not_empty_is_refused_before_it_says_it_
     code, _, err = run_cli("record", "-o", tmp_path / "old", "--duration", "1s", "--no-gpu")
     assert code == ExitCode.BAD_INPUT and "already exists and is not empty" in err
     assert "recording to" not in err and (tmp_path / "old" / "notes.txt").read_text() == "mine"
+
+
+def test_a_dump_without_latencies_says_why_at_the_top_and_why_it_has_no_gpu(run_cli, tmp_path):
+    """The reason sits beside the statement it explains, not only in the sources at the end."""
+    import yaml
+
+    dump = tmp_path / "rec"
+    dump.mkdir()
+    rows = "\n".join(f"{1764460800 + i},{20 + i % 7}" for i in range(60))
+    (dump / "system.csv").write_text("ts,cpu_pct\n" + rows + "\n")
+    source = {"kind": "request log", "target": "/var/log/app.jsonl", "status": "never reached"}
+    manifest = {
+        "format": "diagnose-dump/1",
+        "gpu_note": "NVML: driver not loaded",
+        "sources": {"requests_log": {**source, "reason": "no such file or directory"}},
+    }
+    (dump / "manifest.yaml").write_text(yaml.safe_dump(manifest))
+    code, out, err = run_cli("file", dump)
+    assert code == 0, err
+    top = out.split("HYPOTHESES")[0].split("No rule found")[0]
+    assert (
+        "No request latencies in the dump: the request log /var/log/app.jsonl was never reached "
+        "(no such file or directory)." in top
+    )
+    assert "no GPU figures: NVML: driver not loaded (the recorder's note)" in err

@@ -60,6 +60,8 @@ def test_replayed_incident_shows_its_cause_opens_it_and_exports_the_same_markdow
             return app, shown
 
     app, shown = asyncio.run(drive())
+    end = load_dump(str(dump)).span()[1]  # named by the time it shows, the dump's own, not today's
+    assert time.strftime("%Y%m%d-%H%M%S", time.gmtime(end)) in app.exported.name
     hypothesis = app.report.hypotheses[0]
     assert "**Verify**" in shown and hypothesis.verify[0] in shown and hypothesis.remedy[0] in shown
     cli = tmp_path / "cli" / app.exported.name  # the same name: the same relative picture links

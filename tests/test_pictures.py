@@ -407,3 +407,28 @@ def test_a_report_with_nothing_to_draw_leaves_no_empty_pictures_folder(run_cli, 
     code, _, err = run_cli("file", dump, "-o", tmp_path / "review.md")
     assert code == 0, err
     assert (tmp_path / "review.md").exists() and not (tmp_path / "review.assets").exists()
+
+
+def test_a_queue_depth_is_counted_not_timed():
+    from diagnose.pictures.timeline import _unit
+
+    assert _unit("server.queue_depth")[1] == "count" and _unit("server.running")[1] == "count"
+    assert _unit("requests.stage_forward_ms.mean")[1] == "ms" and _unit("server.ttft_ms")[1] == "ms"
+
+
+def test_the_time_axis_is_bounded_to_the_evidence_and_an_earlier_start_is_marked_at_its_edge():
+    """A 40-minute dump whose server started two hours earlier left three quarters of each panel empty."""
+    import numpy as np
+
+    from diagnose.pictures.timeline import TimelineData, Track
+
+    times = 1_764_460_800.0 + np.arange(0, 2400, 10.0)
+    track = Track("requests.latency_ms.p99", "latency p99 (ms)", times, np.full(times.size, 100.0), ())
+    data = TimelineData((track,), (), (), (), ((times[0] - 7200, "start"), (times[0] + 600, "restart")))
+    figure = draw_timeline(data)
+    import matplotlib.dates as mdates
+
+    low, high = (mdates.num2date(x).timestamp() for x in figure.axes[0].get_xlim())
+    assert (low, high) == pytest.approx((times[0], times[-1]))
+    labels = [text.get_text() for text in figure.axes[0].texts]
+    assert "restart" in labels and any(label.startswith("start ") and label.endswith("←") for label in labels)

@@ -319,3 +319,25 @@ def test_an_endpoint_that_answers_with_no_engines_metrics_is_said_once_and_not_c
     manifest = yaml.safe_load((tmp_path / "d" / "manifest.yaml").read_text())
     entry = manifest["sources"]["metrics"]
     assert entry["status"] == "answers, nothing kept" and "--metrics-map" in entry["reason"]
+
+
+def test_a_recording_reports_its_progress_after_every_sample(tmp_path):
+    """What the status line of `diagnose record` on a terminal is drawn from."""
+    import threading
+
+    from diagnose.collectors.recorder import RecordOptions, record
+
+    seen = []
+    options = RecordOptions(output=tmp_path / "dump", interval_s=0.2, gpu=False, top=3, duration_s=1.0)
+    summary = record(options, threading.Event(), say=lambda line: None, progress=seen.append)
+    assert len(seen) == summary.samples >= 3
+    assert [p.samples for p in seen] == list(range(1, len(seen) + 1))
+    assert all(p.rows["system"] == p.samples for p in seen)
+    assert seen[-1].bytes_written > seen[0].bytes_written > 0
+    assert seen[-1].elapsed_s >= seen[0].elapsed_s
+
+
+def test_a_recording_off_a_terminal_draws_no_status_line(tmp_path):
+    result = _record("-o", str(tmp_path / "d"), "--duration", "2s", "--no-gpu", "--interval", "0.5")
+    assert result.returncode == 0, result.stderr
+    assert "\r" not in result.stderr and "recording 0:0" not in result.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -176,3 +177,59 @@ def test_findings_below_the_likely_line_are_under_their_own_heading(run_cli):
     code, out, _ = run_cli("file", DUMPS / "kv-cache-pressure", "--format", "markdown")
     likely, less = out.index("## Hypotheses"), out.index("## Less likely")
     assert likely < out.index("kv-cache-pressure", likely) < less
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("file", str(DUMPS / "co-located-contention"), "--format", "json"),
+        ("file", str(DUMPS / "kv-cache-pressure"), "--format", "markdown"),
+        ("file", str(DUMPS / "memory-fragmentation")),
+        (
+            "compare",
+            str(ROOT / "fixtures/pairs/improved-p99/before"),
+            str(ROOT / "fixtures/pairs/improved-p99/after"),
+        ),
+        (
+            "compare",
+            str(ROOT / "fixtures/pairs/no-change/before"),
+            str(ROOT / "fixtures/pairs/no-change/after"),
+            "--format",
+            "json",
+        ),
+        ("rules", "list"),
+        ("formats",),
+    ],
+    ids=["file-json", "file-markdown", "file-text", "compare-text", "compare-json", "rules", "formats"],
+)
+def test_the_same_input_gives_the_same_bytes(run_cli, command):
+    """Seeded resampling and stable ordering: a report diffed against yesterday's shows what changed."""
+    first, second = run_cli(*command), run_cli(*command)
+    assert first[0] == 0 and first[1] and first == second
+
+
+def test_the_spikes_table_keeps_other_processes_out_unless_a_finding_names_them(run_cli, tmp_path):
+    """On a busy host, every process that spiked once would fill the table: another process than the
+    server (the manifest names it) stays out unless a finding or an alignment names it."""
+    import numpy as np
+    import yaml
+
+    rng = np.random.default_rng(0)
+    lines = ["ts,pid,name,cpu_pct"]
+    for t in range(900):
+        burst = any(s <= t < s + 12 for s in (150, 400, 650))
+        lines.append(f"{1764460800 + t},100,server,{50 + rng.normal(0, 2):.1f}")
+        lines.append(f"{1764460800 + t},200,backup,{(90 if burst else 5) + rng.normal(0, 1):.1f}")
+    (tmp_path / "processes.csv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "manifest.yaml").write_text(
+        yaml.safe_dump({"format": "diagnose-dump/1", "server_pids": [100]})
+    )
+    code, out, _ = run_cli("file", tmp_path, "--format", "json")
+    assert code == 0 and json.loads(out)["signals"]["processes.cpu_pct[pid=200]"]["meta"]["server"] is False
+    code, out, _ = run_cli("file", tmp_path)
+    assert code == 0 and "processes.cpu_pct[pid=200]" not in out
+    assert "1 other process signal(s) left out" in out
+    assert "coincidence: the share of the latency spikes" in " ".join(out.split())
+    (tmp_path / "manifest.yaml").write_text(yaml.safe_dump({"format": "diagnose-dump/1"}))
+    code, out, _ = run_cli("file", tmp_path)  # the heaviest steady process is the server: the same
+    assert code == 0 and "processes.cpu_pct[pid=200]" not in out

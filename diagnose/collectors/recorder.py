@@ -11,6 +11,7 @@ import json
 import threading
 import time
 import urllib.error
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -69,6 +70,17 @@ class RecordSummary:
     dead_sources: list[str] = field(default_factory=list)  # down at the end, one line each
 
 
+@dataclass(frozen=True)
+class Progress:
+    """Where a recording stands after a sample: what a person watching it wants to see."""
+
+    elapsed_s: float
+    samples: int
+    rows: dict[str, int]  # rows recorded so far, by table
+    bytes_written: int | None  # the dump folder's size; None for a flight recorder's ring
+    sources: tuple[tuple[str, str], ...]  # (what, its state: ok, never reached, lost, ...)
+
+
 class Sink(Protocol):
     """Where samples go: a DumpWriter on disk, or a live view's memory (which may also write)."""
 
@@ -83,7 +95,9 @@ def record(
     stop: threading.Event,
     say: Callable[[str], None] = print,
     sink: Sink | None = None,
+    progress: Callable[[Progress], None] | None = None,
 ) -> RecordSummary:
+    """Sample every interval until ``stop`` or the duration; ``progress`` hears after each sample."""
     summary = RecordSummary()
     watched = list(options.pids or server_pids(options.metrics_url, options.requests_log))  # restarts follow
     requests = (
@@ -128,29 +142,36 @@ def record(
     )
     start, cpu_start = time.monotonic(), time.process_time()
     tick = 0
+    counted: Counter[str] = Counter()
+
+    def put(table: str, rows: list[dict]) -> None:
+        """Into the dump, counted for the progress line."""
+        counted[table] += len(rows)
+        writer.append(table, rows)
+
     try:
         while not stop.is_set():
             now, wall = time.monotonic(), time.time()
             if options.duration_s is not None and now - start >= options.duration_s:
                 break
             sample = host.sample(wall, now)
-            writer.append("system", [sample.system])
-            writer.append("processes", sample.processes)
-            writer.append("events", sample.events)
+            put("system", [sample.system])
+            put("processes", sample.processes)
+            put("events", sample.events)
             changed = _follow_server(health, sample.events, watched, wall)
             if gpu is not None:
                 gpus = gpu.sample(wall)
-                writer.append("gpu", gpus.gpus)
-                writer.append("gpu_processes", gpus.processes)
-                writer.append("events", gpus.events)
+                put("gpu", gpus.gpus)
+                put("gpu_processes", gpus.processes)
+                put("events", gpus.events)
             if requests is not None:
-                writer.append("requests", requests.rows())
+                put("requests", requests.rows())
                 changed |= health.update("requests_log", wall, requests.follower.problem())
             if allocator is not None:
-                writer.append("allocator", _json_rows(allocator.read_lines()))
+                put("allocator", _json_rows(allocator.read_lines()))
                 changed |= health.update("allocator_log", wall, allocator.problem())
             for index, follower in enumerate(logs):
-                writer.append("events", events_from_lines(follower.read_lines(), wall, str(follower.path)))
+                put("events", events_from_lines(follower.read_lines(), wall, str(follower.path)))
                 if index < len(user_logs):
                     changed |= health.update(f"log_{index + 1}", wall, follower.problem())
             if scraper is not None:
@@ -159,15 +180,19 @@ def record(
                     changed |= health.answers_unused("metrics", wall, problem)
                 else:
                     if problem and not health.dead_now("metrics"):
-                        writer.append("events", [{"ts": wall, "kind": "scrape_error", "message": problem}])
+                        put("events", [{"ts": wall, "kind": "scrape_error", "message": problem}])
                     changed |= health.update("metrics", wall, problem)
-                writer.append("server", [row] if row else [])
+                put("server", [row] if row else [])
             if changed:
                 writer.set_manifest(
                     watched_pids=list(watched), server_pids=list(watched), sources=health.manifest()
                 )
             writer.flush()
             summary.samples += 1
+            if progress is not None:
+                progress(
+                    _progress(time.monotonic() - start, summary.samples, counted, options.output, health)
+                )
             tick += 1
             due = start + tick * options.interval_s
             late = time.monotonic() - due
@@ -194,6 +219,14 @@ def record(
             recorder_total_cpu_s=round(time.process_time(), 3),  # start-up and imports included
         )
     return summary
+
+
+def _progress(
+    elapsed_s: float, samples: int, counted: Counter[str], output: Path | None, health: SourceHealth
+) -> Progress:
+    size = sum(path.stat().st_size for path in output.iterdir() if path.is_file()) if output else None
+    states = tuple((str(entry["kind"]), str(entry["status"])) for entry in health.manifest().values())
+    return Progress(elapsed_s, samples, dict(counted), size, states)
 
 
 def _started(pids: list[int]) -> dict:

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from diagnose.commands.options import Subcommands, add_collection_args, add_debug, record_options
+from diagnose.commands.status_line import StatusLine
 from diagnose.errors import DiagnoseError, DiskFull, ExitCode, InputError
+from diagnose.units import human_bytes
+
+if TYPE_CHECKING:
+    from diagnose.collectors.recorder import Progress
 
 
 def add_parser(commands: Subcommands) -> None:
@@ -36,6 +43,9 @@ def add_parser(commands: Subcommands) -> None:
     add_collection_args(command)
     _add_flight_args(command)
     command.add_argument("--force", action="store_true", help="write into an existing, non-empty folder")
+    command.add_argument(
+        "--quiet", action="store_true", help="no status line while recording (none is drawn off a terminal)"
+    )
     add_debug(command)
     command.set_defaults(handler=run)
 
@@ -121,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return ExitCode.OK
-    flight = _flight_recorder(args)
+    status = StatusLine.for_terminal(args.quiet)
+    flight = _flight_recorder(args, status.say)
     if flight is None:
         check_folder(args.output, args.force)  # before "recording to" is said, not after
     options = record_options(args, None if flight else args.output)
@@ -135,13 +146,16 @@ def run(args: argparse.Namespace) -> int:
     until = f"for {args.duration}" if args.duration else "until Ctrl-C"
     print(f"diagnose: recording to {args.output} every {args.interval:g} s {until}", file=sys.stderr)
     try:
-        summary = record(options, stop, say=lambda line: print(line, file=sys.stderr), sink=flight)
+        summary = record(
+            options, stop, say=status.say, sink=flight, progress=lambda p: status.show(_status(p))
+        )
     except DiskFull as error:
         raise DiagnoseError(
             f"{args.output}: the disk is full ({error}); recording stopped, "
             "the dump holds what was written before"
         ) from None
     finally:
+        status.clear()
         if flight is not None:
             flight.close()  # a no-op when record() closed it; releases the ring when it failed to start
     if flight is not None:
@@ -162,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _flight_recorder(args: argparse.Namespace):
+def _flight_recorder(args: argparse.Namespace, say: Callable[[str], None]):
     """The sink of ``record --ring``, or None; the flight recorder's options without --ring are refused."""
     from diagnose.units import parse_duration, parse_size
 
@@ -194,4 +208,15 @@ def _flight_recorder(args: argparse.Namespace):
     )
     if args.output.exists() and not args.output.is_dir():
         raise InputError(f"{args.output}: exists and is not a folder; --ring -o needs a folder")
-    return FlightRecorder(options, args.interval, say=lambda line: print(line, file=sys.stderr))
+    return FlightRecorder(options, args.interval, say=say)
+
+
+def _status(progress: Progress) -> str:
+    """recording 1:23, 166 samples, rows: 166 system, 2,045 requests; 1.2 MiB; request log ok"""
+    minutes, seconds = divmod(int(progress.elapsed_s), 60)
+    rows = ", ".join(f"{count:,} {table}" for table, count in progress.rows.items() if count) or "none"
+    parts = [f"recording {minutes}:{seconds:02d}, {progress.samples} samples, rows: {rows}"]
+    if progress.bytes_written is not None:
+        parts.append(human_bytes(progress.bytes_written))
+    parts += [f"{what} {state}" for what, state in progress.sources]
+    return "; ".join(parts)

@@ -254,7 +254,7 @@ def _process_signals(
                 "pids": sorted(p for p in ids if p >= 0),
                 "name": str(name.iloc[row]),
                 "cmdline": str(cmdline.iloc[row]),
-                "server": bool(ids & server_pids),
+                **({"server": bool(ids & server_pids)} if server_pids else {}),  # unsaid where unknown
                 **({"group": str(name.iloc[row])} if min(ids) < 0 else {}),
             }
             candidates.append(Signal(f"{table}.{column}[{key}]", "process", float(start), step, series, meta))

@@ -420,7 +420,10 @@ class LiveApp(App[None]):
         if self.report is None or self._analysed is None:
             self.notify("no analysis yet; nothing to export", severity="warning", timeout=4)
             return
-        path = _free_path(self.settings.export_dir, self._state.host if self._state else "host")
+        state = self._state
+        path = _free_path(
+            self.settings.export_dir, state.host if state else "host", state.position if state else None
+        )
         self._export(path, *self._analysed)
 
     @work(thread=True, exclusive=True, group="export")
@@ -479,10 +482,13 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def _free_path(folder: Path, host: str) -> Path:
-    """A new file name in ``folder``, absolute: the notice says exactly where the report went."""
+def _free_path(folder: Path, host: str, at: float | None) -> Path:
+    """A new file name in ``folder``, absolute: the notice says exactly where the report went. Named by
+    the time it shows (a replayed dump's own time, not the wall clock's)."""
     folder = folder.resolve()
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    stamp = (datetime.fromtimestamp(at, UTC) if at is not None else datetime.now(UTC)).strftime(
+        "%Y%m%d-%H%M%S"
+    )
     path = folder / f"diagnose-{host}-{stamp}.md"
     counter = 1
     while path.exists():

@@ -10,6 +10,7 @@ change points are dashed, restarts and OOMs marked.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -73,6 +74,12 @@ def _track(spikes: SpikeAnalysis, name: str) -> Track:
     return Track(name, f"{_short(name)} ({unit})", signal.times(), signal.values / scale, episodes)
 
 
+def _span(data: TimelineData) -> tuple[float, float]:
+    """The evidence's own time span: the axis is bounded to it, whatever events came before."""
+    times = np.concatenate([track.times for track in (*data.latency, *data.related)])
+    return float(times.min()), float(times.max())
+
+
 def _unit(name: str) -> tuple[float, str]:
     base = name.split("[")[0]
     if base.endswith("_bytes"):
@@ -87,7 +94,9 @@ def _unit(name: str) -> tuple[float, str]:
         return 1.0, "W"
     if "throughput" in base or base.endswith("_per_s") or base.endswith("_rps"):
         return 1.0, "/s"
-    return 1.0, "ms"
+    if base.endswith("_ms") or "_ms." in base:  # server.ttft_ms, requests.stage_forward_ms.mean
+        return 1.0, "ms"
+    return 1.0, "count"  # queue depth, requests running or waiting, batch size: no unit of time
 
 
 _NAMES = {
@@ -145,20 +154,26 @@ def draw_timeline(data: TimelineData):
             style.dates(track.times), track.values, color=colour, linewidth=width, label=_short(track.name)
         )
     axes[0].set_ylabel("latency (ms)")
-    axes[0].legend(loc="upper left", ncols=2)
+    axes[0].legend(loc="lower left", ncols=2, bbox_to_anchor=(0.0, 1.08), frameon=False)  # above the plot
     axes[0].set_title("Latency, its spikes (red) and what moved with them", loc="left")
     for axis, track in zip(axes[1:], data.related, strict=True):
         times, values = envelope(track.times, track.values)
         axis.plot(style.dates(times), values, color=style.OTHER, linewidth=1.0)
         axis.set_title(track.label, loc="left", fontsize=9)
+    first, last = _span(data)
+    # An event before the evidence (a server started hours before the recording) is marked at the
+    # axis's edge with its time, instead of stretching every panel back to it.
+    events = [(max(ts, first), kind if ts >= first else f"{kind} {_clock(ts)} ←") for ts, kind in data.events]
+    events = [(ts, kind) for ts, kind in events if ts <= last]
     for axis in axes:
         for start, end in data.episodes:
             axis.axvspan(*style.dates(np.array([start, end])), color=style.EPISODE, alpha=0.15, linewidth=0)
         for ts in data.change_points:
             axis.axvline(style.dates(np.array([ts]))[0], color=style.OTHER, linestyle="--", linewidth=0.8)
-        for ts, _kind in data.events:
+        for ts, _kind in events:
             axis.axvline(style.dates(np.array([ts]))[0], color=style.EVENT, linewidth=1.0)
-    for ts, kind in data.events:
+        axis.set_xlim(*style.dates(np.array([first, last])))
+    for ts, kind in events:
         axes[0].annotate(
             kind,
             (style.dates(np.array([ts]))[0], 1.0),
@@ -171,6 +186,10 @@ def draw_timeline(data: TimelineData):
         )
     style.time_axis(axes[-1])
     return figure
+
+
+def _clock(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S")
 
 
 def envelope(times: np.ndarray, values: np.ndarray, buckets: int = 2000) -> tuple[np.ndarray, np.ndarray]:

@@ -49,8 +49,8 @@ def sweep(
     output.mkdir(parents=True, exist_ok=True)
     rules = load_rules(rules_dir or default_rules_dir())
     results = []
-    for host in hosts:
-        say(f"diagnose: pulling {host}")
+    for done, host in enumerate(hosts):
+        say(f"diagnose: pulling {host} ({done + 1} of {len(hosts)} hosts)")
         try:
             summary = pull(client, host, start, end, output / _folder(host), step_s, say=say)
             report = analyse_dump(load_dump(str(summary.path)), rules).report

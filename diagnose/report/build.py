@@ -56,7 +56,12 @@ def build_report(
             missing=tuple(name for name in KNOWN_TABLES if name not in dump.tables),
             importers=tuple(ImporterUse(u["file"], u["importer"], int(u["rows"])) for u in dump.importers),
             not_used=tuple(dump.not_used),
-            warnings=(*dump.warnings, *(spikes.warnings if spikes else []), *facts.warnings),
+            warnings=(
+                *dump.warnings,
+                *_recorder_notes(dump),
+                *(spikes.warnings if spikes else []),
+                *facts.warnings,
+            ),
             sources=_sources(dump),
             environment=_environment(dump),
         ),
@@ -72,6 +77,12 @@ def build_report(
         ),
         facts={name: CitedValue(fact.value, fact.source) for name, fact in sorted(facts.values.items())},
     )
+
+
+def _recorder_notes(dump: Dump) -> list[str]:
+    """What the recorder said of evidence it could not take: why a recording holds no GPU table."""
+    note = dump.manifest.extra.get("gpu_note")
+    return [f"no GPU figures: {note} (the recorder's note)"] if note and "gpu" not in dump.tables else []
 
 
 def _sources(dump: Dump) -> tuple[SourceState, ...]:
@@ -155,6 +166,8 @@ def _signal(found: SignalFindings) -> SignalReport:
         )
     )
     meta = {k: v for k, v in found.signal.meta.items() if k in ("pids", "name", "cmdline", "gpu", "stage")}
+    if "server" in found.signal.meta:  # whether it is the serving process's, where the dump says which
+        meta["server"] = bool(found.signal.meta["server"])
     return SignalReport(
         kind=found.signal.kind,
         step_s=found.signal.step,

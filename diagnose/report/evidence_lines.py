@@ -27,6 +27,17 @@ def first_less_likely(hypotheses: tuple[Hypothesis, ...]) -> int | None:
     return next((i for i, h in enumerate(hypotheses) if h.score < LIKELY), None)
 
 
+def no_latency_line(evidence: EvidenceRead) -> str:
+    """The statement that the dump has no request latencies, with why where the recording says: the
+    request log it was given and never read, or lost."""
+    log = next((s for s in evidence.sources if s.source == "requests_log" and s.status != "ok"), None)
+    if log is None:
+        return "No request latencies in the dump."
+    what = f"the {log.kind or 'request log'} {log.target or ''}".rstrip()
+    why = f" ({log.reason})" if log.reason else ""
+    return f"No request latencies in the dump: {what} was {log.status}{why}."
+
+
 def dead_source_lines(evidence: EvidenceRead) -> list[str]:
     """The sources that never delivered or were lost: the evidence the recording does not hold."""
     return source_lines(evidence.dead_sources)

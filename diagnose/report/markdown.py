@@ -11,6 +11,7 @@ from diagnose.report.evidence_lines import (
     consequences_of,
     explains_line,
     first_less_likely,
+    no_latency_line,
     oom_lines,
     source_lines,
 )
@@ -18,9 +19,11 @@ from diagnose.report.model import EvidenceRead, Hypothesis, Line, Report, Summar
 from diagnose.report.spikes_section import (
     ALIGNMENT_HEADER,
     EPISODE_HEADER,
+    LEGEND,
     SIGNAL_HEADER,
     alignment_rows,
     episode_rows,
+    processes_left_out,
     spike_rows,
 )
 from diagnose.report.stages_section import UNACCOUNTED, stage_rows
@@ -33,7 +36,7 @@ def render_markdown(report: Report, pictures: list[tuple[str, str, str]] | None 
     window = report.window
     if iso(window.start):
         out += [f"Window: {iso(window.start)} to {iso(window.end)}", ""]
-    out += _summary(report.summary)
+    out += _summary(report.summary, report.evidence)
     if pictures:
         out += ["## Pictures", ""]
         for title, path, alt in pictures:
@@ -105,10 +108,10 @@ def render_not_found(report: Report) -> list[str]:
 
 
 def _spikes(report: Report) -> list[str]:
-    rows = spike_rows(report)
-    if not rows:
+    rows, left_out = spike_rows(report), processes_left_out(report)
+    if not rows and not left_out:
         return []
-    out = ["## Spikes and change points", "", *_table(SIGNAL_HEADER, rows), ""]
+    out = ["## Spikes and change points", "", *([*_table(SIGNAL_HEADER, rows), ""] if rows else [])]
     reference, episodes = episode_rows(report)
     if episodes:
         out += [
@@ -120,7 +123,9 @@ def _spikes(report: Report) -> list[str]:
     alignments = alignment_rows(report)
     if alignments:
         out += [f"What moves with `{reference}`:", "", *_table(ALIGNMENT_HEADER, alignments), ""]
-    return out
+    if left_out:
+        out += [f"{left_out} other process signal(s) left out: no finding or alignment names them.", ""]
+    return out + [f"*{LEGEND[0].upper()}{LEGEND[1:]}.*", ""]
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -128,12 +133,12 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
 
 
-def _summary(summary: Summary) -> list[str]:
+def _summary(summary: Summary, evidence: EvidenceRead) -> list[str]:
     latency = summary.latency_ms
     ooms = [f"- {line}" for line in oom_lines(summary)]
     ooms = ["Out-of-memory errors:", "", *ooms, ""] if ooms else []
     if not latency:
-        return ["No request latencies in the dump.", "", *ooms]
+        return [no_latency_line(evidence), "", *ooms]
     out = [
         "## Summary",
         "",

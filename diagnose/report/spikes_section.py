@@ -11,11 +11,23 @@ MAX_EPISODES = 10
 MAX_ALIGNMENTS = 10
 
 
+# The columns, said once under the tables: what a reader of an incident review would otherwise ask.
+LEGEND = (
+    "episodes: spells away from the signal's own usual level; unusual: unlike its other episodes "
+    "(the rest recur as a routine); period: how regularly they recur; coincidence: the share of the "
+    "latency spikes that overlap an episode of the signal; locked: the share whose nearest episode "
+    "starts at one common lag; p (chance): how often shifting the signal at random locks as well"
+)
+
+
 def spike_rows(report: Report) -> list[list[str]]:
-    """signal, episodes, unusual ones, typical length, period, change points; the busiest signals first."""
+    """signal, episodes, unusual ones, typical length, period, change points; the busiest signals first.
+    Another process's signals only where a finding or an alignment names them (on a busy host they
+    would fill the table)."""
     signals = report.signals
     reference = report.alignments[0].a if report.alignments else None
-    names = sorted(signals, key=lambda n: (n != reference, -len(signals[n].episodes), n))
+    shown = [n for n in signals if n not in _left_out(report)]
+    names = sorted(shown, key=lambda n: (n != reference, -len(signals[n].episodes), n))
     rows = []
     for name in names[:MAX_SIGNALS]:
         entry = signals[name]
@@ -31,6 +43,23 @@ def spike_rows(report: Report) -> list[list[str]]:
             ]
         )
     return rows
+
+
+def processes_left_out(report: Report) -> int:
+    """How many other processes' signals the table leaves out."""
+    return len(_left_out(report))
+
+
+def _left_out(report: Report) -> set[str]:
+    """Signals of processes other than the server's, where the dump says which the server is, that no
+    finding or alignment names. Where it does not say, every process may be the server: none left out."""
+    named = {cited.value for cited in report.facts.values() if isinstance(cited.value, str)}
+    named |= {a.b for a in report.alignments} | {a.a for a in report.alignments}
+    return {
+        name
+        for name, signal in report.signals.items()
+        if signal.kind == "process" and (signal.meta or {}).get("server") is False and name not in named
+    }
 
 
 def episode_rows(report: Report) -> tuple[str | None, list[list[str]]]:

@@ -11,6 +11,7 @@ from diagnose.report.evidence_lines import (
     consequences_of,
     explains_line,
     first_less_likely,
+    no_latency_line,
     oom_lines,
     source_lines,
 )
@@ -18,9 +19,11 @@ from diagnose.report.model import EvidenceRead, Report, Summary
 from diagnose.report.spikes_section import (
     ALIGNMENT_HEADER,
     EPISODE_HEADER,
+    LEGEND,
     SIGNAL_HEADER,
     alignment_rows,
     episode_rows,
+    processes_left_out,
     spike_rows,
 )
 from diagnose.report.stages_section import stage_rows
@@ -37,7 +40,7 @@ def render_text(report: Report, width: int = DEFAULT_WIDTH) -> str:
     if iso(window.start):
         out.append(f"window:   {iso(window.start)} to {iso(window.end)}")
     out.append("")
-    out += _summary(report.summary)
+    out += _summary(report.summary, report.evidence)
     hypotheses = report.hypotheses
     below = first_less_likely(hypotheses)
     if not hypotheses:
@@ -64,7 +67,7 @@ def render_text(report: Report, width: int = DEFAULT_WIDTH) -> str:
         out += _block("Verify", h.verify, width, numbered=True)
         out += _block("Remedy", h.remedy, width, numbered=True)
         out += _block("Pitfalls", h.pitfalls, width, bullet="!")
-    out += _spikes(report)
+    out += _spikes(report, width)
     if report.ruled_out:
         out += ["", "RULED OUT"]
         out += _wrap([f"{r.id}: {r.reason}" for r in report.ruled_out], "  - ", width)
@@ -75,18 +78,19 @@ def render_text(report: Report, width: int = DEFAULT_WIDTH) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def _spikes(report: Report) -> list[str]:
-    rows = spike_rows(report)
-    if not rows:
+def _spikes(report: Report, width: int) -> list[str]:
+    rows, left_out = spike_rows(report), processes_left_out(report)
+    if not rows and not left_out:
         return []
-    out = ["", "SPIKES AND CHANGE POINTS", *_columns(SIGNAL_HEADER, rows)]
+    out = ["", "SPIKES AND CHANGE POINTS", *(_columns(SIGNAL_HEADER, rows) if rows else [])]
     reference, episodes = episode_rows(report)
     if episodes:
         out += ["", f"episodes of {reference} (first {len(episodes)}):", *_columns(EPISODE_HEADER, episodes)]
     alignments = alignment_rows(report)
     if alignments:
         out += ["", f"what moves with {reference}:", *_columns(ALIGNMENT_HEADER, alignments)]
-    return out
+    notes = [f"{left_out} other process signal(s) left out: no finding or alignment names them"]
+    return out + [""] + _wrap([*notes[: bool(left_out)], LEGEND], "  ", width)
 
 
 def _columns(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -97,10 +101,10 @@ def _columns(header: list[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
-def _summary(summary: Summary) -> list[str]:
+def _summary(summary: Summary, evidence: EvidenceRead) -> list[str]:
     latency = summary.latency_ms
     if not latency:
-        return ["No request latencies in the dump.", *_ooms(summary), ""]
+        return [no_latency_line(evidence), *_ooms(summary), ""]
     rps = summary.throughput_rps
     out = [
         f"requests {summary.requests:,}" + (f" at {rps:,.1f}/s" if rps else ""),
