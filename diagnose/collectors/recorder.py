@@ -77,7 +77,7 @@ class Progress:
     elapsed_s: float
     samples: int
     rows: dict[str, int]  # rows recorded so far, by table
-    bytes_written: int | None  # the dump folder's size; None for a flight recorder's ring
+    bytes_written: int | None  # the dump's tables on disk so far; None for a flight recorder's ring
     sources: tuple[tuple[str, str], ...]  # (what, its state: ok, never reached, lost, ...)
 
 
@@ -190,9 +190,7 @@ def record(
             writer.flush()
             summary.samples += 1
             if progress is not None:
-                progress(
-                    _progress(time.monotonic() - start, summary.samples, counted, options.output, health)
-                )
+                progress(_progress(time.monotonic() - start, summary.samples, counted, writer, health))
             tick += 1
             due = start + tick * options.interval_s
             late = time.monotonic() - due
@@ -222,9 +220,9 @@ def record(
 
 
 def _progress(
-    elapsed_s: float, samples: int, counted: Counter[str], output: Path | None, health: SourceHealth
+    elapsed_s: float, samples: int, counted: Counter[str], writer: Sink, health: SourceHealth
 ) -> Progress:
-    size = sum(path.stat().st_size for path in output.iterdir() if path.is_file()) if output else None
+    size = writer.bytes_written() if isinstance(writer, DumpWriter) else None  # a ring has its own budget
     states = tuple((str(entry["kind"]), str(entry["status"])) for entry in health.manifest().values())
     return Progress(elapsed_s, samples, dict(counted), size, states)
 

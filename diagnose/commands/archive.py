@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from diagnose.commands.options import Subcommands, add_debug, zone
-from diagnose.commands.output import check_writable
+from diagnose.commands.output import ready_to_write
 from diagnose.errors import ExitCode, InputError
 
 
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             entries = archive.entries()
             sys.stdout.write(trend_table(entries, args.metric))
             if args.chart is not None:
-                check_writable(args.chart)
+                ready_to_write(args.chart)
                 from diagnose.pictures.trend import draw_trend, trend_data
 
                 data = trend_data(entries, args.metric)

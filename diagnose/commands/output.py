@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from diagnose.errors import InputError
 
@@ -31,11 +32,11 @@ def report_format(args: argparse.Namespace) -> str:
             f"{args.output}: diagnose writes text (.txt), Markdown (.md), HTML (.html) or JSON (.json), "
             f"not {suffix}; name the file so, or give --format"
         )
-    check_writable(args.output)
+    ready_to_write(args.output)
     return args.format or _SUFFIX_FORMATS[suffix]
 
 
-def check_writable(path: Path) -> None:
+def ready_to_write(path: Path) -> None:
     """A report or export that cannot be written is found before the analysis, not after it; a folder
     it names that does not exist yet is made (``-o review/review.md``), as the archive makes its own."""
     if path.is_dir():
@@ -64,10 +65,13 @@ def terminal_width() -> int:
     (``diagnose file DUMP | less``: stderr is still the terminal); 100 with no terminal at all."""
     if os.environ.get("COLUMNS", "").isdigit():
         return int(os.environ["COLUMNS"])
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream.isatty():
-                return os.get_terminal_size(stream.fileno()).columns
-        except (OSError, ValueError, AttributeError):  # closed, replaced, or no file descriptor
-            continue
-    return 100
+    return next(filter(None, map(terminal_columns, (sys.stdout, sys.stderr))), 100)
+
+
+def terminal_columns(stream: TextIO) -> int | None:
+    """The width of the terminal ``stream`` writes to; None off a terminal or where it does not say."""
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns if stream.isatty() else 0
+    except (OSError, ValueError, AttributeError):  # closed, replaced, or no file descriptor
+        return None
+    return columns or None

@@ -146,9 +146,8 @@ def run(args: argparse.Namespace) -> int:
     until = f"for {args.duration}" if args.duration else "until Ctrl-C"
     print(f"diagnose: recording to {args.output} every {args.interval:g} s {until}", file=sys.stderr)
     try:
-        summary = record(
-            options, stop, say=status.say, sink=flight, progress=lambda p: status.show(_status(p))
-        )
+        shown = (lambda progress: status.show(_status(progress))) if status.enabled else None
+        summary = record(options, stop, say=status.say, sink=flight, progress=shown)
     except DiskFull as error:
         raise DiagnoseError(
             f"{args.output}: the disk is full ({error}); recording stopped, "

@@ -7,11 +7,12 @@ final summary read as usual.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable
 from typing import TextIO
+
+from diagnose.commands.output import terminal_columns
 
 _CLEAR = "\r\x1b[K"  # back to the line's start, and erase to its end
 
@@ -25,7 +26,7 @@ class StatusLine:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._stream = stream or sys.stderr
-        self._enabled, self._every_s, self._clock = enabled, every_s, clock
+        self.enabled, self._every_s, self._clock = enabled, every_s, clock
         self._shown_at: float | None = None
 
     @classmethod
@@ -33,12 +34,12 @@ class StatusLine:
         return cls(enabled=not quiet and sys.stderr.isatty())
 
     def show(self, text: str) -> None:
-        if not self._enabled:
+        if not self.enabled:
             return
         now = self._clock()
         if self._shown_at is not None and now - self._shown_at < self._every_s:
             return
-        width = _columns(self._stream)
+        width = terminal_columns(self._stream) or 100
         self._stream.write(_CLEAR + text[: max(width - 1, 10)])
         self._stream.flush()
         self._shown_at = now
@@ -54,11 +55,3 @@ class StatusLine:
             self._stream.write(_CLEAR)
             self._stream.flush()
             self._shown_at = None
-
-
-def _columns(stream: TextIO) -> int:
-    try:
-        columns = os.get_terminal_size(stream.fileno()).columns
-    except (OSError, ValueError, AttributeError):
-        return 100
-    return columns if columns > 0 else 100  # a terminal that does not say its width

@@ -9,6 +9,11 @@ import numpy as np
 FactValue = float | int | str | bool
 
 
+def as_number(value: FactValue | None) -> float | None:
+    """A measured value as a float; None for a missing fact, a name or a yes/no."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 @dataclass(frozen=True)
 class Fact:
     name: str
@@ -110,5 +115,4 @@ class Facts:
 
     def number(self, name: str) -> float | None:
         """A measured fact's value, or None where it was not computed (or the fact is a name)."""
-        value = self.get(name)
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        return as_number(self.get(name))

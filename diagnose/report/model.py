@@ -18,6 +18,7 @@ from diagnose.facts.model import (  # the summary's parts, as the facts layer co
     OomClass as OomClass,
     StageShare as StageShare,
     TokenLatency as TokenLatency,
+    as_number,
 )
 from diagnose.judge.engine import Line as Line  # a hypothesis's evidence, as the rules engine wrote it
 
@@ -198,8 +199,7 @@ class Report:
 
     def number(self, name: str) -> float | None:
         """A measured fact's value, or None where the dump did not give it (or the fact is a name)."""
-        value = self.fact(name)
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        return as_number(self.fact(name))
 
     def name(self, name: str) -> str | None:
         """A fact that names something (a GPU, a process), or None where the dump did not give it."""
