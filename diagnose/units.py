@@ -19,6 +19,13 @@ def human_ms(value: float | None) -> str:
     return f"{value:.1f} ms"
 
 
+def human_us(value: float) -> str:
+    """A GPU kernel's or a runtime call's time: microseconds up to a millisecond, then as ``human_ms``."""
+    if abs(value) >= 1000:
+        return human_ms(value / 1000)
+    return f"{value:.1f} µs" if abs(value) < 10 else f"{value:.0f} µs"
+
+
 def human_rate(value: float) -> str:
     """Requests or items a second: one decimal and thousands separated, never an exponent."""
     return f"{value:,.1f}/s"

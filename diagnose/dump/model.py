@@ -29,9 +29,13 @@ class Dump:
     warnings: list[str] = field(default_factory=list)
     not_used: list[str] = field(default_factory=list)
     importers: list[dict[str, Any]] = field(default_factory=list)  # {"file", "importer", "rows"}
+    # A profiler trace's tables (gpu_activity, host_calls): their ts is the trace's own clock in
+    # microseconds, so they stay out of ``tables``, whose ts is epoch seconds, and out of any window.
+    traces: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     def table(self, name: str) -> pd.DataFrame | None:
-        return self.tables.get(name)
+        frame = self.tables.get(name)
+        return frame if frame is not None else self.traces.get(name)
 
     def median_interval(self, name: str) -> float | None:
         """A time-series table's median gap between distinct sample times, in seconds."""

@@ -21,13 +21,14 @@ from diagnose.dump.schema import (
     EVENTS_TABLE,
     MANIFEST_FILE,
     TABLES,
+    TRACE_TABLES,
     is_numeric_column,
     split_table_name,
 )
 from diagnose.dump.timestamps import parse_ts
 from diagnose.errors import DumpError
 
-KNOWN_TABLES = (*TABLES, EVENTS_TABLE)
+KNOWN_TABLES = (*TABLES, EVENTS_TABLE, *TRACE_TABLES)
 
 
 def load_dump(path: str, tz: str | None = None) -> Dump:
@@ -76,12 +77,13 @@ def load_dump(path: str, tz: str | None = None) -> Dump:
         files[name] = [file.name]
 
     warnings[:0] = problems
+    traces = {name: tables.pop(name) for name in TRACE_TABLES if name in tables}
     environment: dict[str, str] = {}
-    imported = _import_foreign(folder, not_used, tables, files, warnings, environment, tz)
+    imported = _import_foreign(folder, not_used, tables, traces, files, warnings, environment, tz)
     if environment:
         stated = manifest.extra.get("environment", {})
         manifest.extra = {**manifest.extra, "environment": {**environment, **stated}}
-    if not tables:
+    if not tables and not traces:
         if problems:
             raise DumpError(problems[0].removesuffix("; table skipped"))
         if imported:
@@ -104,7 +106,7 @@ def load_dump(path: str, tz: str | None = None) -> Dump:
             raise DumpError(f"{path}: not a diagnose dump itself, but {named} {said}")
         expected = ", ".join(f"{t}.csv" for t in TABLES)
         raise DumpError(f"{path}: not a diagnose dump: no tables found (expected files such as {expected})")
-    return Dump(str(path), tables, files, manifest, warnings, not_used, imported)
+    return Dump(str(path), tables, files, manifest, warnings, not_used, imported, traces)
 
 
 def _dumps_inside(folder: Path) -> list[Path]:
@@ -126,6 +128,7 @@ def _import_foreign(
     folder: Path,
     not_used: list[str],
     tables: dict[str, pd.DataFrame],
+    traces: dict[str, pd.DataFrame],
     files: dict[str, list[str]],
     warnings: list[str],
     environment: dict[str, str],
@@ -133,36 +136,43 @@ def _import_foreign(
 ) -> list[dict[str, Any]]:
     """Offer every file that is not a dump table to the importers; merge what they read.
 
-    What they say of the environment (driver and CUDA versions) goes to ``environment``.
+    What they say of the environment (driver and CUDA versions) goes to ``environment``; a
+    profiler trace's tables go to ``traces``.
     """
     used: list[dict[str, Any]] = []
     offered = [name for name in not_used if not name.endswith("/") and (folder / name).is_file()]
     if not offered:
         return used
-    from diagnose.importers import HEAD_BYTES, Source, mend, recognise  # loaded only when needed
+    from diagnose.importers import HEAD_BYTES, FileImporter, Source, mend, recognise, text_head
 
     for name in offered:
         path = folder / name
-        head = _text_head(path, HEAD_BYTES)
+        head = text_head(path, HEAD_BYTES)
         importer = recognise(mend(head).text) if head is not None else None
         if importer is None:
             continue
         try:
-            source = Source.from_path(path)
-            result = importer.read(source, tz)
+            if isinstance(importer, FileImporter):  # read as it streams from the file: no mending
+                mended: tuple[str, ...] = ()
+                result = importer.read_file(path, tz)
+            else:
+                source = Source.from_path(path)
+                mended = source.mended
+                result = importer.read(source, tz)
         except Exception as error:  # noqa: BLE001 - pasted text: one bad file never stops the rest
             reason = f"{type(error).__name__}: {error}"
             warnings.append(f"{name}: recognised as {importer.name} but not read ({reason}); not used")
             continue
-        if source.mended:
-            warnings.append(f"{name}: read after undoing what pasting did to it: " + "; ".join(source.mended))
+        if mended:
+            warnings.append(f"{name}: read after undoing what pasting did to it: " + "; ".join(mended))
         not_used.remove(name)
         warnings.extend(f"{name}: {w}" for w in result.warnings)
         used.append({"file": name, "importer": importer.name, "rows": result.rows})
         if result.environment:
             environment.update(result.environment)
         for table, frame in result.tables.items():
-            if frame.empty or "ts" not in frame:
+            timed = TRACE_TABLES[table].timed if table in TRACE_TABLES else True
+            if frame.empty or (timed and "ts" not in frame):
                 continue
             # The same cleaning as a table file's: times, numbers, latency from stages, duplicates.
             read = ReadResult(frame.reset_index(drop=True), 1, rows_only=True)
@@ -173,22 +183,11 @@ def _import_foreign(
                 continue
             if frame.empty:
                 continue
-            merged = frame if table not in tables else pd.concat([tables[table], frame], ignore_index=True)
-            tables[table] = merged.sort_values("ts", kind="stable", ignore_index=True)
+            into = traces if table in TRACE_TABLES else tables
+            merged = frame if table not in into else pd.concat([into[table], frame], ignore_index=True)
+            into[table] = merged.sort_values("ts", kind="stable", ignore_index=True) if timed else merged
             files.setdefault(table, []).append(name)
     return used
-
-
-def _text_head(path: Path, size: int) -> str | None:
-    """The start of a text file, or None for a binary one."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(size)
-    except OSError:
-        return None
-    if b"\x00" in head:
-        return None
-    return head.decode("utf-8", errors="replace")
 
 
 def _load_table(name: str, file: Path, suffix: str, warnings: list[str]) -> pd.DataFrame:
@@ -220,9 +219,17 @@ def table_from_rows(
 def _normalised(name: str, result: ReadResult, label: str, warnings: list[str]) -> pd.DataFrame:
     frame = result.frame
     frame.columns = [str(c).strip() for c in frame.columns]
+    if name in TRACE_TABLES and not TRACE_TABLES[name].timed:
+        return _coerce_numbers(name, frame, label, result, warnings).reset_index(drop=True)
     if "ts" not in frame.columns:
         shown = ", ".join(frame.columns[:8]) + (", ..." if len(frame.columns) > 8 else "")
         raise TableReadError(f"no 'ts' column (columns found: {shown})")
+    if name in TRACE_TABLES:  # the trace's own clock, in microseconds: read as it is
+        frame = _coerce_numbers(name, _with_trace_ts(frame, label, result, warnings), label, result, warnings)
+        for column in frame.columns:  # a few hundred names repeated millions of times: kept once each
+            if frame[column].dtype == object:
+                frame[column] = frame[column].astype("category")
+        return frame.sort_values("ts", kind="stable", ignore_index=True)
     frame = _with_epoch_ts(frame, label, result, warnings)
     frame = _coerce_numbers(name, frame, label, result, warnings)
     if name == "requests":
@@ -259,6 +266,20 @@ def _with_epoch_ts(frame: pd.DataFrame, file: str, result: ReadResult, warnings:
     return frame
 
 
+def _with_trace_ts(frame: pd.DataFrame, file: str, result: ReadResult, warnings: list[str]) -> pd.DataFrame:
+    """A trace table's ts: microseconds on the trace's own clock, any origin."""
+    seconds = pd.to_numeric(frame["ts"], errors="coerce").astype("float64")
+    unreadable = np.flatnonzero(~np.isfinite(seconds.to_numpy()))
+    if unreadable.size == len(frame):
+        raise TableReadError(f"{result.where(0)}, column ts: no readable times (expected microseconds)")
+    if unreadable.size:
+        warnings.append(
+            f"{file} {result.where(int(unreadable[0]))}, column ts: {unreadable.size} row(s) without a "
+            "readable time skipped (expected microseconds)"
+        )
+    return frame.assign(ts=seconds).drop(index=frame.index[unreadable])
+
+
 def _coerce_numbers(
     name: str, frame: pd.DataFrame, file: str, result: ReadResult, warnings: list[str]
 ) -> pd.DataFrame:
@@ -284,7 +305,7 @@ def _coerce_numbers(
 
 # A duration beyond these is no measurement (inf, 1e308: a sentinel, an overflow, a unit gone wrong),
 # and one such value makes every mean and sum infinite: a century in ms, or in s.
-_LONGEST = {"_ms": 3.2e12, "_s": 3.2e9}
+_LONGEST = {"_ms": 3.2e12, "_us": 3.2e15, "_s": 3.2e9}
 
 
 def _without_absurd(

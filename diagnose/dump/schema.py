@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 GROUP = "group"  # processes: process-exporter's group name, in place of a pid (diagnose.dump.processes)
 TABLE_SUFFIXES = (".csv", ".csv.gz", ".jsonl", ".jsonl.gz", ".parquet")
-UNIT_SUFFIXES = ("_bytes", "_pct", "_ms", "_s", "_w", "_c", "_mhz", "_per_s")
+UNIT_SUFFIXES = ("_bytes", "_pct", "_ms", "_us", "_s", "_w", "_c", "_mhz", "_per_s")
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class TableSpec:
     key: tuple[str, ...]
     numeric: frozenset[str]
     per_request: bool = False
+    timed: bool = True  # rows carry a ts (a summary of a profile has none)
 
 
 TABLES: dict[str, TableSpec] = {
@@ -50,6 +51,22 @@ TABLES: dict[str, TableSpec] = {
         ),
     )
 }
+
+# A profiler trace's tables (one row per GPU activity, per host-side span). Their ``ts`` is the trace's
+# own clock in microseconds, often relative, never epoch seconds: they are kept apart from the
+# time-series tables (Dump.traces), never cut to a window, never deduplicated (two kernels on two
+# streams may start in the same microsecond).
+TRACE_TABLES: dict[str, TableSpec] = {
+    spec.name: spec
+    for spec in (
+        TableSpec("gpu_activity", (), frozenset({"gpu", "stream", "bytes", "correlation"}), per_request=True),
+        TableSpec("host_calls", (), frozenset({"correlation", "step"}), per_request=True),
+        # A profile's summary (key_averages, nsys stats): one row per name, no timeline.
+        TableSpec("op_summary", (), frozenset({"calls"}), per_request=True, timed=False),
+    )
+}
+GPU_ACTIVITY_KINDS = ("kernel", "memcpy", "memset")
+HOST_CALL_KINDS = ("runtime", "operator", "annotation", "sync")
 
 # The columns of the fixed-schema tables, in the order diagnose record writes them (any may be empty).
 COLUMNS = {
@@ -143,7 +160,7 @@ MANIFEST_FILE = "manifest.yaml"
 
 
 def is_numeric_column(table: str, column: str) -> bool:
-    spec = TABLES.get(table)
+    spec = TABLES.get(table) or TRACE_TABLES.get(table)
     if spec is not None and column in spec.numeric:
         return True
     return column != "ts" and column.endswith(UNIT_SUFFIXES)

@@ -11,12 +11,14 @@ from diagnose.dump.model import Dump
 from diagnose.facts.batching import add_batch_facts
 from diagnose.facts.coldstart import add_coldstart_facts
 from diagnose.facts.engine import add_engine_facts
+from diagnose.facts.gpu_trace import add_trace_facts
 from diagnose.facts.host_memory import add_host_memory_facts
 from diagnose.facts.latency import add_latency_facts
 from diagnose.facts.length_shift import add_shift_facts
 from diagnose.facts.llm import add_interference_facts, add_llm_facts, add_llm_shift_facts
 from diagnose.facts.memory import add_allocator_facts, add_oom_facts
 from diagnose.facts.model import Fact, Facts, Headline
+from diagnose.facts.op_summary import add_summary_facts
 from diagnose.facts.profiler import add_profiler_facts
 from diagnose.facts.queueing import add_queue_facts
 from diagnose.facts.resources import add_gpu_facts, add_host_facts, add_thread_facts
@@ -63,6 +65,8 @@ def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnal
         ("allocator facts", lambda: add_allocator_facts(facts, dump)),
         ("OOM facts", lambda: add_oom_facts(facts, dump)),
         ("profiler facts", lambda: add_profiler_facts(facts, dump)),
+        ("profiler trace facts", lambda: add_trace_facts(facts, dump)),
+        ("profiler summary facts", lambda: add_summary_facts(facts, dump)),
     ]
     for what, step in steps:
         isolated(facts.warnings, what, step)

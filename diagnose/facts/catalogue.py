@@ -33,6 +33,9 @@ _OUTPUT = "requests: output_len and latency_ms, on each side of a latency shift"
 _TTFT = "requests: ttft_ms (or stage_decode_ms), on each side of a TTFT shift"
 _LONG = "requests: ts, latency_ms, input_len, and ttft_ms and tpot_ms (or stage_decode_ms, output_len)"
 _COLOCATED = "processes or gpu_processes (per-process CPU or GPU memory) and requests"
+# One wording for the whole trace, so that a rule missing several of its facts asks for it once.
+_TRACE = _KERNELS = _COPIES = "a profiler trace (torch.profiler: gpu_activity, host_calls)"
+_STEPS = "a profiler trace with ProfilerStep annotations (host_calls)"
 
 CATALOGUE: dict[str, FactSpec] = {
     "requests.count": FactSpec("count", _REQ, "requests in the dump"),
@@ -413,4 +416,71 @@ CATALOGUE: dict[str, FactSpec] = {
         "ratio", _OOM, "reserved-but-unallocated / the card's capacity (PyTorch's reserve where not stated)"
     ),
     "oom.other_processes_bytes": FactSpec("bytes", _OOM, "memory held by other processes"),
+    "trace.kernels": FactSpec("count", _KERNELS, "kernels on the GPU with the most kernel time"),
+    "trace.span_ms": FactSpec("ms", _KERNELS, "from its first kernel's start to its last kernel's end"),
+    "trace.kernel_median_us": FactSpec("us", _KERNELS, "median kernel duration"),
+    "trace.short_kernel_share": FactSpec("ratio", _KERNELS, "share of kernels shorter than 10 µs"),
+    "trace.gpu_busy_share": FactSpec("ratio", _KERNELS, "share of the span with a kernel running"),
+    "trace.elementwise_share": FactSpec(
+        "ratio", _KERNELS, "share of kernels that are elementwise (fusion candidates), by name"
+    ),
+    "trace.matmul_share": FactSpec(
+        "ratio", _KERNELS, "share of kernel time in GEMM, attention and convolution"
+    ),
+    "trace.top_kernel.name": FactSpec("name", _KERNELS, "the kernel with the most time"),
+    "trace.top_kernel.share": FactSpec("ratio", _KERNELS, "its share of kernel time"),
+    "trace.device_over_host_share": FactSpec(
+        "ratio",
+        "a profiler summary (key_averages table, nsys stats)",
+        "kernel time over the host's traced self time: on a one-thread host, the most the GPU was busy",
+    ),
+    "trace.launches": FactSpec("count", _TRACE, "runtime calls that launch a kernel or a graph"),
+    "trace.launch_median_us": FactSpec("us", _TRACE, "median time the host spent in one launch call"),
+    "trace.graph_kernel_share": FactSpec("ratio", _TRACE, "share of kernels launched by a CUDA graph"),
+    "trace.idle_sync_share": FactSpec(
+        "ratio", _TRACE, "share of the GPU's idle time with the host blocked in a synchronising call"
+    ),
+    "trace.idle_launch_share": FactSpec(
+        "ratio", _TRACE, "share of the GPU's idle time with the host in a launch call"
+    ),
+    "trace.idle_runtime_share": FactSpec(
+        "ratio",
+        _TRACE,
+        "share of the GPU's idle time with the host in other runtime calls (allocation, queries)",
+    ),
+    "trace.idle_operator_share": FactSpec(
+        "ratio", _TRACE, "share of the GPU's idle time with the host in operators, outside runtime calls"
+    ),
+    "trace.idle_host_overhead_share": FactSpec(
+        "ratio",
+        _TRACE,
+        "share of the GPU's idle time with the host in runtime calls (not syncs) or operators",
+    ),
+    "trace.launch_bound_idle_share": FactSpec(
+        "ratio", _TRACE, "GPU idle with the host in runtime calls (not syncs) or operators, over the span"
+    ),
+    "trace.blocked_idle_share": FactSpec(
+        "ratio", _TRACE, "GPU idle with the host blocked in a sync or copy and issuing nothing, over the span"
+    ),
+    "trace.idle_untraced_share": FactSpec(
+        "ratio", _TRACE, "share of the GPU's idle time with the host in nothing the trace recorded"
+    ),
+    "trace.sync_calls": FactSpec("count", _TRACE, "synchronising runtime calls (synchronise, blocking copy)"),
+    "trace.sync_idle_share": FactSpec(
+        "ratio",
+        _TRACE,
+        "GPU idle right after synchronising calls returned (up to the wait in each), over the span",
+    ),
+    "trace.steps": FactSpec("count", _STEPS, "profiled steps"),
+    "trace.step_median_ms": FactSpec("ms", _STEPS, "median step time"),
+    "trace.step_cv": FactSpec("ratio", _STEPS, "step time's standard deviation over its mean"),
+    "trace.kernels_per_step": FactSpec("count", _STEPS, "kernels launched per step (median)"),
+    "trace.sync_per_step": FactSpec("factor", _STEPS, "synchronising calls per step"),
+    "trace.copies": FactSpec("count", _COPIES, "copies on the GPU analysed"),
+    "trace.pageable_copies": FactSpec("count", _COPIES, "host-device copies from or to pageable memory"),
+    "trace.pageable_copy_bytes": FactSpec("bytes", _COPIES, "bytes those copies moved"),
+    "trace.pageable_copy_share": FactSpec("ratio", _COPIES, "their time over the kernel span"),
+    "trace.pageable_host_copy_share": FactSpec(
+        "ratio", _COPIES, "share of host-device copies that are pageable"
+    ),
 }

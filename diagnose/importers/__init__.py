@@ -10,12 +10,15 @@ text with our own parsers; nothing they read is executed or unpickled.
 
 from __future__ import annotations
 
-from diagnose.importers.base import HEAD_BYTES, Imported, Importer, Source
+from diagnose.importers.base import HEAD_BYTES, FileImporter, Imported, Importer, Source, text_head
 from diagnose.importers.mend import Mended, mend
+from diagnose.importers.nsys_stats import NsysStatsImporter
 from diagnose.importers.nvidia_smi import NvidiaSmiComputeAppsImporter, NvidiaSmiQueryGpuImporter
 from diagnose.importers.nvidia_smi_monitor import DmonImporter, PmonImporter
 from diagnose.importers.nvidia_smi_report import NvidiaSmiQueryImporter, NvidiaSmiTableImporter
 from diagnose.importers.oom_log import OomLogImporter
+from diagnose.importers.profiler_table import ProfilerTableImporter
+from diagnose.importers.profiler_trace import KinetoTraceImporter
 from diagnose.importers.prometheus_text import PrometheusTextImporter
 from diagnose.importers.series import GrafanaCsvImporter, PromQueryImporter
 from diagnose.importers.sglang_log import SglangLogImporter
@@ -33,6 +36,9 @@ IMPORTERS: tuple[Importer, ...] = (
     NvidiaSmiQueryGpuImporter(),
     PmonImporter(),
     DmonImporter(),
+    KinetoTraceImporter(),
+    ProfilerTableImporter(),
+    NsysStatsImporter(),
     TraceImporter(),
     PromQueryImporter(),
     GrafanaCsvImporter(),
@@ -45,7 +51,18 @@ IMPORTERS: tuple[Importer, ...] = (
     OomLogImporter(),
 )
 
-__all__ = ["HEAD_BYTES", "IMPORTERS", "Imported", "Importer", "Mended", "Source", "mend", "recognise"]
+__all__ = [
+    "HEAD_BYTES",
+    "IMPORTERS",
+    "FileImporter",
+    "Imported",
+    "Importer",
+    "Mended",
+    "Source",
+    "mend",
+    "recognise",
+    "text_head",
+]
 
 
 def recognise(head: str) -> Importer | None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
 import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import pandas as pd
 
@@ -40,8 +43,35 @@ class Source:
 
     @classmethod
     def from_path(cls, path: Path) -> Source:
-        mended = mend(path.read_text(encoding="utf-8", errors="replace"))
+        with open_maybe_gzipped(path) as handle:
+            text = handle.read().decode("utf-8", errors="replace")
+        mended = mend(text)
         return cls(path.name, mended.text, os.stat(path).st_mtime, mended.undone, mended.prefixes)
+
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def open_maybe_gzipped(path: Path) -> IO[bytes] | gzip.GzipFile:
+    """The file's bytes, decompressed where it is gzip (a rotated log, a profiler's .json.gz): by its
+    content, not its name, like everything an importer is offered."""
+    with open(path, "rb") as probe:
+        gzipped = probe.read(2) == _GZIP_MAGIC
+    if gzipped:
+        return gzip.open(path, "rb")
+    return open(path, "rb")  # noqa: SIM115 - the caller closes it
+
+
+def text_head(path: Path, size: int) -> str | None:
+    """The start of a text file (decompressed if gzip), or None for a binary one or an unreadable one."""
+    try:
+        with open_maybe_gzipped(path) as handle:
+            head = handle.read(size)
+    except (OSError, EOFError, zlib.error):  # a damaged gzip: BadGzipFile, a cut, a corrupt block
+        return None
+    if b"\x00" in head:
+        return None
+    return head.decode("utf-8", errors="replace")
 
 
 class Importer:
@@ -55,6 +85,15 @@ class Importer:
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         """``tz``: the zone of times written without an offset (``--tz``); UTC when None."""
+        raise NotImplementedError
+
+
+class FileImporter(Importer):
+    """An importer of files too large to hold as text (a profiler trace runs to hundreds of MB): it
+    streams the file itself. What pasting does to text does not happen to such files, so nothing is
+    mended; :meth:`read` (a pasted excerpt) still works, on the text."""
+
+    def read_file(self, path: Path, tz: str | None = None) -> Imported:
         raise NotImplementedError
 
 

@@ -17,4 +17,9 @@ ROOT_CAUSE_IDS: dict[str, str] = {
     "prefill-decode-interference": "LLM serving: time per output token spikes when long prompts prefill",
     "engine-stall": "the serving engine stops making progress: steps time out, the engine dies",
     "coarse-sampling": "the evidence is too coarse to see spikes; a data-quality finding",
+    "unfused-operators": "from a trace: many small operators run one by one; fusion did not take effect",
+    "host-sync-in-step": "from a trace: the step blocks on the GPU, which idles while the host catches up",
+    "pageable-host-copies": "from a trace: host-device copies from pageable memory, synchronous and slow",
+    "memory-cleanup-per-request": "the allocator's cache is emptied after every inference",
+    "over-parallelism": "more threads or parallel sub-tasks than cores; contention, not throughput",
 }

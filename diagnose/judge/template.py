@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from diagnose.dump.timestamps import iso
 from diagnose.facts.catalogue import CATALOGUE
 from diagnose.facts.model import Facts, FactValue
-from diagnose.units import human_bytes, human_ms, human_rate
+from diagnose.units import human_bytes, human_ms, human_rate, human_us
 
 _FIELD = re.compile(r"\{([A-Za-z0-9_.]+)(?::([A-Za-z0-9.,%]+))?\}")
 _NUMERIC_SPEC = re.compile(r"^,?\.?\d*[fdeg%]?$")
@@ -77,6 +77,8 @@ def format_value(name: str, value: FactValue, spec: str | None = None) -> str:
         return f"{value:.0f}%"
     if unit == "ms":
         return human_ms(value)
+    if unit == "us":
+        return human_us(value)
     if unit == "bytes":
         return human_bytes(value)
     if unit == "s":

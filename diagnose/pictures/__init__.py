@@ -15,7 +15,7 @@ from typing import Any
 
 from diagnose.detect import SpikeAnalysis
 from diagnose.dump.model import Dump
-from diagnose.pictures import evidence
+from diagnose.pictures import evidence, trace
 from diagnose.pictures.stages import draw_stages, stage_data
 from diagnose.pictures.timeline import draw_timeline, timeline_data
 from diagnose.report.model import Report
@@ -174,6 +174,18 @@ EVIDENCE: dict[str, tuple[str, Callable[[Dump, Report], Any], Callable[[Any], An
         evidence.draw_sampling,
         "the sample instants of each time series over a stretch of the dump, with a 15 s spike to scale",
     ),
+    # The three findings a profiler trace makes share one picture: the GPU's time and the top kernels.
+    **{
+        rule_id: (
+            "gpu-trace",
+            lambda dump, report: trace.trace_strip(dump),
+            trace.draw_trace,
+            "the profiled span in slices, each the share a kernel ran and the share the GPU idled with the "
+            "host launching, in runtime calls, in operators, blocked or in nothing traced; below, the "
+            "kernels with the most time",
+        )
+        for rule_id in ("unfused-operators", "host-sync-in-step", "pageable-host-copies")
+    },
     "queue-saturation": (
         "queueing-curve",
         evidence.queue_curve,

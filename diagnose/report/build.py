@@ -14,6 +14,7 @@ from diagnose.detect import SignalFindings, SpikeAnalysis
 from diagnose.detect.alignment import Alignment
 from diagnose.dump.model import Dump
 from diagnose.dump.reader import KNOWN_TABLES
+from diagnose.dump.schema import TRACE_TABLES
 from diagnose.facts.model import Facts
 from diagnose.judge.engine import Outcome, Status
 from diagnose.report.model import (
@@ -51,9 +52,12 @@ def build_report(
         evidence=EvidenceRead(
             tables={
                 name: TableRead(int(len(frame)), tuple(dump.files[name]))
-                for name, frame in dump.tables.items()
+                for name, frame in {**dump.tables, **dump.traces}.items()
             },
-            missing=tuple(name for name in KNOWN_TABLES if name not in dump.tables),
+            # A profiler trace is evidence of another kind: its absence is no gap in a recording.
+            missing=tuple(
+                name for name in KNOWN_TABLES if name not in dump.tables and name not in TRACE_TABLES
+            ),
             importers=tuple(ImporterUse(u["file"], u["importer"], int(u["rows"])) for u in dump.importers),
             not_used=tuple(dump.not_used),
             warnings=(

@@ -32,6 +32,10 @@ def no_latency_line(evidence: EvidenceRead) -> str:
     request log it was given and never read, or lost."""
     log = next((s for s in evidence.sources if s.source == "requests_log" and s.status != "ok"), None)
     if log is None:
+        trace = [name for name in ("gpu_activity", "host_calls", "op_summary") if name in evidence.tables]
+        if trace:
+            files = ", ".join(dict.fromkeys(f for name in trace for f in evidence.tables[name].files))
+            return f"No request latencies in the dump: the profiler trace ({files}) is judged on its own."
         return "No request latencies in the dump."
     what = f"the {log.kind or 'request log'} {log.target or ''}".rstrip()
     why = f" ({log.reason})" if log.reason else ""

@@ -1,0 +1,486 @@
+"""What a profiler trace says of the GPU's time: how busy it was, and while it idled, what the host did.
+
+The GPU analysed is the one with the most kernel time. It is *busy* while a
+kernel runs on it (the union of its kernels' intervals, as Holistic Trace
+Analysis measures it: copy engines moving data do not compute), over the span
+from its first kernel's start to its last kernel's end. Each idle stretch is
+split by what the host's threads were doing meanwhile, in this order: one of
+them issuing work (in a launch call; in another runtime call; in a framework
+operator, less the time that thread was blocked inside it), one blocked in a
+synchronising call (a stream, event or device synchronise, a copy to or from
+pageable memory, CUPTI's own sync records), or none in anything the trace
+recorded (data loading, an untraced thread, sleep). Issuing comes first: while
+one thread waits on the GPU, another may be what the GPU waits for.
+
+Many short kernels with the GPU idle while the host launches them is the
+signature of operators that were not fused; idle time right after the host
+synchronised is the cost of a sync in the step; copies from pageable memory
+are named by the profiler ("Pageable -> Device").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from diagnose.dump.model import Dump
+from diagnose.facts.model import Facts
+
+SHORT_KERNEL_US = 10.0  # below this a kernel costs about what launching it does (a few µs)
+LAUNCH = re.compile(r"Launch", re.IGNORECASE)
+_GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.IGNORECASE)
+# Calls that block the host until the GPU catches up: synchronise calls, and copies without "Async"
+# (cudaMemcpy, cuMemcpyDtoH_v2, hipMemcpy): they return when the copy is done.
+SYNC = re.compile(r"Synchronize|^(?:cuda|hip|cu)Memcpy(?!.*Async)", re.IGNORECASE)
+_HOST_COPY_KINDS = ("HtoD", "DtoH")
+_STEP_MARK = re.compile(r"^ProfilerStep#\d+$")
+_CLASSES = (  # kernel classes by name, first match wins: the libraries' own naming
+    ("communication", re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall", re.I)),
+    ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|mha_", re.I)),
+    ("convolution", re.compile(r"conv|winograd|implicit_?gemm|dgrad|wgrad", re.I)),
+    (
+        "gemm",
+        re.compile(r"gemm|cutlass|cublas|matmul|xmma|wgmma|_mma|\bmm_|hmma|ampere_.*_tn|sm\d+_.*_nn", re.I),
+    ),
+    ("reduction", re.compile(r"reduce|reduction|softmax|norm|triton_red|triton_per|argmax|topk|sort", re.I)),
+    (
+        "elementwise",
+        re.compile(r"elementwise|vectorized|unrolled|pointwise|triton_poi|fill|copy_kernel", re.I),
+    ),
+)
+
+
+Intervals = tuple[np.ndarray, np.ndarray]  # disjoint, sorted: starts and ends, in µs
+# What the host was doing while the GPU idled, in the order an idle microsecond is given to them: a
+# thread issuing work (launching, in other runtime calls, in operators) before a thread blocked, since
+# while one thread waits on the GPU another may be what the GPU waits for.
+IDLE_STATES = ("launch", "runtime", "operator", "sync", "untraced")
+
+
+@dataclass(frozen=True)
+class GpuTimeline:
+    """The analysed GPU's kernels and, for each idle state but the last, the host's time in it or in
+    an earlier one (so the first layer holding an idle instant names its state)."""
+
+    gpu: float | None
+    begin: float
+    end: float
+    kernels: pd.DataFrame
+    busy: Intervals
+    layers: tuple[Intervals, ...] = ()  # launch; +runtime; +operator; +sync (none without host calls)
+
+    def state_at(self, at: np.ndarray) -> np.ndarray:
+        """Per instant: -1 while a kernel runs, else the index of its state in IDLE_STATES."""
+        state = np.full(at.shape, len(IDLE_STATES) - 1)
+        for index in reversed(range(len(self.layers))):
+            state[_inside(self.layers[index], at)] = index
+        state[_inside(self.busy, at)] = -1
+        return state
+
+
+def gpu_timeline(dump: Dump) -> GpuTimeline | None:
+    """The GPU with the most kernel time, with the host's calls laid over its idle time."""
+    activity = dump.traces.get("gpu_activity")
+    if activity is None or not len(activity) or "kind" not in activity or "dur_us" not in activity:
+        return None
+    is_kernel = activity["kind"].to_numpy() == "kernel"
+    if not is_kernel.any():
+        return None
+    gpu = _busiest_gpu(activity, is_kernel)
+    on_gpu = np.ones(len(activity), dtype=bool) if gpu is None else activity["gpu"].to_numpy() == gpu
+    kernels = activity[is_kernel & on_gpu]
+    starts = kernels["ts"].to_numpy(dtype="float64")
+    ends = starts + kernels["dur_us"].to_numpy(dtype="float64")
+    timeline = GpuTimeline(gpu, float(starts.min()), float(ends.max()), kernels, _union(starts, ends))
+    host = _host(dump)
+    if host is None:
+        return timeline
+    blocked = host.sync_record | host.sync_call
+    launch = host.intervals(host.launch)
+    runtime = _union_of(launch, host.issuing(host.runtime & ~blocked, blocked))
+    operator = _union_of(runtime, host.issuing(host.operator, blocked))
+    layers = (launch, runtime, operator, _union_of(operator, host.intervals(blocked)))
+    return GpuTimeline(timeline.gpu, timeline.begin, timeline.end, kernels, timeline.busy, layers)
+
+
+def _host(dump: Dump) -> _Host | None:
+    calls = dump.traces.get("host_calls")
+    if calls is None or not len(calls) or not {"kind", "name", "dur_us"} <= set(calls.columns):
+        return None
+    return _Host(calls, dump.traces.get("gpu_activity"))
+
+
+def _union_of(a: Intervals, b: Intervals) -> Intervals:
+    return _union(np.concatenate((a[0], b[0])), np.concatenate((a[1], b[1])))
+
+
+def _difference(a: Intervals, b: Intervals) -> Intervals:
+    """The time in ``a`` and not in ``b`` (both disjoint and sorted)."""
+    if not a[0].size or not b[0].size:
+        return a
+    points = np.unique(np.concatenate((a[0], a[1], b[0], b[1])))
+    low, high = points[:-1], points[1:]
+    middle = (low + high) / 2
+    keep = _inside(a, middle) & ~_inside(b, middle)
+    return _union(low[keep], high[keep])
+
+
+def _inside(intervals: Intervals, at: np.ndarray) -> np.ndarray:
+    starts, ends = intervals
+    index = np.searchsorted(starts, at, side="right") - 1
+    return (index >= 0) & (at < ends[np.clip(index, 0, None)]) if starts.size else np.zeros(at.shape, bool)
+
+
+def add_trace_facts(facts: Facts, dump: Dump) -> None:
+    activity = dump.traces.get("gpu_activity")
+    timeline = gpu_timeline(dump)
+    if timeline is None:
+        if activity is not None and len(activity) and "kind" in activity:
+            facts.add("trace.kernels", 0, f"{dump.source('gpu_activity')}: no kernel")
+        return
+    assert activity is not None  # a timeline comes from it
+    gpu, kernels, busy, begin, end = (
+        timeline.gpu,
+        timeline.kernels,
+        timeline.busy,
+        timeline.begin,
+        timeline.end,
+    )
+    on_gpu = np.ones(len(activity), dtype=bool) if gpu is None else activity["gpu"].to_numpy() == gpu
+    where = f"{dump.source('gpu_activity')}" + ("" if gpu is None else f", GPU {gpu:.0f}")
+    durations = kernels["dur_us"].to_numpy(dtype="float64")
+    span = end - begin
+    facts.add("trace.kernels", int(len(kernels)), f"{where}: kernels")
+    facts.add("trace.span_ms", span / 1000, f"{where}: first kernel start to last kernel end")
+    facts.add("trace.kernel_median_us", float(np.median(durations)), f"{where}: kernel dur_us")
+    facts.add(
+        "trace.short_kernel_share",
+        float((durations < SHORT_KERNEL_US).mean()),
+        f"{where}: kernels under {SHORT_KERNEL_US:.0f} µs",
+    )
+    if span > 0:
+        busy_us = float((busy[1] - busy[0]).sum())
+        facts.add("trace.gpu_busy_share", busy_us / span, f"{where}: union of kernel intervals over the span")
+    add_kernel_classes(facts, kernels["name"], durations, where)
+    host = _host(dump)
+    if host is not None:
+        _add_host_facts(facts, host, timeline, where, dump.source("host_calls"))
+    _add_copies(facts, activity[on_gpu], span, where)
+
+
+class _Host:
+    """The host calls as arrays, with the masks every fact below uses: computed once."""
+
+    def __init__(self, calls: pd.DataFrame, activity: pd.DataFrame | None) -> None:
+        self.ts = calls["ts"].to_numpy(dtype="float64")
+        self.dur = calls["dur_us"].to_numpy(dtype="float64")
+        kind = calls["kind"].to_numpy()
+        self.runtime = kind == "runtime"
+        self.operator = kind == "operator"
+        self.sync_record = kind == "sync"
+        self.annotation = kind == "annotation"
+        self.launch = self.runtime & matches(calls["name"], LAUNCH)
+        self.graph_launch = self.launch & matches(calls["name"], _GRAPH_LAUNCH)
+        self.step_mark = self.annotation & matches(calls["name"], _STEP_MARK)
+        nan = np.full(len(calls), np.nan)
+        self.correlation = calls["correlation"].to_numpy(dtype="float64") if "correlation" in calls else nan
+        self.step = calls["step"].to_numpy(dtype="float64") if "step" in calls else nan
+        self.thread = calls["thread"].to_numpy() if "thread" in calls else np.zeros(len(calls))
+        # A copy to or from pageable memory returns when it is done, "Async" or not: it blocks.
+        blocking_copy = self.runtime & np.isin(self.correlation, _pageable_correlations(activity))
+        self.sync_call = self.runtime & (matches(calls["name"], SYNC) | blocking_copy)
+
+    def intervals(self, mask: np.ndarray) -> Intervals:
+        return _union(self.ts[mask], self.ts[mask] + self.dur[mask])
+
+    def issuing(self, mask: np.ndarray, blocked: np.ndarray) -> Intervals:
+        """The time of ``mask``'s calls less, thread by thread, the time that thread was blocked in
+        them (an operator around a synchronising call is waiting, not issuing work)."""
+        parts = [
+            _difference(self.intervals(mask & mine), self.intervals(blocked & mine))
+            for thread in pd.unique(self.thread[mask])
+            if (mine := self.thread == thread).any()
+        ]
+        if not parts:
+            return np.zeros(0), np.zeros(0)
+        return _union(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+
+def _pageable_correlations(activity: pd.DataFrame | None) -> np.ndarray:
+    if activity is None or not {"kind", "pinned", "correlation"} <= set(activity.columns):
+        return np.zeros(0)
+    pageable = (activity["pinned"] == False).fillna(False).to_numpy(dtype=bool)  # noqa: E712 - nullable
+    copies = activity[(activity["kind"].to_numpy() == "memcpy") & pageable]
+    return copies["correlation"].dropna().to_numpy(dtype="float64")
+
+
+def _add_host_facts(facts: Facts, host: _Host, timeline: GpuTimeline, where: str, calls_source: str) -> None:
+    kernels, busy, begin, end = timeline.kernels, timeline.busy, timeline.begin, timeline.end
+    cite = f"{where} against {calls_source}"
+    facts.add("trace.launches", int(host.launch.sum()), f"{calls_source}: runtime calls that launch")
+    if host.launch.any():
+        facts.add(
+            "trace.launch_median_us",
+            float(np.median(host.dur[host.launch])),
+            f"{calls_source}: dur_us of the launch calls",
+        )
+        correlation = kernels["correlation"].to_numpy(dtype="float64") if "correlation" in kernels else None
+        if correlation is not None:
+            graphed = (
+                np.isin(correlation, host.correlation[host.graph_launch]) if host.graph_launch.any() else 0.0
+            )
+            facts.add(
+                "trace.graph_kernel_share",
+                float(np.mean(graphed)),
+                f"{cite}: kernels launched by a CUDA graph (their graph launch's correlation)",
+            )
+    # CUPTI's sync records repeat the runtime's synchronise calls: count the calls where there are any.
+    syncs = host.sync_call if host.sync_call.any() else host.sync_record
+    _add_idle_split(facts, timeline, cite)
+    _add_steps(facts, host, kernels, syncs, cite)
+    _add_sync_cost(facts, host, syncs, busy, begin, end, cite)
+
+
+def matches(column: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
+    """Which rows' text matches, decided once per distinct name: a trace repeats a few hundred names
+    millions of times."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        hits = np.array([bool(pattern.search(str(name))) for name in column.cat.categories] + [False])
+        return hits[column.cat.codes.to_numpy()]  # a missing name's code, -1, takes the last: False
+    return column.astype("string").str.contains(pattern, na=False).to_numpy(dtype=bool)
+
+
+def _busiest_gpu(activity: pd.DataFrame, is_kernel: np.ndarray) -> float | None:
+    if "gpu" not in activity or activity["gpu"].isna().all():
+        return None
+    kernels = activity[is_kernel]
+    busiest = kernels.groupby("gpu")["dur_us"].sum().idxmax()
+    return float(busiest) if isinstance(busiest, int | float) else None
+
+
+def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint, sorted intervals covering the same time as the given ones."""
+    if not starts.size:
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    new = np.concatenate(([True], starts[1:] > reach[:-1]))
+    first = np.flatnonzero(new)
+    last = np.concatenate((first[1:] - 1, [starts.size - 1]))
+    return starts[first], reach[last]
+
+
+def _covered_before(union: tuple[np.ndarray, np.ndarray], at: np.ndarray) -> np.ndarray:
+    """Time covered by the disjoint intervals ``union`` before each instant of ``at``."""
+    starts, ends = union
+    if not starts.size:
+        return np.zeros(at.shape)
+    lengths = np.concatenate(([0.0], np.cumsum(ends - starts)))
+    index = np.searchsorted(starts, at, side="right")  # intervals starting at or before the instant
+    previous = np.clip(index - 1, 0, None)
+    inside = np.clip(at - starts[previous], 0, None)
+    partial = np.where(index > 0, np.minimum(inside, (ends - starts)[previous]), 0.0)
+    return lengths[previous] * (index > 0) + partial
+
+
+def _overlap(gaps: tuple[np.ndarray, np.ndarray], union: tuple[np.ndarray, np.ndarray]) -> float:
+    """Total time where the disjoint ``gaps`` and the disjoint ``union`` overlap."""
+    return float((_covered_before(union, gaps[1]) - _covered_before(union, gaps[0])).sum())
+
+
+def _gaps(busy: tuple[np.ndarray, np.ndarray], begin: float, end: float) -> tuple[np.ndarray, np.ndarray]:
+    starts, ends = busy
+    gap_starts = np.concatenate(([begin], ends))
+    gap_ends = np.concatenate((starts, [end]))
+    keep = gap_ends > gap_starts
+    return gap_starts[keep], gap_ends[keep]
+
+
+def _add_idle_split(facts: Facts, timeline: GpuTimeline, cite: str) -> None:
+    """Each idle microsecond goes to the first of: a thread launching, in another runtime call
+    (allocation, queries), in an operator (less its own blocked time), blocked in a synchronising
+    call or copy, and last in nothing traced."""
+    begin, end = timeline.begin, timeline.end
+    gaps = _gaps(timeline.busy, begin, end)
+    idle = float((gaps[1] - gaps[0]).sum())
+    if idle <= 0:
+        return
+    covered = [_overlap(gaps, layer) for layer in timeline.layers]
+    launching, runtime, in_ops, blocked = (covered[0], *np.diff(covered))
+    source = f"{cite}: GPU idle time by what the host's threads were doing"
+    facts.add("trace.idle_sync_share", blocked / idle, source)
+    facts.add("trace.idle_launch_share", launching / idle, source)
+    facts.add("trace.idle_runtime_share", runtime / idle, source)
+    facts.add("trace.idle_operator_share", in_ops / idle, source)
+    # The framework's overhead: launches, the runtime calls operators make besides (the caching
+    # allocator polls events on each allocation), and the operators' own host time.
+    overhead = launching + runtime + in_ops
+    facts.add("trace.idle_host_overhead_share", overhead / idle, source)
+    facts.add(
+        "trace.launch_bound_idle_share",
+        overhead / (end - begin),
+        f"{cite}: GPU idle with the host in runtime calls (not syncs) or operators, over the span",
+    )
+    facts.add("trace.idle_untraced_share", (idle - covered[-1]) / idle, source)
+    facts.add(
+        "trace.blocked_idle_share",
+        blocked / (end - begin),
+        f"{cite}: GPU idle with the host blocked in a synchronising call or copy and issuing nothing, "
+        "over the span",
+    )
+
+
+def _add_steps(facts: Facts, host: _Host, kernels: pd.DataFrame, syncs: np.ndarray, cite: str) -> None:
+    marks = host.step_mark & np.isfinite(host.step)
+    steps = int(np.unique(host.step[marks]).size)
+    if not steps:
+        return
+    durations = host.dur[marks]
+    facts.add("trace.steps", steps, f"{cite}: ProfilerStep annotations")
+    facts.add("trace.step_median_ms", float(np.median(durations)) / 1000, f"{cite}: ProfilerStep dur_us")
+    if steps >= 3:
+        facts.add(
+            "trace.step_cv",
+            float(np.std(durations) / np.mean(durations)),
+            f"{cite}: ProfilerStep dur_us, standard deviation over mean",
+        )
+    stepped = np.isfinite(host.step) & np.isfinite(host.correlation)
+    if "correlation" in kernels and stepped.any():
+        step_of = pd.Series(host.step[stepped], index=host.correlation[stepped])
+        step_of = step_of[~step_of.index.duplicated()]
+        per_step = kernels["correlation"].map(step_of).value_counts()
+        if len(per_step):
+            facts.add(
+                "trace.kernels_per_step",
+                float(per_step.median()),
+                f"{cite}: kernels by their launch's ProfilerStep (median)",
+            )
+    in_steps = int((syncs & np.isfinite(host.step)).sum())
+    facts.add(
+        "trace.sync_per_step",
+        in_steps / steps,
+        f"{cite}: synchronising calls inside ProfilerStep annotations, per step",
+    )
+
+
+def _add_sync_cost(
+    facts: Facts,
+    host: _Host,
+    syncs: np.ndarray,
+    busy: tuple[np.ndarray, np.ndarray],
+    begin: float,
+    end: float,
+    cite: str,
+) -> None:
+    """The GPU's idle time right after each synchronising call returned: the host waited for the
+    queue to drain, so nothing was queued behind it, and the GPU waits for the host to catch up.
+
+    Each is counted up to the time the host waited in the call: had it not waited, it would have
+    done its next work that much sooner, and no more (a data loader that keeps the GPU waiting after
+    a short sync is the loader's cost, not the sync's)."""
+    facts.add("trace.sync_calls", int(syncs.sum()), f"{cite}: synchronising runtime calls")
+    span = end - begin
+    if span <= 0:
+        return
+    if not syncs.any():
+        facts.add("trace.sync_idle_share", 0.0, f"{cite}: no synchronising call")
+        return
+    waited_all = host.dur[syncs]
+    returned = host.ts[syncs] + waited_all
+    inside = (returned >= begin) & (returned < end)
+    returned, waited = returned[inside], waited_all[inside]
+    starts, ends = busy
+    index = np.searchsorted(starts, returned, side="right")  # the next busy stretch starts at starts[index]
+    running = (index > 0) & (returned < ends[np.clip(index - 1, 0, None)])
+    idle = ~running & (index < starts.size)
+    cost = np.minimum(starts[np.clip(index, None, starts.size - 1)] - returned, waited)
+    # Several calls returning in one idle stretch: it is counted once, for the call that cost most.
+    idle_after = pd.Series(cost[idle]).groupby(index[idle]).max().to_numpy() if idle.any() else np.zeros(0)
+    facts.add(
+        "trace.sync_idle_share",
+        float(idle_after.sum() / span),
+        f"{cite}: GPU idle from each synchronising call's return to the next kernel (up to the wait in "
+        "it), over the span",
+    )
+
+
+def _add_copies(facts: Facts, activity: pd.DataFrame, span: float, where: str) -> None:
+    copies = activity[activity["kind"].to_numpy() == "memcpy"]
+    facts.add("trace.copies", int(len(copies)), f"{where}: memcpy activity")
+    if len(copies) and ("pinned" not in copies or "copy_kind" not in copies):
+        return  # copies whose memory the trace does not name: nothing to say either way
+    host = copies[copies["copy_kind"].isin(_HOST_COPY_KINDS)] if len(copies) else copies
+    pageable = host[host["pinned"] == False] if len(host) else host  # noqa: E712 - a nullable boolean
+    facts.add("trace.pageable_copies", int(len(pageable)), f"{where}: memcpy from or to pageable memory")
+    if span <= 0:
+        return
+    if not len(pageable):
+        facts.add("trace.pageable_copy_share", 0.0, f"{where}: no copy from or to pageable memory")
+        return
+    facts.add(
+        "trace.pageable_copy_bytes", float(pageable["bytes"].sum()), f"{where}: bytes of the pageable copies"
+    )
+    facts.add(
+        "trace.pageable_copy_share",
+        float(pageable["dur_us"].sum() / span),
+        f"{where}: time of the pageable copies over the span",
+    )
+    facts.add(
+        "trace.pageable_host_copy_share",
+        float(len(pageable) / len(host)),
+        f"{where}: pageable among host-device copies",
+    )
+
+
+def add_kernel_classes(
+    facts: Facts, names: pd.Series, durations: np.ndarray, where: str, counts: np.ndarray | None = None
+) -> None:
+    """Kernel classes by name, top kernels by time. ``counts``: how many kernels each row stands for
+    (a summary's row is every call of one name); one each where None."""
+    classes = np.full(len(names), "other", dtype=object)
+    for label, pattern in reversed(_CLASSES):  # the first pattern in the list wins: applied last
+        classes[matches(names, pattern)] = label
+    time = pd.Series(durations).groupby(classes).sum()
+    total = float(time.sum())
+    if total <= 0:
+        return
+    weights = np.ones(len(names)) if counts is None else counts
+    facts.add(
+        "trace.elementwise_share",
+        float(weights[classes == "elementwise"].sum() / weights.sum()),
+        f"{where}: kernels named elementwise, vectorized, pointwise (count share)",
+    )
+    facts.add(
+        "trace.matmul_share",
+        float(time.reindex(["gemm", "attention", "convolution"]).fillna(0).sum() / total),
+        f"{where}: kernel time in GEMM, attention and convolution kernels",
+    )
+    by_name = (
+        pd.Series(durations)
+        .groupby(names.reset_index(drop=True), observed=True)
+        .sum()
+        .sort_values(ascending=False)
+    )
+    facts.add(
+        "trace.top_kernel.name", short_kernel_name(str(by_name.index[0])), f"{where}: kernel time by name"
+    )
+    facts.add("trace.top_kernel.share", float(by_name.iloc[0] / total), f"{where}: kernel time by name")
+
+
+def short_kernel_name(name: str) -> str:
+    """A kernel's name without its template arguments and parameter list, which run to pages."""
+    head = re.sub(r"^void\s+", "", name)
+    depth, out = 0, []
+    for char in head:
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            out.append(char)
+    short = "".join(out).strip()
+    return (short or name)[:80]

@@ -1,0 +1,176 @@
+"""PyTorch profiler traces: read by content, streamed, measured as the shared README measures them."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from diagnose.dump import load_dump
+from diagnose.facts import compute_facts
+from diagnose.importers import recognise
+from fixtures.kernel_trace import TracedModel, simulate_trace
+from tests.conftest import SHARED_DATA
+
+TRACES = SHARED_DATA / "real-samples" / "profiler-traces"
+needs_traces = pytest.mark.skipif(
+    not TRACES.is_dir(), reason="../shared/data/real-samples/profiler-traces absent"
+)
+
+
+def _readme_rows() -> dict[str, dict[str, str]]:
+    """The README's table, by file stem: what each trace shows, measured from its events."""
+    lines = (TRACES / "README.md").read_text(encoding="utf-8").splitlines()
+    header = next(line for line in lines if line.startswith("| file |"))
+    names = [cell.strip() for cell in header.strip("|").split("|")]
+    rows = {}
+    for line in lines[lines.index(header) + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows[cells[0]] = dict(zip(names, cells, strict=True))
+    return rows
+
+
+def _trace_named(stem: str) -> Path:
+    stem = stem.removesuffix("...")
+    return next(p for p in sorted(TRACES.glob("*.gz")) if p.name.startswith(stem))
+
+
+@needs_traces
+@pytest.mark.parametrize(
+    "trace", sorted(TRACES.glob("*.gz")) if TRACES.is_dir() else [], ids=lambda p: p.name[:40]
+)
+def test_every_real_trace_is_read_with_rows_and_no_error(trace):
+    dump = load_dump(str(trace))
+    assert dump.importers[0]["importer"] == "pytorch-profiler-trace"
+    assert dump.importers[0]["rows"] > 0
+    assert not [w for w in dump.warnings if "not read" in w or "This is a bug" in w]
+    facts = compute_facts(dump)
+    assert not facts.warnings
+
+
+@needs_traces
+def test_kernel_counts_busy_share_and_short_kernels_agree_with_the_readme():
+    """Where the README gives a figure for one file (the before/after pair shares a row), ours must
+    agree: kernels exactly, busy and short shares to the percent, the median to the microsecond."""
+    checked = 0
+    for stem, row in _readme_rows().items():
+        if "/" in stem or not re.fullmatch(r"[\d,]+", row["kernels"]) or row["kernels"] == "0":
+            continue
+        facts = compute_facts(load_dump(str(_trace_named(stem))))
+        assert facts.number("trace.kernels") == int(row["kernels"].replace(",", ""))
+        busy = re.fullmatch(r"([\d.]+) %", row["GPU busy"])
+        if busy:
+            assert facts.number("trace.gpu_busy_share") * 100 == pytest.approx(float(busy.group(1)), abs=1.0)
+        short = re.fullmatch(r"(\d+) %", row["kernels < 10 us"])
+        if short:
+            assert facts.number("trace.short_kernel_share") * 100 == pytest.approx(
+                float(short.group(1)), abs=1.0
+            )
+        median = re.fullmatch(r"(\d+) us", row["median kernel"])
+        if median:
+            assert facts.number("trace.kernel_median_us") == pytest.approx(float(median.group(1)), abs=1.0)
+        checked += 1
+    assert checked >= 4
+
+
+@needs_traces
+def test_tiny_kernels_whose_gpu_waits_on_a_blocked_host_are_a_sync_first_and_unfusion_second(report_of):
+    """6,080 kernels of median 4 µs, the GPU idle 68 % of the span: but 70 % of that idle time the
+    main thread waits in `.cpu()` copies to pageable memory (five of 704 bytes, ~147 ms each) and a
+    device synchronise, and no thread issues work; gaps between kernels short enough to be launch
+    overhead add up to 3 % of the span. Fusion would not win the step back: the finding is the sync,
+    and the unfused kernels are said, below the line, with what contradicts them."""
+    report = report_of(_trace_named("negative_queue_length_values_check"))
+    found = {h["id"]: h for h in report["hypotheses"]}
+    assert report["hypotheses"][0]["id"] == "host-sync-in-step" and found["host-sync-in-step"]["score"] >= 0.5
+    assert all(line["sources"] for line in found["host-sync-in-step"]["evidence"])
+    unfused = found["unfused-operators"]
+    assert unfused["score"] < 0.5 and unfused["contrary"]
+    facts = report["facts"]
+    assert facts["trace.blocked_idle_share"]["value"] > 2 * facts["trace.launch_bound_idle_share"]["value"]
+
+
+@needs_traces
+def test_a_trace_with_the_gpu_kept_busy_gets_no_finding(report_of):
+    report = report_of(_trace_named("ns_resolution_trace"))
+    assert "unfused-operators" in {r["id"] for r in report["ruled_out"]}
+    assert all(h["score"] < 0.5 for h in report["hypotheses"])
+
+
+def _write(path: Path, document: object, gzipped: bool = True) -> Path:
+    data = json.dumps(document).encode("utf-8")
+    if gzipped:
+        path.write_bytes(gzip.compress(data))
+    else:
+        path.write_bytes(data)
+    return path
+
+
+def test_a_trace_is_recognised_by_its_content_not_its_name(tmp_path):
+    document = simulate_trace(TracedModel(steps=2), seed=1)
+    plain = _write(tmp_path / "whatever.txt", document, gzipped=False)
+    packed = _write(tmp_path / "profile.bin", document)
+    for path in (plain, packed):
+        dump = load_dump(str(path))
+        assert dump.importers[0]["importer"] == "pytorch-profiler-trace"
+        assert set(dump.traces) == {"gpu_activity", "host_calls"}
+        assert not dump.tables  # the trace's clock is not epoch seconds: never mixed with time series
+
+
+def test_a_bare_list_of_chrome_trace_events_is_read(tmp_path):
+    events = simulate_trace(TracedModel(steps=2), seed=1)["traceEvents"]
+    dump = load_dump(str(_write(tmp_path / "trace.json", events, gzipped=False)))
+    kernels = dump.traces["gpu_activity"]
+    assert (kernels["kind"] == "kernel").sum() == 2 * (60 + 40)
+
+
+def test_a_trace_cut_short_keeps_what_came_before_and_says_so(tmp_path):
+    data = json.dumps(simulate_trace(TracedModel(steps=4), seed=1)).encode("utf-8")
+    cut = tmp_path / "trace.json.gz"
+    cut.write_bytes(gzip.compress(data)[: len(gzip.compress(data)) * 2 // 3])
+    dump = load_dump(str(cut))
+    assert 0 < len(dump.traces["gpu_activity"]) < 4 * 100
+    assert any("ends early" in w and "read what came before the cut" in w for w in dump.warnings)
+
+
+def test_steps_and_copies_are_read_from_the_events(tmp_path):
+    model = TracedModel(steps=3, copy_bytes=1e6, pageable=True, syncs_per_step=2)
+    dump = load_dump(str(_write(tmp_path / "t.json.gz", simulate_trace(model, seed=2))))
+    calls, activity = dump.traces["host_calls"], dump.traces["gpu_activity"]
+    assert sorted(calls["step"].dropna().unique()) == [0, 1, 2]
+    copies = activity[activity["kind"] == "memcpy"]
+    pageable = copies[copies["copy_kind"] == "HtoD"]
+    assert len(pageable) == 3 and not pageable["pinned"].any() and (pageable["bytes"] == 1e6).all()
+    assert copies[copies["copy_kind"] == "DtoH"]["pinned"].all()  # the .item() reads into pinned memory
+
+
+def test_other_json_is_not_taken_for_a_trace():
+    assert recognise('{"resourceSpans": [{"scopeSpans": [{"spans": []}]}]}').name == "otel-traces"
+    assert recognise('[{"name": "a", "value": 1}]') is None
+    assert recognise('{"traceEvents_count": 3, "data": []}') is None
+
+
+def _event(cat: str, name: str, ts: float, dur: float, **args: object) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur, "args": args}
+
+
+@pytest.mark.parametrize(("waited_us", "charged_us"), [(11.0, 11.0), (3000.0, 3000.0), (8000.0, 4899.0)])
+def test_a_sync_is_charged_the_idle_after_it_up_to_the_time_the_host_waited(tmp_path, waited_us, charged_us):
+    """The GPU idles from 101 µs to 5,000 µs after a sync returns at 101 µs. Had the host not waited
+    11 µs in the sync, it would have done what followed (a data loader) 11 µs sooner, no more: the
+    sync costs 11 µs; one that held the host 3 ms costs 3 ms; one that held it 8 ms, the whole
+    idle stretch."""
+    returned = 101.0
+    events = [
+        _event("kernel", "gemm_a", 0.0, 101.0, correlation=1, device=0, stream=7),
+        _event("cuda_runtime", "cudaStreamSynchronize", returned - waited_us, waited_us, correlation=2),
+        _event("kernel", "gemm_b", 5000.0, 100.0, correlation=3, device=0, stream=7),
+    ]
+    facts = compute_facts(load_dump(str(_write(tmp_path / "t.json", {"traceEvents": events}, gzipped=False))))
+    assert facts.number("trace.sync_idle_share") == pytest.approx(charged_us / 5100.0)
+    assert facts.number("trace.gpu_busy_share") == pytest.approx(201.0 / 5100.0)
