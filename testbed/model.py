@@ -10,6 +10,8 @@ answer tokens.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -21,8 +23,13 @@ LAYERS = 4
 MAX_LEN = 2048  # the model's context: longer prompts are cut to their last MAX_LEN tokens
 
 
-def build_graph(seed: int = 0) -> onnx.ModelProto:
-    """Embedding, LAYERS blocks of single-head attention and an MLP with residuals, a vocabulary head."""
+def build_graph(seed: int = 0, decomposed: bool = False) -> onnx.ModelProto:
+    """Embedding, LAYERS blocks of single-head attention and an MLP with residuals, a vocabulary head.
+
+    ``decomposed``: a pre-norm block whose LayerNorms and GELU are written out in elementwise operators
+    (ReduceMean, Sub, Pow, ..., Div, Erf, Add, Mul), as older exporters emit them: the graph a runtime's
+    optimiser fuses back into one LayerNormalization or Gelu node, and runs one operator at a time
+    when its optimisations are off."""
     rng = np.random.default_rng(seed)
     weights: list[onnx.TensorProto] = []
     nodes: list[onnx.NodeProto] = []
@@ -43,22 +50,45 @@ def build_graph(seed: int = 0) -> onnx.ModelProto:
     weights.append(numpy_helper.from_array(np.array([1], np.int64), "one"))
     weights.append(numpy_helper.from_array(np.array([-1], np.int64), "minus_one"))
     weights.append(numpy_helper.from_array(np.array([np.iinfo(np.int64).max], np.int64), "end"))
+    constants = (("two", 2.0), ("eps", 1e-5), ("sqrt2", np.sqrt(2.0)), ("f_one", 1.0), ("half", 0.5))
+    for name, value in constants if decomposed else ():
+        weights.append(numpy_helper.from_array(np.array([value], np.float32), name))
 
     hidden = node("Gather", ["embedding", "ids"], "embedded")
     length = node("Shape", ["ids"], "ids_shape", start=1, end=2)
     positions = node("Slice", ["position", "zero", length], "positions")
     hidden = node("Add", [hidden, positions], "h0")
+
+    def layer_norm(x: str, p: str) -> str:
+        gamma = numpy_helper.from_array(np.ones(WIDTH, np.float32), p + "gamma")
+        beta = numpy_helper.from_array(np.zeros(WIDTH, np.float32), p + "beta")
+        weights.extend((gamma, beta))
+        mean = node("ReduceMean", [x], p + "mean", axes=[-1])
+        centred = node("Sub", [x, mean], p + "centred")
+        var = node("ReduceMean", [node("Pow", [centred, "two"], p + "sq")], p + "var", axes=[-1])
+        std = node("Sqrt", [node("Add", [var, "eps"], p + "var_eps")], p + "std")
+        normed = node("Div", [centred, std], p + "normed")
+        return node("Add", [node("Mul", [normed, p + "gamma"], p + "scaled"), p + "beta"], p + "ln")
+
+    def gelu(x: str, p: str) -> str:
+        erf = node("Erf", [node("Div", [x, "sqrt2"], p + "scaled_x")], p + "erf")
+        with_x = node("Mul", [x, node("Add", [erf, "f_one"], p + "erf1")], p + "xerf")
+        return node("Mul", [with_x, "half"], p + "gelu")
+
     for layer in range(LAYERS):
         p = f"l{layer}_"
-        q = node("MatMul", [hidden, weight(p + "wq", WIDTH, WIDTH)], p + "q")
-        k = node("MatMul", [hidden, weight(p + "wk", WIDTH, WIDTH)], p + "k")
-        v = node("MatMul", [hidden, weight(p + "wv", WIDTH, WIDTH)], p + "v")
+        normed = layer_norm(hidden, p + "ln1_") if decomposed else hidden
+        q = node("MatMul", [normed, weight(p + "wq", WIDTH, WIDTH)], p + "q")
+        k = node("MatMul", [normed, weight(p + "wk", WIDTH, WIDTH)], p + "k")
+        v = node("MatMul", [normed, weight(p + "wv", WIDTH, WIDTH)], p + "v")
         kt = node("Transpose", [k], p + "kt", perm=[0, 2, 1])
         scores = node("Mul", [node("MatMul", [q, kt], p + "qk"), "attn_scale"], p + "scores")
         attended = node("MatMul", [node("Softmax", [scores], p + "probs", axis=-1), v], p + "attended")
         projected = node("MatMul", [attended, weight(p + "wo", WIDTH, WIDTH)], p + "projected")
         hidden = node("Add", [hidden, projected], p + "h_attn")
-        up = node("Relu", [node("MatMul", [hidden, weight(p + "w1", WIDTH, 4 * WIDTH)], p + "up")], p + "act")
+        normed = layer_norm(hidden, p + "ln2_") if decomposed else hidden
+        up_in = node("MatMul", [normed, weight(p + "w1", WIDTH, 4 * WIDTH)], p + "up")
+        up = gelu(up_in, p) if decomposed else node("Relu", [up_in], p + "act")
         down = node("MatMul", [up, weight(p + "w2", 4 * WIDTH, WIDTH)], p + "down")
         hidden = node("Add", [hidden, down], p + "h")
     last = node("Slice", [hidden, "minus_one", "end", "one"], "last")  # [batch, 1, width]
@@ -78,16 +108,29 @@ def build_graph(seed: int = 0) -> onnx.ModelProto:
 
 
 class Model:
-    """An onnxruntime session over the graph, on one thread: its cost is one core's, measurable."""
+    """An onnxruntime session over the graph, on one thread: its cost is one core's, measurable.
 
-    def __init__(self, seed: int = 0, device: str = "cpu") -> None:
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
+    ``optimizations``: onnxruntime's graph optimisations, "all" (its default) or "off"
+    (``ORT_DISABLE_ALL``: every node runs as written). ``profile_to``: where to write an onnxruntime
+    profile of a few forwards of the same graph with the same options, made at start-up on a twin
+    session (onnxruntime profiles a session from its creation, and the serving one stays unprofiled).
+    """
+
+    def __init__(
+        self,
+        seed: int = 0,
+        device: str = "cpu",
+        decomposed: bool = False,
+        optimizations: str = "all",
+        profile_to: Path | None = None,
+    ) -> None:
+        graph = build_graph(seed, decomposed).SerializeToString()
         providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if device == "cuda" else None
         self._session = ort.InferenceSession(
-            build_graph(seed).SerializeToString(), options, providers=providers or ["CPUExecutionProvider"]
+            graph, _options(optimizations), providers=providers or ["CPUExecutionProvider"]
         )
+        if profile_to is not None:
+            _write_profile(graph, _options(optimizations), providers, profile_to)
 
     def forward(self, batch: list[list[int]]) -> np.ndarray:
         """Logits [len(batch), VOCAB] of each sequence's last position; shorter ones are left-padded."""
@@ -97,3 +140,28 @@ class Model:
             if ids:
                 padded[row, width - len(ids) :] = ids
         return self._session.run(["logits"], {"ids": padded})[0][:, 0, :]
+
+
+def _options(optimizations: str) -> ort.SessionOptions:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    if optimizations == "off":
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return options
+
+
+_PROFILED_FORWARDS = 20
+_PROFILED_SHAPE = (2, 96)  # two prompts of the service's usual length
+
+
+def _write_profile(
+    graph: bytes, options: ort.SessionOptions, providers: list[str] | None, path: Path
+) -> None:
+    options.enable_profiling = True
+    options.profile_file_prefix = str(path.with_suffix(""))
+    twin = ort.InferenceSession(graph, options, providers=providers or ["CPUExecutionProvider"])
+    ids = np.random.default_rng(0).integers(0, VOCAB, size=_PROFILED_SHAPE)
+    for _ in range(_PROFILED_FORWARDS):
+        twin.run(["logits"], {"ids": ids})
+    Path(twin.end_profiling()).replace(path)

@@ -3,7 +3,8 @@
     python -m testbed pack testbed-runs/cpu-bound-stage-20261202-004232 --into fixtures/recorded
 
 A packed run is ``INTO/SCENARIO/`` holding ``truth.yaml`` and ``dump/`` (every
-table as ``.csv.gz`` or ``.jsonl.gz``, which the dump reader reads as they are).
+table as ``.csv.gz`` or ``.jsonl.gz``, which the dump reader reads as they are;
+a profile beside them, ``.json``, gzipped too: importers read gzip by its bytes).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-_TEXT_TABLES = (".csv", ".jsonl")
+_TEXT_TABLES = (".csv", ".jsonl", ".json")
 
 
 def pack(run: Path, into: Path) -> Path:
@@ -28,7 +29,7 @@ def pack(run: Path, into: Path) -> Path:
     for source in sorted((run / "dump").iterdir()):
         if source.suffix in _TEXT_TABLES:
             packed = target / "dump" / f"{source.name}.gz"
-            with source.open("rb") as raw, gzip.open(packed, "wb", compresslevel=9) as sink:
+            with source.open("rb") as raw, gzip.GzipFile(packed, "wb", compresslevel=9, mtime=0) as sink:
                 shutil.copyfileobj(raw, sink)
         elif source.is_file():
             shutil.copyfile(source, target / "dump" / source.name)

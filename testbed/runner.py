@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -61,6 +62,10 @@ class RunPaths:
     @property
     def dump(self) -> Path:
         return self.root / "dump"
+
+    @property
+    def graph_profile(self) -> Path:
+        return self.root / "onnxruntime_profile.json"
 
     @property
     def requests_log(self) -> Path:
@@ -115,6 +120,8 @@ def run(scenario: Scenario, duration_s: float, out: Path, seed: int = 0, say=pri
         say(f"testbed: {scenario.name}: {result.summary()}")
         if recorder.wait(timeout=duration_s + 60) != 0:
             raise RunError(f"diagnose record failed; see {paths.root / 'recorder.log'}")
+    if scenario.graph_profile and paths.graph_profile.exists():  # made before the recorder's folder was
+        shutil.copy2(paths.graph_profile, paths.dump / paths.graph_profile.name)
     _write_truth(paths, scenario, duration_s, seed, started, load_start, injector.fault_windows, result)
     return paths.dump
 
@@ -208,9 +215,10 @@ def _free_port() -> int:
 
 
 def _start_service(children: _Children, scenario: Scenario, port: int, paths: RunPaths) -> subprocess.Popen:
+    profile = ["--ort-profile", str(paths.graph_profile)] if scenario.graph_profile else []
     command = [
         sys.executable, "-m", "testbed.service", "--port", str(port), "--log", str(paths.requests_log),
-        *scenario.service_args,
+        *scenario.service_args, *profile,
     ]  # fmt: skip
     return children.start(command, paths.service_output)
 

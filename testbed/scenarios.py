@@ -41,6 +41,7 @@ class Scenario:
     # the machine's own noise here, so its label would be wrong whichever way the diagnosis went.
     benchmark_skip: str | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
+    graph_profile: bool = False  # the service writes an onnxruntime profile of its model into the dump
 
     def job_starts(self, rng: np.random.Generator, duration_s: float) -> Iterator[float]:
         """Seconds from the injector's start at which the co-located job starts: cron's ticks.
@@ -170,6 +171,25 @@ SCENARIOS: dict[str, Scenario] = {
             "answers: requests stay running, nothing is generated, the service's watchdog says so",
             rate_rps=8,
             hang_at=0.5,
+        ),
+        Scenario(
+            "unfused-operators",
+            "unfused-operators",
+            "a model whose LayerNorms and GELU are written out in elementwise operators, served with "
+            "onnxruntime's graph optimisations off: every node runs as written, nothing is fused; the "
+            "recording holds the runtime's profile",
+            rate_rps=8,
+            service_args=("--decomposed-graph", "--graph-optimizations", "off"),
+            graph_profile=True,
+        ),
+        Scenario(
+            "fusion-on",
+            None,
+            "unfused-operators' model with onnxruntime's graph optimisations on (its default): the "
+            "LayerNorms and GELU fused back, the fix, and its near miss",
+            rate_rps=8,
+            service_args=("--decomposed-graph", "--graph-optimizations", "all"),
+            graph_profile=True,
         ),
         Scenario(
             "memory-swapping",

@@ -74,6 +74,9 @@ class Settings:
     tokenize_on_loop: bool = False  # the async-server mistake: tokenize in the handler, on the event loop
     profile: bool = False
     device: str = "cpu"
+    decomposed_graph: bool = False
+    graph_optimizations: str = "all"
+    ort_profile: Path | None = None
 
 
 @dataclass
@@ -126,7 +129,12 @@ class Service:
         with self._init_lock:
             if self.codec is None or self.model is None:
                 self.codec = TextCodec(train())
-                self.model = Model(device=self.settings.device)
+                self.model = Model(
+                    device=self.settings.device,
+                    decomposed=self.settings.decomposed_graph,
+                    optimizations=self.settings.graph_optimizations,
+                    profile_to=self.settings.ort_profile,
+                )
             return self.codec, self.model
 
     def tokenize(self, prompt: str) -> tuple[list[int], float, float]:
@@ -353,6 +361,20 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--profile", action="store_true", help="fault: a deterministic profiler left on")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument(
+        "--decomposed-graph",
+        action="store_true",
+        help="the model's LayerNorms and GELU written out in elementwise operators (as old exporters do)",
+    )
+    parser.add_argument(
+        "--graph-optimizations",
+        choices=("all", "off"),
+        default="all",
+        help="onnxruntime's graph optimisations (off: fault, every node runs as written, nothing fused)",
+    )
+    parser.add_argument(
+        "--ort-profile", type=Path, help="write an onnxruntime profile of the model here at start-up"
+    )
     args = parser.parse_args(argv)
     settings = Settings(
         args.log,
@@ -362,6 +384,9 @@ def main(argv: list[str] | None = None) -> None:
         args.tokenize_on_loop,
         args.profile,
         args.device,
+        args.decomposed_graph,
+        args.graph_optimizations,
+        args.ort_profile,
     )
     app = make_app(Service(settings))
     config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)

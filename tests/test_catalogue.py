@@ -12,7 +12,8 @@ import pytest
 from diagnose.facts.catalogue import CATALOGUE
 from tests.conftest import DUMPS
 
-COMMITTED = sorted(DUMPS.iterdir())
+# The simulated fixtures and the testbed's recordings (a real runtime's profile among them).
+COMMITTED = sorted(DUMPS.iterdir()) + sorted((DUMPS.parent / "recorded").glob("*/dump"))
 # Facts no committed dump carries, each computed and checked elsewhere: the engine's start-up lines
 # (vLLM's "Maximum concurrency", SGLang's max_total_num_tokens) and vLLM V0's swapped-requests gauge.
 FROM_ENGINE_LOGS_ONLY = {
@@ -22,7 +23,7 @@ FROM_ENGINE_LOGS_ONLY = {
 }
 
 
-@pytest.mark.parametrize("dump", COMMITTED, ids=lambda path: path.name)
+@pytest.mark.parametrize("dump", COMMITTED, ids=lambda p: p.parent.name if p.name == "dump" else p.name)
 def test_every_fact_produced_is_catalogued_with_the_kind_it_has(dump, report_of):
     facts = report_of(dump)["facts"]
     unknown = sorted(set(facts) - set(CATALOGUE))

@@ -174,3 +174,31 @@ def test_a_sync_is_charged_the_idle_after_it_up_to_the_time_the_host_waited(tmp_
     facts = compute_facts(load_dump(str(_write(tmp_path / "t.json", {"traceEvents": events}, gzipped=False))))
     assert facts.number("trace.sync_idle_share") == pytest.approx(charged_us / 5100.0)
     assert facts.number("trace.gpu_busy_share") == pytest.approx(201.0 / 5100.0)
+
+
+def test_compare_of_two_traces_judges_the_step_on_the_gpu(tmp_path, run_cli):
+    """The same eager model, then with its small kernels captured in a CUDA graph: the GPU's step time
+    falls; the host's annotation (which ends when the host has issued the step) is shown, not judged."""
+    from fixtures.kernel_trace import write_trace
+
+    eager = TracedModel(small_ops=600, gemm_ops=10, gemm_kernel_us=200)
+    before = write_trace(eager, tmp_path / "eager.json.gz", seed=1)
+    after = write_trace(TracedModel(small_ops=600, gemm_ops=10, gemm_kernel_us=200, graphed=True),
+                        tmp_path / "graphed.json.gz", seed=1)  # fmt: skip
+    code, out, _ = run_cli("compare", before, after, "--format", "json")
+    comparison = json.loads(out)
+    figures = {f["name"]: f for f in comparison["figures"]}
+    assert comparison["verdict"] == "improved"
+    assert figures["step_time"]["verdict"] == "better" and figures["step_time"]["change"] < -0.3
+    assert figures["host_step_time"]["verdict"] == "informational"
+    assert figures["launch_bound_idle"]["verdict"] == "better"
+
+
+@needs_traces
+def test_the_shared_before_after_pair_ran_on_two_gpus_and_is_not_comparable(run_cli):
+    code, out, _ = run_cli(
+        "compare", _trace_named("trace_diff__control"), _trace_named("trace_diff__test"), "--format", "json"
+    )
+    comparison = json.loads(out)
+    assert comparison["verdict"] == "not comparable"
+    assert any("A100" in d["before"] and "V100" in d["after"] for d in comparison["differences"])

@@ -75,6 +75,8 @@ def describe(dump: Dump) -> dict[str, str]:
         entries = extra.get(section)
         if isinstance(entries, dict):
             facts.update({f"{prefix}{key}": str(value) for key, value in entries.items()})
+    if "profiled_gpu" in facts:  # a profiler trace names the GPU it ran on: hardware, as a recording's is
+        facts.setdefault("GPU model", facts.pop("profiled_gpu"))
     return facts
 
 

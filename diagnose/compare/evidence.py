@@ -22,6 +22,7 @@ from diagnose.compare.measure import (
     measure_series,
     warm_requests,
 )
+from diagnose.compare.trace_figures import measure_trace
 from diagnose.dump.model import Dump
 from diagnose.dump.timestamps import iso
 from diagnose.judge.rules import Rule
@@ -57,6 +58,7 @@ def measure_dump(
         measures = measure_requests(requests) if requests is not None else []
         measures += measure_series(dump, salt)
         report = analyse_dump(dump, rules, helper=helper).report
+        measures += measure_trace(report)
     evidence = Evidence(
         dump.path,
         (iso(report.window.start), iso(report.window.end)),

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from diagnose.compare.model import Comparison, FigureChange, GateTrip
 from diagnose.compare.verdict import change_text
-from diagnose.units import human_bytes, human_ms, human_rate
+from diagnose.units import human_bytes, human_ms, human_rate, human_us
 
 
 def render(
@@ -34,6 +34,8 @@ def value_text(value: float | None, unit: str) -> str:
         return "-"
     if unit == "ms":
         return human_ms(value)
+    if unit == "us":
+        return human_us(value)
     if unit == "bytes":
         return human_bytes(value)
     if unit == "rps":
@@ -66,6 +68,9 @@ def _change(figure: FigureChange) -> str:
 def _sides(comparison: Comparison) -> list[str]:
     lines = []
     for name, side in (("before", comparison.before), ("after", comparison.after)):
+        if side.window[0] is None and not side.requests:  # a profiler trace: its own clock, no requests
+            lines.append(f"{name}: {side.dump}  (a profiler trace)")
+            continue
         cold = f", {side.cold_excluded:,} cold requests left out" if side.cold_excluded else ""
         lines.append(
             f"{name}: {side.dump}  {side.window[0]} .. {side.window[1]}, {side.requests:,} requests{cold}"

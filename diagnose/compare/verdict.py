@@ -29,7 +29,7 @@ from diagnose.compare.model import (
 from diagnose.errors import InputError
 
 _LATENCY = ("p50", "p99")
-_OTHERS = ("throughput", "error_rate", "gpu_mem_peak")
+_OTHERS = ("throughput", "error_rate", "gpu_mem_peak", "step_time")  # step_time: a profiler trace's
 GATE_FIGURES = (
     "p50",
     "p95",
@@ -46,6 +46,7 @@ GATE_FIGURES = (
     "ttft_p99",
     "tpot_p50",
     "tpot_p99",
+    "step_time",
 )  # and stage_<name>_p50 / stage_<name>_p99
 
 

@@ -143,12 +143,20 @@ def _import_foreign(
     offered = [name for name in not_used if not name.endswith("/") and (folder / name).is_file()]
     if not offered:
         return used
-    from diagnose.importers import HEAD_BYTES, FileImporter, Source, mend, recognise, text_head
+    from diagnose.importers import (
+        HEAD_BYTES,
+        FileImporter,
+        Source,
+        mend,
+        recognise,
+        recognise_binary,
+        text_head,
+    )
 
     for name in offered:
         path = folder / name
         head = text_head(path, HEAD_BYTES)
-        importer = recognise(mend(head).text) if head is not None else None
+        importer = recognise(mend(head).text) if head is not None else recognise_binary(path)
         if importer is None:
             continue
         try:

@@ -36,6 +36,9 @@ _COLOCATED = "processes or gpu_processes (per-process CPU or GPU memory) and req
 # One wording for the whole trace, so that a rule missing several of its facts asks for it once.
 _TRACE = _KERNELS = _COPIES = "a profiler trace (torch.profiler: gpu_activity, host_calls)"
 _STEPS = "a profiler trace with ProfilerStep annotations (host_calls)"
+_CPU_GRAPH = (
+    "a profile of a model run on the host (onnxruntime's enable_profiling, a CPU trace), with its steps"
+)
 
 CATALOGUE: dict[str, FactSpec] = {
     "requests.count": FactSpec("count", _REQ, "requests in the dump"),
@@ -434,6 +437,19 @@ CATALOGUE: dict[str, FactSpec] = {
         "a profiler summary (key_averages table, nsys stats)",
         "kernel time over the host's traced self time: on a one-thread host, the most the GPU was busy",
     ),
+    "trace.operator_calls": FactSpec(
+        "count", _TRACE, "framework operators the trace recorded (none in an nsys capture without NVTX)"
+    ),
+    "trace.ops_per_step": FactSpec(
+        "count", _CPU_GRAPH, "operators a step runs on the host, outermost only (median over steps)"
+    ),
+    "trace.op_median_us": FactSpec("us", _CPU_GRAPH, "median operator time"),
+    "trace.host_chain_share": FactSpec(
+        "ratio", _CPU_GRAPH, "operator time in runs of three or more elementwise or reduction operators"
+    ),
+    "trace.kernel_chain_share": FactSpec(
+        "ratio", _KERNELS, "kernel time in runs of three or more elementwise or reduction kernels in a row"
+    ),
     "trace.launches": FactSpec("count", _TRACE, "runtime calls that launch a kernel or a graph"),
     "trace.launch_median_us": FactSpec("us", _TRACE, "median time the host spent in one launch call"),
     "trace.graph_kernel_share": FactSpec("ratio", _TRACE, "share of kernels launched by a CUDA graph"),
@@ -472,7 +488,12 @@ CATALOGUE: dict[str, FactSpec] = {
         "GPU idle right after synchronising calls returned (up to the wait in each), over the span",
     ),
     "trace.steps": FactSpec("count", _STEPS, "profiled steps"),
-    "trace.step_median_ms": FactSpec("ms", _STEPS, "median step time"),
+    "trace.step_median_ms": FactSpec(
+        "ms", _STEPS, "median step time on the host (its ProfilerStep annotation)"
+    ),
+    "trace.gpu_step_ms": FactSpec(
+        "ms", _STEPS, "median step time on the GPU: from a step's first kernel to the next step's"
+    ),
     "trace.step_cv": FactSpec("ratio", _STEPS, "step time's standard deviation over its mean"),
     "trace.kernels_per_step": FactSpec("count", _STEPS, "kernels launched per step (median)"),
     "trace.sync_per_step": FactSpec("factor", _STEPS, "synchronising calls per step"),

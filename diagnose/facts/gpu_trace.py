@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.model import Dump
+from diagnose.facts.cpu_graph import CHAIN, in_runs
 from diagnose.facts.model import Facts
 
 SHORT_KERNEL_US = 10.0  # below this a kernel costs about what launching it does (a few µs)
@@ -36,7 +37,7 @@ _GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.IGNORECASE)
 # (cudaMemcpy, cuMemcpyDtoH_v2, hipMemcpy): they return when the copy is done.
 SYNC = re.compile(r"Synchronize|^(?:cuda|hip|cu)Memcpy(?!.*Async)", re.IGNORECASE)
 _HOST_COPY_KINDS = ("HtoD", "DtoH")
-_STEP_MARK = re.compile(r"^ProfilerStep#\d+$")
+_STEP_MARK = re.compile(r"^(?:ProfilerStep|model_run)#\d+$")
 _CLASSES = (  # kernel classes by name, first match wins: the libraries' own naming
     ("communication", re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall", re.I)),
     ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|mha_", re.I)),
@@ -220,6 +221,7 @@ def _pageable_correlations(activity: pd.DataFrame | None) -> np.ndarray:
 def _add_host_facts(facts: Facts, host: _Host, timeline: GpuTimeline, where: str, calls_source: str) -> None:
     kernels, busy, begin, end = timeline.kernels, timeline.busy, timeline.begin, timeline.end
     cite = f"{where} against {calls_source}"
+    facts.add("trace.operator_calls", int(host.operator.sum()), f"{calls_source}: framework operators traced")
     facts.add("trace.launches", int(host.launch.sum()), f"{calls_source}: runtime calls that launch")
     if host.launch.any():
         facts.add(
@@ -359,6 +361,16 @@ def _add_steps(facts: Facts, host: _Host, kernels: pd.DataFrame, syncs: np.ndarr
                 float(per_step.median()),
                 f"{cite}: kernels by their launch's ProfilerStep (median)",
             )
+            # The GPU's time a step, from its first kernel to the next step's: the host's annotation
+            # ends when the host has issued the step, which can be long before the GPU has run it.
+            stepped_kernels = kernels.assign(step=kernels["correlation"].map(step_of)).dropna(subset=["step"])
+            firsts = stepped_kernels.groupby("step")["ts"].min().sort_index().to_numpy(dtype="float64")
+            if firsts.size >= 2:
+                facts.add(
+                    "trace.gpu_step_ms",
+                    float(np.median(np.diff(firsts))) / 1000,
+                    f"{cite}: from each step's first kernel to the next step's (median)",
+                )
     in_steps = int((syncs & np.isfinite(host.step)).sum())
     facts.add(
         "trace.sync_per_step",
@@ -449,6 +461,13 @@ def add_kernel_classes(
     if total <= 0:
         return
     weights = np.ones(len(names)) if counts is None else counts
+    if counts is None:  # single kernels in the order they ran: runs of fusable ones can be seen
+        chained = in_runs(np.isin(classes, ("elementwise", "reduction")))
+        facts.add(
+            "trace.kernel_chain_share",
+            float(durations[chained].sum() / total),
+            f"{where}: kernel time in runs of {CHAIN} or more elementwise or reduction kernels in a row",
+        )
     facts.add(
         "trace.elementwise_share",
         float(weights[classes == "elementwise"].sum() / weights.sum()),

@@ -10,15 +10,18 @@ text with our own parsers; nothing they read is executed or unpickled.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from diagnose.importers.base import HEAD_BYTES, FileImporter, Imported, Importer, Source, text_head
 from diagnose.importers.mend import Mended, mend
+from diagnose.importers.nsys_sqlite import NsysSqliteImporter
 from diagnose.importers.nsys_stats import NsysStatsImporter
 from diagnose.importers.nvidia_smi import NvidiaSmiComputeAppsImporter, NvidiaSmiQueryGpuImporter
 from diagnose.importers.nvidia_smi_monitor import DmonImporter, PmonImporter
 from diagnose.importers.nvidia_smi_report import NvidiaSmiQueryImporter, NvidiaSmiTableImporter
 from diagnose.importers.oom_log import OomLogImporter
 from diagnose.importers.profiler_table import ProfilerTableImporter
-from diagnose.importers.profiler_trace import KinetoTraceImporter
+from diagnose.importers.profiler_trace import KinetoTraceImporter, OrtProfileImporter
 from diagnose.importers.prometheus_text import PrometheusTextImporter
 from diagnose.importers.series import GrafanaCsvImporter, PromQueryImporter
 from diagnose.importers.sglang_log import SglangLogImporter
@@ -36,7 +39,9 @@ IMPORTERS: tuple[Importer, ...] = (
     NvidiaSmiQueryGpuImporter(),
     PmonImporter(),
     DmonImporter(),
+    OrtProfileImporter(),
     KinetoTraceImporter(),
+    NsysSqliteImporter(),
     ProfilerTableImporter(),
     NsysStatsImporter(),
     TraceImporter(),
@@ -61,9 +66,15 @@ __all__ = [
     "Source",
     "mend",
     "recognise",
+    "recognise_binary",
     "text_head",
 ]
 
 
 def recognise(head: str) -> Importer | None:
     return next((importer for importer in IMPORTERS if importer.recognise(head)), None)
+
+
+def recognise_binary(path: Path) -> Importer | None:
+    """The importer of a binary file (an nsys SQLite export), told by its bytes."""
+    return next((i for i in IMPORTERS if isinstance(i, FileImporter) and i.recognise_file(path)), None)

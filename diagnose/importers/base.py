@@ -93,6 +93,10 @@ class FileImporter(Importer):
     streams the file itself. What pasting does to text does not happen to such files, so nothing is
     mended; :meth:`read` (a pasted excerpt) still works, on the text."""
 
+    def recognise_file(self, path: Path) -> bool:
+        """For a binary file (no text head to recognise): whether this importer reads it."""
+        return False
+
     def read_file(self, path: Path, tz: str | None = None) -> Imported:
         raise NotImplementedError
 

@@ -60,7 +60,8 @@ _KINETO_CATEGORIES = re.compile(
     r'"cat"\s*:\s*"(?:kernel|Kernel|cpu_op|Operator|cuda_runtime|Runtime|gpu_memcpy)"'
 )
 _COPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP)\b")
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_STEP = re.compile(r"^(?:ProfilerStep|model_run)#(\d+)$")
+_ORT = re.compile(r'"cat"\s*:\s*"(?:Session|Node)"')
 _DEVICE_NAME = re.compile(r'"name"\s*:\s*"([^"]+)"\s*,\s*"totalGlobalMem"')
 
 
@@ -147,8 +148,26 @@ def _number(value: object) -> float:
         return np.nan
 
 
+class OrtProfileImporter(KinetoTraceImporter):
+    """onnxruntime's profile (``SessionOptions.enable_profiling``): a bare list of Chrome-trace events.
+    Each node's ``<node>_kernel_time`` is an operator named by its op type (``args.op_name``), each
+    ``model_run`` a step (``model_run#N``, N counted from 0); kernels the CUDA provider records
+    (``"cat": "Kernel"``) are GPU activity as in any trace."""
+
+    name = "onnxruntime-profile"
+    description = "onnxruntime profiles: the JSON enable_profiling writes (nodes, runs, CUDA kernels)"
+    example = (
+        '[{"cat": "Node", "name": "Add_3_kernel_time", "ph": "X", "ts": 16966, "dur": 17, "args": {...}}]'
+    )
+
+    def recognise(self, head: str) -> bool:
+        runs_or_nodes = "_kernel_time" in head or '"model_run"' in head
+        return head.lstrip()[:1] == "[" and bool(_ORT.search(head)) and runs_or_nodes
+
+
 def _imported(events: Iterator[dict[str, Any] | Exception], head: str) -> Imported:
     result = Imported()
+    runs = 0
     gpu = _Columns(
         ("ts", "dur_us", "gpu", "stream", "bytes", "correlation", "pinned"), ("kind", "name", "copy_kind")
     )
@@ -170,6 +189,19 @@ def _imported(events: Iterator[dict[str, Any] | Exception], head: str) -> Import
         args = event.get("args")
         args = args if isinstance(args, dict) else {}
         name = str(event.get("name", ""))
+        if category in ("node", "session"):  # onnxruntime: a graph node's compute, a run of the graph
+            if category == "node" and not name.endswith("_kernel_time"):
+                continue  # the fences before and after a node are not its work
+            if category == "session" and name != "model_run":
+                continue
+            kind = "operator" if category == "node" else "annotation"
+            label = str(args.get("op_name") or name.removesuffix("_kernel_time"))
+            if category == "session":
+                label, runs = f"model_run#{runs}", runs + 1
+            host.add(
+                {"ts": ts, "dur_us": dur}, {"kind": kind, "name": label, "thread": str(event.get("tid", ""))}
+            )
+            continue
         if category in _GPU_KINDS:
             kind = _GPU_KINDS[category]
             copy = _COPY_KIND.search(name) if kind == "memcpy" else None
@@ -206,7 +238,7 @@ def _imported(events: Iterator[dict[str, Any] | Exception], head: str) -> Import
             activity["pinned"] = activity["pinned"].map({1.0: True, 0.0: False}).astype("boolean")
         result.tables["gpu_activity"] = activity
     if len(host):
-        result.tables["host_calls"] = _with_steps(host.frame())
+        result.tables["host_calls"] = with_steps(host.frame())
     devices = _DEVICE_NAME.findall(head)
     if devices:
         result.environment["profiled_gpu"] = devices[0]
@@ -215,9 +247,9 @@ def _imported(events: Iterator[dict[str, Any] | Exception], head: str) -> Import
     return result
 
 
-def _with_steps(calls: pd.DataFrame) -> pd.DataFrame:
+def with_steps(calls: pd.DataFrame) -> pd.DataFrame:
     """Each call inside a ``ProfilerStep#N`` annotation gets ``step`` N (steps do not overlap)."""
-    names = calls["name"]  # categorical: each distinct name is matched once
+    names = calls["name"].astype("category")  # each distinct name is matched once
     numbers_by_code = np.array(
         [float(m.group(1)) if (m := _STEP.match(str(n))) else np.nan for n in names.cat.categories] + [np.nan]
     )

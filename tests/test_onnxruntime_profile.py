@@ -1,0 +1,57 @@
+"""onnxruntime's own profile of a model run on the CPU: written out, a graph unfused is told from one fused.
+
+The profiles are made here by onnxruntime itself (the testbed's model, with its LayerNorms and GELU
+written out in elementwise operators), with its graph optimisations off and on.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("onnxruntime")
+
+from diagnose.dump import load_dump  # noqa: E402
+from diagnose.facts import compute_facts  # noqa: E402
+from testbed.model import Model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def profiles(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ort")
+    made = {}
+    for optimizations in ("off", "all"):
+        path = folder / f"{optimizations}.json"
+        Model(seed=0, decomposed=True, optimizations=optimizations, profile_to=path)
+        made[optimizations] = path
+    return made
+
+
+def test_the_profile_is_read_as_operators_in_runs(profiles):
+    dump = load_dump(str(profiles["off"]))
+    assert dump.importers[0]["importer"] == "onnxruntime-profile"
+    calls = dump.traces["host_calls"]
+    runs = calls[calls["kind"] == "annotation"]
+    assert list(runs["name"].astype(str)) == [f"model_run#{i}" for i in range(len(runs))]
+    operators = calls[calls["kind"] == "operator"]
+    assert {"MatMul", "ReduceMean", "Erf"} <= set(operators["name"].astype(str))  # op types, not node names
+    assert operators["step"].notna().all()
+    events = json.loads(profiles["off"].read_text())
+    nodes = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    assert len(operators) == len(nodes)
+
+
+def test_the_unfused_graph_has_chains_of_small_operators_and_the_fused_none(profiles):
+    unfused, fused = (compute_facts(load_dump(str(profiles[k]))) for k in ("off", "all"))
+    assert unfused.number("trace.ops_per_step") > 2 * fused.number("trace.ops_per_step")
+    assert unfused.number("trace.host_chain_share") >= 0.1
+    assert fused.number("trace.host_chain_share") == 0.0
+    assert unfused.number("trace.kernels") == 0  # a run on the host: no GPU to wait on
+
+
+def test_unfused_operators_is_found_on_the_unfused_graph_only(profiles, report_of):
+    unfused, fused = (report_of(profiles[k]) for k in ("off", "all"))
+    assert unfused["hypotheses"][0]["id"] == "unfused-operators" and unfused["hypotheses"][0]["score"] >= 0.5
+    assert "unfused-operators" in {r["id"] for r in fused["ruled_out"]}
+    assert not fused["hypotheses"]
