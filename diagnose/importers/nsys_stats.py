@@ -25,10 +25,9 @@ import re
 import pandas as pd
 
 from diagnose.importers.base import Imported, Importer, Source
+from diagnose.importers.dash_rules import RULE, cells, column_starts
 
 _HEADER = re.compile(r"Time\s*\(%\).*Total Time\s*\((ns|us|ms|s)\)", re.IGNORECASE)
-_RULE = re.compile(r"^\s*-{3,}(?:\s+-{3,})+\s*$")
-_DASHES = re.compile(r"-{3,}")
 _UNIT_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 _COUNTS = {
     "instances": "kernel",
@@ -85,7 +84,7 @@ def _count_column(cells: list[str]) -> str | None:
 
 def _report(lines: list[str], start: int, unit: str) -> tuple[list[dict[str, object]], int]:
     header = lines[start]
-    is_csv = "," in header and not _RULE.match(lines[start + 1] if start + 1 < len(lines) else "")
+    is_csv = "," in header and not RULE.match(lines[start + 1] if start + 1 < len(lines) else "")
     cells = _split_header(header)
     lowered = [cell.lower() for cell in cells]
     count_name = _count_column(cells)
@@ -94,9 +93,9 @@ def _report(lines: list[str], start: int, unit: str) -> tuple[list[dict[str, obj
     count_at = lowered.index(count_name) if count_name else None
     report_kind = _COUNTS.get(count_name or "", "kernel")
     index = start + 1
-    spans = None
-    if not is_csv and index < len(lines) and _RULE.match(lines[index]):
-        spans = [(m.start(), m.end()) for m in _DASHES.finditer(lines[index])]
+    starts = None
+    if not is_csv and index < len(lines) and RULE.match(lines[index]):
+        starts = column_starts(lines[index])
         index += 1
     rows: list[dict[str, object]] = []
     while index < len(lines):
@@ -104,7 +103,7 @@ def _report(lines: list[str], start: int, unit: str) -> tuple[list[dict[str, obj
         if not line.strip() or _HEADER.search(line):
             break
         index += 1
-        values = _cells(line, spans, is_csv)
+        values = _cells(line, starts, is_csv)
         if values is None or len(values) <= max(name_at, total_at):
             continue
         total, count = _number(values[total_at]), _number(values[count_at]) if count_at is not None else None
@@ -117,18 +116,14 @@ def _report(lines: list[str], start: int, unit: str) -> tuple[list[dict[str, obj
     return rows, index
 
 
-def _cells(line: str, spans: list[tuple[int, int]] | None, is_csv: bool) -> list[str] | None:
+def _cells(line: str, starts: list[int] | None, is_csv: bool) -> list[str] | None:
     if is_csv:
         try:
             return [cell.strip() for cell in next(csv.reader(io.StringIO(line)))]
         except (csv.Error, StopIteration):
             return None
-    if spans:
-        starts = [begin for begin, _ in spans]
-        return [
-            line[begin : (starts[i + 1] if i + 1 < len(starts) else len(line))].strip()
-            for i, begin in enumerate(starts)
-        ]
+    if starts:
+        return cells(line, starts)
     return [cell.strip() for cell in re.split(r"\s{2,}", line.strip())]
 
 

@@ -31,9 +31,8 @@ import re
 import pandas as pd
 
 from diagnose.importers.base import Imported, Importer, Source
+from diagnose.importers.dash_rules import RULE, cells, column_starts
 
-_RULE = re.compile(r"^\s*-{3,}(?:\s+-{3,})+\s*$")
-_DASHES = re.compile(r"-{3,}")
 _HEADER_WORDS = re.compile(r"\bName\b.*(?:Self CPU|CPU total|# of Calls|Number of Calls)")
 _TIME = re.compile(r"^(-?\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s)$")
 _UNIT_US = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
@@ -62,7 +61,7 @@ class ProfilerTableImporter(Importer):
     def recognise(self, head: str) -> bool:
         lines = head.splitlines()
         return any(
-            _RULE.match(line) and index + 1 < len(lines) and _HEADER_WORDS.search(lines[index + 1])
+            RULE.match(line) and index + 1 < len(lines) and _HEADER_WORDS.search(lines[index + 1])
             for index, line in enumerate(lines)
         )
 
@@ -72,11 +71,7 @@ class ProfilerTableImporter(Importer):
         lines = source.text.splitlines()
         index, tables = 0, 0
         while index < len(lines):
-            if (
-                _RULE.match(lines[index])
-                and index + 1 < len(lines)
-                and _HEADER_WORDS.search(lines[index + 1])
-            ):
+            if RULE.match(lines[index]) and index + 1 < len(lines) and _HEADER_WORDS.search(lines[index + 1]):
                 read, index = _table(lines, index, result.warnings)
                 rows.extend(read)
                 tables += 1
@@ -95,42 +90,31 @@ class ProfilerTableImporter(Importer):
 
 def _table(lines: list[str], start: int, warnings: list[str]) -> tuple[list[dict[str, object]], int]:
     """The rows of the table whose first rule is at ``start``; returns them and where reading stopped."""
-    spans = [(m.start(), m.end()) for m in _DASHES.finditer(lines[start])]
-    names = [_cell(lines[start + 1], spans, i).lower() for i in range(len(spans))]
-    columns = [_column(name) for name in names]
+    starts = column_starts(lines[start])
+    columns = [_column(name.lower()) for name in cells(lines[start + 1], starts)]
     index = start + 2
-    if index < len(lines) and _RULE.match(lines[index]):
+    if index < len(lines) and RULE.match(lines[index]):
         index += 1
     rows, bad = [], 0
-    while index < len(lines) and not _RULE.match(lines[index]):
+    while index < len(lines) and not RULE.match(lines[index]):
         line = lines[index]
         index += 1
         if not line.strip():
             break
         row: dict[str, object] = {}
-        for position, column in enumerate(columns):
-            if column is None:
-                continue
-            text = _cell(line, spans, position)
-            row[column] = text if column == "name" else _value(column, text)
+        for column, text in zip(columns, cells(line, starts), strict=False):
+            if column is not None:
+                row[column] = text if column == "name" else _value(column, text)
         if not row.get("name") or all(row.get(c) is None for c in row if c != "name"):
             bad += 1
             continue
         row["kind"] = _kind(row)
         rows.append(row)
-    if index < len(lines) and _RULE.match(lines[index]):
+    if index < len(lines) and RULE.match(lines[index]):
         index += 1
     if bad:
         warnings.append(f"{bad} row(s) of a profiler table without figures skipped")
     return rows, index
-
-
-def _cell(line: str, spans: list[tuple[int, int]], position: int) -> str:
-    """The text of a column: from its dash group's start to the next one's (values are right-aligned
-    under their dashes, names may be left- or right-aligned)."""
-    begin = spans[position][0] if position else 0
-    end = spans[position + 1][0] if position + 1 < len(spans) else len(line)
-    return line[begin:end].strip()
 
 
 def _column(header: str) -> str | None:
