@@ -13,7 +13,7 @@ import pytest
 
 from diagnose.archive import Archive, ArchiveError
 from diagnose.archive.store import SCHEMA_VERSION
-from tests.conftest import ROOT
+from tests.conftest import DUMPS, ROOT
 
 PAIR = ROOT / "fixtures" / "pairs" / "improved-p99"
 
@@ -197,6 +197,13 @@ def test_the_same_recording_archived_twice_is_said(run_cli, archive_file):
     assert code == 0 and "already held" not in err
     code, _, err = run_cli("archive", "add", PAIR / "before", "--label", "v1.3 again")
     assert code == 0 and "already held this recording (the same window and requests) as #1" in err
+
+
+def test_two_profiler_traces_are_not_taken_for_one_recording(run_cli, archive_file):
+    """A trace has no window on the wall clock and no requests: two different traces share both."""
+    for name in ("unfused-operators", "near-miss-cuda-graphs"):
+        code, _, err = run_cli("archive", "add", DUMPS / name)
+        assert code == 0 and "already held" not in err
 
 
 def test_the_same_pair_gives_the_same_intervals_however_it_is_compared(run_cli, archive_file):

@@ -202,3 +202,18 @@ def test_the_shared_before_after_pair_ran_on_two_gpus_and_is_not_comparable(run_
     comparison = json.loads(out)
     assert comparison["verdict"] == "not comparable"
     assert any("A100" in d["before"] and "V100" in d["after"] for d in comparison["differences"])
+
+
+def test_a_trace_beside_the_request_log_says_why_the_forward_is_long(report_of):
+    """The request log says the forward is 90 % of latency; the trace of that forward says its kernels
+    are tiny and the GPU waits on their launches: the finding is the unfused operators, and the long
+    forward is shown as their consequence, not as a second cause."""
+    from tests.conftest import DUMPS
+
+    report = report_of(DUMPS / "unfused-forward-traced")
+    first = report["hypotheses"][0]
+    assert first["id"] == "unfused-operators" and first["score"] >= 0.5
+    forward = next(h for h in report["hypotheses"] if h["id"] == "compute-bound-forward")
+    assert forward["explained_by"] == "unfused-operators" and forward["score"] < 0.5
+    alone = report_of(DUMPS / "compute-bound-forward")["hypotheses"][0]
+    assert alone["id"] == "compute-bound-forward" and alone["score"] >= 0.5  # without the trace: the forward

@@ -243,7 +243,12 @@ class Archive:
         )
 
     def holding(self, evidence: Evidence) -> list[int]:
-        """The recordings already kept of the same evidence: the same window and number of requests."""
+        """The recordings already kept of the same evidence: the same window and number of requests.
+
+        A profiler trace alone has no window on the wall clock (its own clock is the trace's), so
+        none can be told the same by these: none is said to be."""
+        if evidence.window[0] is None:
+            return []
         rows = self._db.execute(
             "SELECT id FROM entries WHERE window_start IS ? AND window_end IS ? AND requests = ? ORDER BY id",
             (*evidence.window, evidence.requests),
