@@ -217,3 +217,38 @@ def test_a_trace_beside_the_request_log_says_why_the_forward_is_long(report_of):
     assert forward["explained_by"] == "unfused-operators" and forward["score"] < 0.5
     alone = report_of(DUMPS / "compute-bound-forward")["hypotheses"][0]
     assert alone["id"] == "compute-bound-forward" and alone["score"] >= 0.5  # without the trace: the forward
+
+
+def test_several_gpus_the_busiest_is_analysed_and_named(tmp_path):
+    """A two-GPU trace: the facts are the GPU with the most kernel time, and say which it is; kernels
+    overlapping on two streams of one GPU count once towards its busy time."""
+    events = [
+        _event("kernel", "gemm", 0.0, 100.0, device=0, stream=7, correlation=1),
+        _event("kernel", "gemm", 50.0, 100.0, device=0, stream=9, correlation=2),  # overlaps the first
+        _event("kernel", "gemm", 300.0, 100.0, device=0, stream=7, correlation=3),
+        _event("kernel", "small", 0.0, 10.0, device=1, stream=7, correlation=4),
+    ]
+    events[1]["tid"], events[3]["pid"] = 9, 1
+    facts = compute_facts(load_dump(str(_write(tmp_path / "t.json", {"traceEvents": events}, gzipped=False))))
+    assert facts.number("trace.kernels") == 3
+    assert facts.number("trace.gpu_busy_share") == pytest.approx(250.0 / 400.0)
+    assert "GPU 0" in facts.values["trace.kernels"].source
+
+
+def test_a_rocm_trace_reads_as_a_cuda_one(tmp_path):
+    """ROCm's PyTorch profiler writes the same categories with HIP's names: hipLaunchKernel launches,
+    hipDeviceSynchronize synchronises."""
+    events = []
+    for i in range(200):
+        start = i * 20.0
+        events.append(_event("cuda_runtime", "hipLaunchKernel", start, 6.0, correlation=i))
+        events.append(
+            _event("kernel", "elementwise_kernel", start + 8.0, 3.0, device=0, stream=0, correlation=i)
+        )
+    events.append(_event("cuda_runtime", "hipDeviceSynchronize", 4000.0, 5.0, correlation=999))
+    facts = compute_facts(
+        load_dump(str(_write(tmp_path / "rocm.json", {"traceEvents": events}, gzipped=False)))
+    )
+    assert facts.number("trace.launches") == 200
+    assert facts.number("trace.sync_calls") == 1
+    assert facts.number("trace.launch_median_us") == 6.0
