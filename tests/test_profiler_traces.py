@@ -252,3 +252,18 @@ def test_a_rocm_trace_reads_as_a_cuda_one(tmp_path):
     assert facts.number("trace.launches") == 200
     assert facts.number("trace.sync_calls") == 1
     assert facts.number("trace.launch_median_us") == 6.0
+
+
+def test_the_trace_picture_shows_what_the_facts_measured():
+    """The strip's busy share over the span is the facts' (read at evenly spaced instants, so to a
+    percent), its idle states add up with it to the whole, and a line marks each step."""
+    from diagnose.pictures.trace import trace_strip
+    from tests.conftest import DUMPS
+
+    dump = load_dump(str(DUMPS / "host-sync-in-step"))
+    facts = compute_facts(dump)
+    strip = trace_strip(dump)
+    assert strip is not None
+    assert float(strip.shares["busy"].mean()) == pytest.approx(facts.number("trace.gpu_busy_share"), abs=0.01)
+    assert sum(strip.shares.values()) == pytest.approx(1.0)
+    assert len(strip.step_starts_ms) == facts.number("trace.steps")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from diagnose.dump.model import Dump
 from diagnose.facts.gpu_trace import IDLE_STATES, gpu_timeline, short_kernel_name
@@ -44,6 +45,7 @@ class TraceStrip:
     edges_ms: np.ndarray  # SLICES + 1 slice edges, from the first kernel's start
     shares: dict[str, np.ndarray]  # "busy" and each idle state: its share of each slice
     top_kernels: tuple[tuple[str, float], ...]  # (name, share of kernel time), most first
+    step_starts_ms: tuple[float, ...] = ()  # where each profiled step's first kernel ran
 
 
 def trace_strip(dump: Dump) -> TraceStrip | None:
@@ -65,7 +67,20 @@ def trace_strip(dump: Dump) -> TraceStrip | None:
         (short_kernel_name(str(name)), float(t / total)) for name, t in time.head(_TOP_KERNELS).items()
     )
     gpu = "the GPU" if timeline.gpu is None else f"GPU {timeline.gpu:.0f}"
-    return TraceStrip(gpu, span / 1000, np.linspace(0, span / 1000, SLICES + 1), shares, top)
+    steps = tuple(float(t - timeline.begin) / 1000 for t in _step_starts(dump, kernels))
+    return TraceStrip(gpu, span / 1000, np.linspace(0, span / 1000, SLICES + 1), shares, top, steps)
+
+
+def _step_starts(dump: Dump, kernels: pd.DataFrame) -> np.ndarray:
+    """Each step's first kernel, the step told by its launch's ProfilerStep (or model_run)."""
+    calls = dump.traces.get("host_calls")
+    if calls is None or not {"step", "correlation"} <= set(calls.columns) or "correlation" not in kernels:
+        return np.zeros(0)
+    stepped = calls.dropna(subset=["step", "correlation"])
+    step_of = pd.Series(stepped["step"].to_numpy(), index=stepped["correlation"].to_numpy())
+    step_of = step_of[~step_of.index.duplicated()]
+    steps = kernels["correlation"].map(step_of)
+    return kernels.assign(step=steps).dropna(subset=["step"]).groupby("step")["ts"].min().to_numpy()
 
 
 def draw_trace(data: TraceStrip):
@@ -84,10 +99,13 @@ def draw_trace(data: TraceStrip):
             left, share, width=width, bottom=bottom, align="edge", color=_COLOURS[name], label=_LABELS[name]
         )
         bottom += share
+    for start in data.step_starts_ms[1:]:  # where each step begins: the first needs no line
+        strip.axvline(start, color="black", linewidth=0.8, alpha=0.6)
     strip.set_xlim(0, data.span_ms)
     strip.set_ylim(0, 1)
     strip.set_ylabel("share of the slice")
-    strip.set_xlabel("ms from the first kernel")
+    steps = f"; lines: the {len(data.step_starts_ms)} steps' first kernels" if data.step_starts_ms else ""
+    strip.set_xlabel(f"ms from the first kernel{steps}")
     strip.grid(False, axis="x")
     strip.legend(loc="upper left", bbox_to_anchor=(0, -0.28), ncol=3, fontsize=8)
     busy = float(np.mean(data.shares["busy"]))
