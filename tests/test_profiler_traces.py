@@ -267,3 +267,20 @@ def test_the_trace_picture_shows_what_the_facts_measured():
     assert float(strip.shares["busy"].mean()) == pytest.approx(facts.number("trace.gpu_busy_share"), abs=0.01)
     assert sum(strip.shares.values()) == pytest.approx(1.0)
     assert len(strip.step_starts_ms) == facts.number("trace.steps")
+
+
+def test_two_traces_in_one_folder_are_not_merged_into_one_timeline(tmp_path):
+    """Each trace is on its own clock: one is analysed (the most kernel time), and the report says
+    which, and that the other is not."""
+    from fixtures.kernel_trace import write_trace as write_trace_
+
+    write_trace_(
+        TracedModel(small_ops=600, gemm_ops=10, gemm_kernel_us=200), tmp_path / "eager.json.gz", seed=1
+    )
+    write_trace_(TracedModel(steps=2), tmp_path / "short.json.gz", seed=1)
+    dump = load_dump(str(tmp_path))
+    assert dump.files["gpu_activity"] == ["eager.json.gz"]
+    assert {i["file"] for i in dump.importers} == {"eager.json.gz", "short.json.gz"}
+    assert any("analysed eager.json.gz (the most kernel time), not short.json.gz" in w for w in dump.warnings)
+    alone = compute_facts(load_dump(str(tmp_path / "eager.json.gz")))
+    assert compute_facts(dump).number("trace.gpu_busy_share") == alone.number("trace.gpu_busy_share")

@@ -140,6 +140,7 @@ def _import_foreign(
     profiler trace's tables go to ``traces``.
     """
     used: list[dict[str, Any]] = []
+    by_trace: dict[str, dict[str, pd.DataFrame]] = {}  # each profiler trace's tables, by its file
     offered = [name for name in not_used if not name.endswith("/") and (folder / name).is_file()]
     if not offered:
         return used
@@ -191,11 +192,47 @@ def _import_foreign(
                 continue
             if frame.empty:
                 continue
-            into = traces if table in TRACE_TABLES else tables
-            merged = frame if table not in into else pd.concat([into[table], frame], ignore_index=True)
-            into[table] = merged.sort_values("ts", kind="stable", ignore_index=True) if timed else merged
+            if table in TRACE_TABLES:
+                by_trace.setdefault(name, {})[table] = frame
+                continue
+            merged = frame if table not in tables else pd.concat([tables[table], frame], ignore_index=True)
+            tables[table] = merged.sort_values("ts", kind="stable", ignore_index=True)
             files.setdefault(table, []).append(name)
+    _keep_one_trace(by_trace, traces, files, warnings)
     return used
+
+
+def _keep_one_trace(
+    by_trace: dict[str, dict[str, pd.DataFrame]],
+    traces: dict[str, pd.DataFrame],
+    files: dict[str, list[str]],
+    warnings: list[str],
+) -> None:
+    """Profiler traces are each on their own clock (and summaries each of their own profile): two in one
+    timeline would be neither. The one with the most kernel time (else the most rows) is analysed, and
+    the report says which and that the others are not."""
+    if not by_trace:
+        return
+
+    def weight(tables: dict[str, pd.DataFrame]) -> tuple[float, int]:
+        activity = tables.get("gpu_activity")
+        kernel_us = 0.0
+        if activity is not None and {"kind", "dur_us"} <= set(activity.columns):
+            kernel_us = float(activity.loc[activity["kind"] == "kernel", "dur_us"].sum())
+        return kernel_us, sum(len(frame) for frame in tables.values())
+
+    chosen = max(by_trace, key=lambda name: weight(by_trace[name]))
+    for table, frame in by_trace[chosen].items():
+        traces[table] = frame  # a trace table file (gpu_activity.csv) is a trace too: the importer's wins
+        files[table] = [chosen]
+    others = sorted(set(by_trace) - {chosen})
+    if others:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        warnings.append(
+            f"{len(by_trace)} profiler traces or summaries in one dump, each on its own clock: analysed "
+            f"{chosen} (the most kernel time), not {shown}; give each alone to diagnose it "
+            "(`diagnose compare A B` compares two)"
+        )
 
 
 def _load_table(name: str, file: Path, suffix: str, warnings: list[str]) -> pd.DataFrame:
