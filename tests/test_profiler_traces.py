@@ -284,3 +284,19 @@ def test_two_traces_in_one_folder_are_not_merged_into_one_timeline(tmp_path):
     assert any("analysed eager.json.gz (the most kernel time), not short.json.gz" in w for w in dump.warnings)
     alone = compute_facts(load_dump(str(tmp_path / "eager.json.gz")))
     assert compute_facts(dump).number("trace.gpu_busy_share") == alone.number("trace.gpu_busy_share")
+
+
+def test_the_report_says_what_the_trace_shows_whatever_the_rules_made_of_it(tmp_path, run_cli):
+    """A trace's headline under the summary: kernels, the GPU's busy share, where its idle time went,
+    each figure the facts' (here a trace no rule fires on)."""
+    from fixtures.kernel_trace import write_trace
+
+    path = write_trace(
+        TracedModel(small_ops=20, gemm_ops=60, gemm_kernel_us=400), tmp_path / "t.json.gz", seed=1
+    )
+    facts = compute_facts(load_dump(str(path)))
+    code, out, _ = run_cli("file", path)
+    busy = f"GPU busy {facts.number('trace.gpu_busy_share') * 100:.0f}%"
+    assert code == 0 and f"profiler trace: {facts.number('trace.kernels'):,.0f} kernels on GPU 0" in out
+    assert busy in out and "while it idled, the host was: launching" in out
+    assert "No rule found evidence" in out

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from diagnose.judge.engine import LIKELY
-from diagnose.report.model import EvidenceRead, Hypothesis, SourceState, Summary
+from diagnose.report.model import EvidenceRead, Hypothesis, Report, SourceState, Summary
+from diagnose.units import human_ms, human_us, percent
 
 
 def source_lines(sources: tuple[SourceState, ...]) -> list[str]:
@@ -75,3 +76,53 @@ def explains_line(consequences: list[Hypothesis]) -> str | None:
         return None
     named = ", ".join(f"{c.id} ({c.own_score or 0:.2f} on its own evidence)" for c in consequences)
     return f"Explains, as its consequences: {named}"
+
+
+def trace_lines(report: Report) -> list[str]:
+    """What a profiler trace says at a glance, whatever the rules made of it: the kernels, how busy the
+    GPU was and where its idle time went (or, for a run on the host, its operators)."""
+    number, facts = report.number, report.facts
+    kernels = number("trace.kernels")
+    lines = []
+    if kernels:
+        gpu = facts["trace.kernels"].source.rsplit(", ", 1)[-1].split(":")[0]
+        line = f"{kernels:,.0f} kernels"
+        if gpu.startswith("GPU"):
+            line += f" on {gpu}"
+        span, median, short = (
+            number("trace.span_ms"),
+            number("trace.kernel_median_us"),
+            number("trace.short_kernel_share"),
+        )
+        if span is not None:
+            line += f" over {human_ms(span)}"
+        if median is not None and short is not None:
+            line += f" (median {human_us(median)}, {percent(short)} under 10 µs)"
+        busy = number("trace.gpu_busy_share")
+        if busy is not None:
+            line += f"; GPU busy {percent(busy)}"
+        lines.append(line)
+        idle = [
+            (label, number(f"trace.idle_{name}_share"))
+            for name, label in (
+                ("launch", "launching"),
+                ("runtime", "other runtime calls"),
+                ("operator", "operators"),
+                ("sync", "blocked"),
+                ("untraced", "nothing traced"),
+            )
+        ]
+        if all(share is not None for _, share in idle):
+            lines.append(
+                "while it idled, the host was: " + ", ".join(f"{label} {percent(s)}" for label, s in idle)
+            )
+    elif kernels == 0 and number("trace.ops_per_step") is not None:
+        chain = number("trace.host_chain_share")
+        line = f"a run on the host: {number('trace.ops_per_step'):,.0f} operators a step"
+        median = number("trace.op_median_us")
+        if median is not None:
+            line += f" (median {human_us(median)})"
+        if chain is not None:
+            line += f"; {percent(chain)} of their time in chains of elementwise operators"
+        lines.append(line)
+    return [f"profiler trace: {lines[0]}", *(f"  {line}" for line in lines[1:])] if lines else []

@@ -14,6 +14,7 @@ from diagnose.report.evidence_lines import (
     no_latency_line,
     oom_lines,
     source_lines,
+    trace_lines,
 )
 from diagnose.report.model import EvidenceRead, Hypothesis, Line, Report, Summary
 from diagnose.report.spikes_section import (
@@ -37,6 +38,16 @@ def render_markdown(report: Report, pictures: list[tuple[str, str, str]] | None 
     if iso(window.start):
         out += [f"Window: {iso(window.start)} to {iso(window.end)}", ""]
     out += _summary(report.summary, report.evidence)
+    trace = trace_lines(report)
+    out += (
+        [
+            f"**Profiler trace:** {trace[0].removeprefix('profiler trace: ')}",
+            *[f"- {t.strip()}" for t in trace[1:]],
+            "",
+        ]
+        if trace
+        else []
+    )
     if pictures:
         out += ["## Pictures", ""]
         for title, path, alt in pictures:

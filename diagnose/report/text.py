@@ -14,6 +14,7 @@ from diagnose.report.evidence_lines import (
     no_latency_line,
     oom_lines,
     source_lines,
+    trace_lines,
 )
 from diagnose.report.model import EvidenceRead, Report, Summary
 from diagnose.report.spikes_section import (
@@ -41,6 +42,8 @@ def render_text(report: Report, width: int = DEFAULT_WIDTH) -> str:
         out.append(f"window:   {iso(window.start)} to {iso(window.end)}")
     out.append("")
     out += _summary(report.summary, report.evidence)
+    trace = trace_lines(report)
+    out += [*trace, ""] if trace else []
     hypotheses = report.hypotheses
     below = first_less_likely(hypotheses)
     if not hypotheses:
