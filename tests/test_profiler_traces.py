@@ -300,3 +300,21 @@ def test_the_report_says_what_the_trace_shows_whatever_the_rules_made_of_it(tmp_
     assert code == 0 and f"profiler trace: {facts.number('trace.kernels'):,.0f} kernels on GPU 0" in out
     assert busy in out and "while it idled, the host was: launching" in out
     assert "No rule found evidence" in out
+
+
+def test_trace_tables_written_by_hand_are_a_trace_of_their_own_beside_an_imported_one(tmp_path):
+    """gpu_activity.csv written by hand and a profiler's file in one folder are two traces: the one
+    with the most kernel time is analysed and the other named, not silently replaced."""
+    from fixtures.kernel_trace import write_trace
+
+    write_trace(
+        TracedModel(small_ops=600, gemm_ops=10, gemm_kernel_us=200), tmp_path / "eager.json.gz", seed=1
+    )
+    (tmp_path / "gpu_activity.csv").write_text("ts,dur_us,kind,name,gpu\n0,5,kernel,k,0\n10,5,kernel,k,0\n")
+    dump = load_dump(str(tmp_path))
+    assert dump.files["gpu_activity"] == ["eager.json.gz"]
+    assert any(
+        "analysed eager.json.gz (the most kernel time), not gpu_activity.csv" in w for w in dump.warnings
+    )
+    alone = load_dump(str(tmp_path / "gpu_activity.csv"))
+    assert alone.files["gpu_activity"] == ["gpu_activity.csv"] and len(alone.traces["gpu_activity"]) == 2

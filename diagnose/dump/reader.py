@@ -77,9 +77,15 @@ def load_dump(path: str, tz: str | None = None) -> Dump:
         files[name] = [file.name]
 
     warnings[:0] = problems
-    traces = {name: tables.pop(name) for name in TRACE_TABLES if name in tables}
+    # Each profiler trace's tables, by the file(s) they came from: trace table files written by hand
+    # (gpu_activity.csv, host_calls.csv) are one trace, each importer's file another.
+    by_trace: dict[str, dict[str, tuple[pd.DataFrame, str]]] = {}
+    written = {name: (tables.pop(name), files[name][0]) for name in TRACE_TABLES if name in tables}
+    if written:
+        by_trace[", ".join(file for _, file in written.values())] = written
     environment: dict[str, str] = {}
-    imported = _import_foreign(folder, not_used, tables, traces, files, warnings, environment, tz)
+    imported = _import_foreign(folder, not_used, tables, by_trace, files, warnings, environment, tz)
+    traces = _one_trace(by_trace, files, warnings)
     if environment:
         stated = manifest.extra.get("environment", {})
         manifest.extra = {**manifest.extra, "environment": {**environment, **stated}}
@@ -128,7 +134,7 @@ def _import_foreign(
     folder: Path,
     not_used: list[str],
     tables: dict[str, pd.DataFrame],
-    traces: dict[str, pd.DataFrame],
+    by_trace: dict[str, dict[str, tuple[pd.DataFrame, str]]],
     files: dict[str, list[str]],
     warnings: list[str],
     environment: dict[str, str],
@@ -136,11 +142,10 @@ def _import_foreign(
 ) -> list[dict[str, Any]]:
     """Offer every file that is not a dump table to the importers; merge what they read.
 
-    What they say of the environment (driver and CUDA versions) goes to ``environment``; a
-    profiler trace's tables go to ``traces``.
+    What they say of the environment (driver and CUDA versions) goes to ``environment``; each
+    profiler trace's tables to ``by_trace``, under its file's name.
     """
     used: list[dict[str, Any]] = []
-    by_trace: dict[str, dict[str, pd.DataFrame]] = {}  # each profiler trace's tables, by its file
     offered = [name for name in not_used if not name.endswith("/") and (folder / name).is_file()]
     if not offered:
         return used
@@ -193,38 +198,35 @@ def _import_foreign(
             if frame.empty:
                 continue
             if table in TRACE_TABLES:
-                by_trace.setdefault(name, {})[table] = frame
+                by_trace.setdefault(name, {})[table] = (frame, name)
                 continue
             merged = frame if table not in tables else pd.concat([tables[table], frame], ignore_index=True)
             tables[table] = merged.sort_values("ts", kind="stable", ignore_index=True)
             files.setdefault(table, []).append(name)
-    _keep_one_trace(by_trace, traces, files, warnings)
     return used
 
 
-def _keep_one_trace(
-    by_trace: dict[str, dict[str, pd.DataFrame]],
-    traces: dict[str, pd.DataFrame],
-    files: dict[str, list[str]],
-    warnings: list[str],
-) -> None:
+def _one_trace(
+    by_trace: dict[str, dict[str, tuple[pd.DataFrame, str]]], files: dict[str, list[str]], warnings: list[str]
+) -> dict[str, pd.DataFrame]:
     """Profiler traces are each on their own clock (and summaries each of their own profile): two in one
     timeline would be neither. The one with the most kernel time (else the most rows) is analysed, and
     the report says which and that the others are not."""
+    for table in TRACE_TABLES:
+        files.pop(table, None)
     if not by_trace:
-        return
+        return {}
 
-    def weight(tables: dict[str, pd.DataFrame]) -> tuple[float, int]:
-        activity = tables.get("gpu_activity")
+    def weight(tables: dict[str, tuple[pd.DataFrame, str]]) -> tuple[float, int]:
+        activity = tables["gpu_activity"][0] if "gpu_activity" in tables else None
         kernel_us = 0.0
         if activity is not None and {"kind", "dur_us"} <= set(activity.columns):
             kernel_us = float(activity.loc[activity["kind"] == "kernel", "dur_us"].sum())
-        return kernel_us, sum(len(frame) for frame in tables.values())
+        return kernel_us, sum(len(frame) for frame, _ in tables.values())
 
     chosen = max(by_trace, key=lambda name: weight(by_trace[name]))
-    for table, frame in by_trace[chosen].items():
-        traces[table] = frame  # a trace table file (gpu_activity.csv) is a trace too: the importer's wins
-        files[table] = [chosen]
+    for table, (_, file) in by_trace[chosen].items():
+        files[table] = [file]
     others = sorted(set(by_trace) - {chosen})
     if others:
         shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
@@ -233,6 +235,7 @@ def _keep_one_trace(
             f"{chosen} (the most kernel time), not {shown}; give each alone to diagnose it "
             "(`diagnose compare A B` compares two)"
         )
+    return {table: frame for table, (frame, _) in by_trace[chosen].items()}
 
 
 def _load_table(name: str, file: Path, suffix: str, warnings: list[str]) -> pd.DataFrame:

@@ -21,7 +21,7 @@ are named by the profiler ("Pageable -> Device").
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -69,9 +69,28 @@ class GpuTimeline:
     gpu: float | None
     begin: float
     end: float
+    activity: pd.DataFrame  # everything that ran on this GPU: kernels, copies, memsets
     kernels: pd.DataFrame
     busy: Intervals
     layers: tuple[Intervals, ...] = ()  # launch; +runtime; +operator; +sync (none without host calls)
+    host: _Host | None = field(default=None, compare=False)
+
+    def kernel_steps(self) -> pd.Series:
+        """Each kernel's step, by its launch's correlation id (missing where none says)."""
+        host = self.host
+        if host is None or "correlation" not in self.kernels:
+            return pd.Series(np.nan, index=self.kernels.index)
+        stepped = np.isfinite(host.step) & np.isfinite(host.correlation)
+        step_of = pd.Series(host.step[stepped], index=host.correlation[stepped])
+        return self.kernels["correlation"].map(step_of[~step_of.index.duplicated()])
+
+    def step_starts(self) -> np.ndarray:
+        """Where each step's first kernel ran, in step order."""
+        steps = self.kernel_steps()
+        known = steps.notna()
+        if not known.any():
+            return np.zeros(0)
+        return self.kernels["ts"][known].groupby(steps[known]).min().sort_index().to_numpy(dtype="float64")
 
     def state_at(self, at: np.ndarray) -> np.ndarray:
         """Per instant: -1 while a kernel runs, else the index of its state in IDLE_STATES."""
@@ -95,16 +114,24 @@ def gpu_timeline(dump: Dump) -> GpuTimeline | None:
     kernels = activity[is_kernel & on_gpu]
     starts = kernels["ts"].to_numpy(dtype="float64")
     ends = starts + kernels["dur_us"].to_numpy(dtype="float64")
-    timeline = GpuTimeline(gpu, float(starts.min()), float(ends.max()), kernels, _union(starts, ends))
     host = _host(dump)
-    if host is None:
-        return timeline
-    blocked = host.sync_record | host.sync_call
-    launch = host.intervals(host.launch)
-    runtime = _union_of(launch, host.issuing(host.runtime & ~blocked, blocked))
-    operator = _union_of(runtime, host.issuing(host.operator, blocked))
-    layers = (launch, runtime, operator, _union_of(operator, host.intervals(blocked)))
-    return GpuTimeline(timeline.gpu, timeline.begin, timeline.end, kernels, timeline.busy, layers)
+    layers: tuple[Intervals, ...] = ()
+    if host is not None:
+        blocked = host.sync_record | host.sync_call
+        launch = host.intervals(host.launch)
+        runtime = _union_of(launch, host.issuing(host.runtime & ~blocked, blocked))
+        operator = _union_of(runtime, host.issuing(host.operator, blocked))
+        layers = (launch, runtime, operator, _union_of(operator, host.intervals(blocked)))
+    return GpuTimeline(
+        gpu,
+        float(starts.min()),
+        float(ends.max()),
+        activity[on_gpu],
+        kernels,
+        _union(starts, ends),
+        layers,
+        host,
+    )
 
 
 def _host(dump: Dump) -> _Host | None:
@@ -142,7 +169,6 @@ def add_trace_facts(facts: Facts, dump: Dump) -> None:
         if activity is not None and len(activity) and "kind" in activity:
             facts.add("trace.kernels", 0, f"{dump.source('gpu_activity')}: no kernel")
         return
-    assert activity is not None  # a timeline comes from it
     gpu, kernels, busy, begin, end = (
         timeline.gpu,
         timeline.kernels,
@@ -150,7 +176,6 @@ def add_trace_facts(facts: Facts, dump: Dump) -> None:
         timeline.begin,
         timeline.end,
     )
-    on_gpu = np.ones(len(activity), dtype=bool) if gpu is None else activity["gpu"].to_numpy() == gpu
     where = f"{dump.source('gpu_activity')}" + ("" if gpu is None else f", GPU {gpu:.0f}")
     durations = kernels["dur_us"].to_numpy(dtype="float64")
     span = end - begin
@@ -166,10 +191,9 @@ def add_trace_facts(facts: Facts, dump: Dump) -> None:
         busy_us = float((busy[1] - busy[0]).sum())
         facts.add("trace.gpu_busy_share", busy_us / span, f"{where}: union of kernel intervals over the span")
     add_kernel_classes(facts, kernels["name"], durations, where)
-    host = _host(dump)
-    if host is not None:
-        _add_host_facts(facts, host, timeline, where, dump.source("host_calls"))
-    _add_copies(facts, activity[on_gpu], span, where)
+    if timeline.host is not None:
+        _add_host_facts(facts, timeline.host, timeline, where, dump.source("host_calls"))
+    _add_copies(facts, timeline.activity, span, where)
 
 
 class _Host:
@@ -242,7 +266,7 @@ def _add_host_facts(facts: Facts, host: _Host, timeline: GpuTimeline, where: str
     # CUPTI's sync records repeat the runtime's synchronise calls: count the calls where there are any.
     syncs = host.sync_call if host.sync_call.any() else host.sync_record
     _add_idle_split(facts, timeline, cite)
-    _add_steps(facts, host, kernels, syncs, cite)
+    _add_steps(facts, host, timeline, syncs, cite)
     _add_sync_cost(facts, host, syncs, busy, begin, end, cite)
 
 
@@ -336,7 +360,7 @@ def _add_idle_split(facts: Facts, timeline: GpuTimeline, cite: str) -> None:
     )
 
 
-def _add_steps(facts: Facts, host: _Host, kernels: pd.DataFrame, syncs: np.ndarray, cite: str) -> None:
+def _add_steps(facts: Facts, host: _Host, timeline: GpuTimeline, syncs: np.ndarray, cite: str) -> None:
     marks = host.step_mark & np.isfinite(host.step)
     steps = int(np.unique(host.step[marks]).size)
     if not steps:
@@ -350,27 +374,22 @@ def _add_steps(facts: Facts, host: _Host, kernels: pd.DataFrame, syncs: np.ndarr
             float(np.std(durations) / np.mean(durations)),
             f"{cite}: ProfilerStep dur_us, standard deviation over mean",
         )
-    stepped = np.isfinite(host.step) & np.isfinite(host.correlation)
-    if "correlation" in kernels and stepped.any():
-        step_of = pd.Series(host.step[stepped], index=host.correlation[stepped])
-        step_of = step_of[~step_of.index.duplicated()]
-        per_step = kernels["correlation"].map(step_of).value_counts()
-        if len(per_step):
+    per_step = timeline.kernel_steps().value_counts()
+    if len(per_step):
+        facts.add(
+            "trace.kernels_per_step",
+            float(per_step.median()),
+            f"{cite}: kernels by their launch's ProfilerStep (median)",
+        )
+        # The GPU's time a step, from its first kernel to the next step's: the host's annotation
+        # ends when the host has issued the step, which can be long before the GPU has run it.
+        firsts = timeline.step_starts()
+        if firsts.size >= 2:
             facts.add(
-                "trace.kernels_per_step",
-                float(per_step.median()),
-                f"{cite}: kernels by their launch's ProfilerStep (median)",
+                "trace.gpu_step_ms",
+                float(np.median(np.diff(firsts))) / 1000,
+                f"{cite}: from each step's first kernel to the next step's (median)",
             )
-            # The GPU's time a step, from its first kernel to the next step's: the host's annotation
-            # ends when the host has issued the step, which can be long before the GPU has run it.
-            stepped_kernels = kernels.assign(step=kernels["correlation"].map(step_of)).dropna(subset=["step"])
-            firsts = stepped_kernels.groupby("step")["ts"].min().sort_index().to_numpy(dtype="float64")
-            if firsts.size >= 2:
-                facts.add(
-                    "trace.gpu_step_ms",
-                    float(np.median(np.diff(firsts))) / 1000,
-                    f"{cite}: from each step's first kernel to the next step's (median)",
-                )
     in_steps = int((syncs & np.isfinite(host.step)).sum())
     facts.add(
         "trace.sync_per_step",

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from diagnose.dump.model import Dump
 from diagnose.facts.gpu_trace import IDLE_STATES, gpu_timeline, short_kernel_name
@@ -67,20 +66,8 @@ def trace_strip(dump: Dump) -> TraceStrip | None:
         (short_kernel_name(str(name)), float(t / total)) for name, t in time.head(_TOP_KERNELS).items()
     )
     gpu = "the GPU" if timeline.gpu is None else f"GPU {timeline.gpu:.0f}"
-    steps = tuple(float(t - timeline.begin) / 1000 for t in _step_starts(dump, kernels))
+    steps = tuple(float(t - timeline.begin) / 1000 for t in timeline.step_starts())
     return TraceStrip(gpu, span / 1000, np.linspace(0, span / 1000, SLICES + 1), shares, top, steps)
-
-
-def _step_starts(dump: Dump, kernels: pd.DataFrame) -> np.ndarray:
-    """Each step's first kernel, the step told by its launch's ProfilerStep (or model_run)."""
-    calls = dump.traces.get("host_calls")
-    if calls is None or not {"step", "correlation"} <= set(calls.columns) or "correlation" not in kernels:
-        return np.zeros(0)
-    stepped = calls.dropna(subset=["step", "correlation"])
-    step_of = pd.Series(stepped["step"].to_numpy(), index=stepped["correlation"].to_numpy())
-    step_of = step_of[~step_of.index.duplicated()]
-    steps = kernels["correlation"].map(step_of)
-    return kernels.assign(step=steps).dropna(subset=["step"]).groupby("step")["ts"].min().to_numpy()
 
 
 def draw_trace(data: TraceStrip):
