@@ -10,7 +10,11 @@ manifest's ``recorder_cpu_s``, from ``time.process_time``). Where
 ``nvidia-smi`` exists, the cost of calling ``nvidia-smi --query-gpu`` once a
 second for the same time is measured the same way, for comparison. With
 ``--ring`` the recorder runs as the flight recorder (``--ring 30m`` and a P99
-trigger), whose ring and trigger checks must fit the same budget.
+trigger), whose ring and trigger checks must fit the same budget. With
+``--threads N`` (default 200) a process of N threads, waking ten times a
+second as a server's pools do, is watched (``--pid``): each of its threads is
+read every second (the busiest thread, its context switches, whether it is
+runnable), the recorder's dearest reading.
 """
 
 from __future__ import annotations
@@ -29,6 +33,17 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.quick import add_quick  # noqa: E402
 
+# A server's worth of threads, each waking ten times a second for a moment, until told to stop.
+_SERVER = """
+import sys, threading, time
+def wake():
+    while True:
+        time.sleep(0.1)
+for _ in range(int(sys.argv[1])):
+    threading.Thread(target=wake, daemon=True).start()
+time.sleep(float(sys.argv[2]))
+"""
+
 
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -42,12 +57,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--processes", type=int, default=300)
     parser.add_argument("--ring", action="store_true", help="measure the flight recorder instead")
+    parser.add_argument("--threads", type=int, default=200, help="threads of the watched server process")
     add_quick(parser)
     args = parser.parse_args()
     if args.quick:
-        args.seconds, args.processes = 3, 10
+        args.seconds, args.processes, args.threads = 3, 10, 8
     ring = ["--ring", "30m", "--trigger", "p99_ms > 500 for 10s"] if args.ring else []
     idle = [subprocess.Popen(["sleep", str(args.seconds + 60)]) for _ in range(args.processes)]
+    server = subprocess.Popen([sys.executable, "-c", _SERVER, str(args.threads), str(args.seconds + 60)])
+    idle.append(server)
     try:
         with tempfile.TemporaryDirectory() as scratch:
             folder = Path(scratch) / "dump"
@@ -62,6 +80,8 @@ def main() -> None:
                     str(folder),
                     "--duration",
                     f"{args.seconds}s",
+                    "--pid",
+                    str(server.pid),
                     *ring,
                 ],
                 check=True,
@@ -76,7 +96,10 @@ def main() -> None:
             process.wait()
     samples, loop = manifest["samples"], manifest["recorder_cpu_s"]
     mode = "flight recorder (--ring 30m, one trigger)" if args.ring else "one dump"
-    print(f"host: {args.processes} extra idle processes; {mode}: {samples} samples in {args.seconds} s")
+    print(
+        f"host: {args.processes} extra idle processes, a watched one of {args.threads} threads; "
+        f"{mode}: {samples} samples in {args.seconds} s"
+    )
     print(
         f"diagnose record, whole process: {whole:.2f} CPU s = {whole / args.seconds * 100:.2f} % of a core "
         f"(start-up and imports included)"

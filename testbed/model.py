@@ -10,6 +10,9 @@ answer tokens.
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import gc
 from pathlib import Path
 
 import numpy as np
@@ -108,12 +111,16 @@ def build_graph(seed: int = 0, decomposed: bool = False) -> onnx.ModelProto:
 
 
 class Model:
-    """An onnxruntime session over the graph, on one thread: its cost is one core's, measurable.
+    """An onnxruntime session over the graph, by default on one thread: its cost is one core's, measurable.
 
     ``optimizations``: onnxruntime's graph optimisations, "all" (its default) or "off"
     (``ORT_DISABLE_ALL``: every node runs as written). ``profile_to``: where to write an onnxruntime
     profile of a few forwards of the same graph with the same options, made at start-up on a twin
     session (onnxruntime profiles a session from its creation, and the serving one stays unprofiled).
+    ``intra_op_threads``: the size of the session's own thread pool (onnxruntime's default spins its
+    threads between parallel sections). ``cleanup``: "per-request" tidies memory after every forward
+    as the pseudo-optimisation does (the arena shrunk at the end of the run, a full garbage collection,
+    the C heap trimmed back to the OS), "on-demand" only when :meth:`release_memory` asks, "off" never.
     """
 
     def __init__(
@@ -123,14 +130,23 @@ class Model:
         decomposed: bool = False,
         optimizations: str = "all",
         profile_to: Path | None = None,
+        intra_op_threads: int = 1,
+        cleanup: str = "off",
     ) -> None:
         graph = build_graph(seed, decomposed).SerializeToString()
         providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if device == "cuda" else None
-        self._session = ort.InferenceSession(
-            graph, _options(optimizations), providers=providers or ["CPUExecutionProvider"]
+        options = _options(optimizations, intra_op_threads)
+        if cleanup != "off":
+            _shrinkable_arena()
+            options.add_session_config_entry("session.use_env_allocators", "1")
+        self._session = ort.InferenceSession(graph, options, providers=providers or ["CPUExecutionProvider"])
+        self._cleanup, self._release_next = cleanup, False
+        self._shrink = ort.RunOptions()
+        self._shrink.add_run_config_entry(
+            "memory.enable_memory_arena_shrinkage", "gpu:0" if device == "cuda" else "cpu:0"
         )
         if profile_to is not None:
-            _write_profile(graph, _options(optimizations), providers, profile_to)
+            _write_profile(graph, _options(optimizations, intra_op_threads), providers, profile_to)
 
     def forward(self, batch: list[list[int]]) -> np.ndarray:
         """Logits [len(batch), VOCAB] of each sequence's last position; shorter ones are left-padded."""
@@ -139,12 +155,37 @@ class Model:
         for row, ids in enumerate(batch):
             if ids:
                 padded[row, width - len(ids) :] = ids
-        return self._session.run(["logits"], {"ids": padded})[0][:, 0, :]
+        tidy = self._cleanup == "per-request" or self._release_next
+        self._release_next = False
+        logits = self._session.run(["logits"], {"ids": padded}, self._shrink if tidy else None)[0][:, 0, :]
+        if tidy:
+            gc.collect()
+            _malloc_trim()
+        return logits
+
+    def release_memory(self) -> None:
+        """Hand the arena's and the heap's free memory back after the next forward (once)."""
+        self._release_next = True
 
 
-def _options(optimizations: str) -> ort.SessionOptions:
+@functools.cache
+def _shrinkable_arena() -> None:
+    """One CPU arena for the process's sessions that grows by what each allocation asks
+    (``kSameAsRequested``), the only kind onnxruntime can shrink at the end of a run."""
+    memory = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+    ort.create_and_register_allocator(memory, ort.OrtArenaCfg(0, 1, -1, -1))
+
+
+def _malloc_trim() -> None:
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+def _options(optimizations: str, intra_op_threads: int = 1) -> ort.SessionOptions:
     options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
+    options.intra_op_num_threads = intra_op_threads
     options.inter_op_num_threads = 1
     if optimizations == "off":
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL

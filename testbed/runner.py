@@ -272,6 +272,9 @@ class _Injector:
         elif scenario.hang_at is not None:
             await asyncio.sleep(scenario.hang_at * self._duration)
             await self._hang()
+        elif scenario.release_memory_at is not None:
+            await asyncio.sleep(scenario.release_memory_at * self._duration)
+            await asyncio.to_thread(_post, f"http://127.0.0.1:{self._port}/admin/release_memory", b"")
         elif scenario.job_period_s is not None:
             await self._jobs()
         elif "swap" in scenario.tags:

@@ -28,6 +28,7 @@ class Scenario:
     profile_at: float | None = None  # fraction of the run where the service's profiler is switched on
     hang_at: float | None = None  # fraction of the run where the model's step hangs
     hang_seconds: float = 90.0
+    release_memory_at: float | None = None  # fraction of the run where the service frees its cache once
     # The co-located job's period, drawn once from this range, as a crontab line fixes it; each start
     # then jitters by up to a tenth of it, as a loaded host delays a cron tick.
     job_period_s: tuple[float, float] | None = None
@@ -190,6 +191,39 @@ SCENARIOS: dict[str, Scenario] = {
             rate_rps=8,
             service_args=("--decomposed-graph", "--graph-optimizations", "all"),
             graph_profile=True,
+        ),
+        Scenario(
+            "over-parallelism",
+            "over-parallelism",
+            "four model workers, each a session whose thread pool has two threads per core: eight threads "
+            "a core wanting to run, onnxruntime's pools spinning while they wait for each other",
+            rate_rps=10,
+            service_args=("--model-workers", "4", "--intra-op-threads", "2x"),
+        ),
+        Scenario(
+            "threads-match-cores",
+            None,
+            "over-parallelism's near miss: one model worker whose pool has a thread per core, busy but not "
+            "oversubscribed",
+            rate_rps=10,
+            service_args=("--model-workers", "1", "--intra-op-threads", "1x"),
+        ),
+        Scenario(
+            "memory-cleanup-per-request",
+            "memory-cleanup-per-request",
+            "memory tidied after every forward, as the pseudo-optimisation does: onnxruntime's arena shrunk "
+            "at the end of each run, a full garbage collection, the C heap trimmed back to the OS",
+            rate_rps=8,
+            service_args=("--memory-cleanup", "per-request"),
+        ),
+        Scenario(
+            "memory-released-once",
+            None,
+            "memory-cleanup-per-request's near miss: the same service frees its cached memory once, "
+            "half-way (POST /admin/release_memory), as after a load spike",
+            rate_rps=8,
+            service_args=("--memory-cleanup", "on-demand"),
+            release_memory_at=0.5,
         ),
         Scenario(
             "memory-swapping",

@@ -9,10 +9,11 @@ ranked highest at the last position. ``GET /metrics`` is Prometheus text
 (``prometheus_client``), ``GET /health`` says whether it is up, and ``POST
 /start_profile`` turns a deterministic profiler (``cProfile``) on in every
 thread, as serving engines' endpoints of that name do, and says so in the
-service's log. A watchdog thread says in that log when a model step has not
-returned for 60 s, as serving engines' watchdogs do; ``POST /fault/hang``
-injects such a stall (a thread holding the model's lock while it waits on a
-peer that never answers).
+service's log; ``POST /admin/release_memory`` hands the model's free memory
+back once, as a service's memory-tidying endpoint does. A watchdog thread
+says in that log when a model step has not returned for 60 s, as serving
+engines' watchdogs do; ``POST /fault/hang`` injects such a stall (a thread
+holding the model's lock while it waits on a peer that never answers).
 
 Each request is one JSON line in the dump format's ``requests`` columns. The
 client's send time (header ``x-sent-at``, epoch seconds; client and service
@@ -30,6 +31,7 @@ import asyncio
 import cProfile
 import json
 import os
+import queue
 import socket
 import threading
 import time
@@ -77,6 +79,9 @@ class Settings:
     decomposed_graph: bool = False
     graph_optimizations: str = "all"
     ort_profile: Path | None = None
+    model_workers: int = 1  # forwards run at once, each on a session of its own
+    intra_op_threads: int = 1  # each session's thread pool
+    memory_cleanup: str = "off"  # off | per-request (the pseudo-optimisation) | on-demand
 
 
 @dataclass
@@ -90,17 +95,20 @@ class _Pending:
 class Service:
     settings: Settings
     codec: TextCodec | None = None
-    model: Model | None = None
+    models: list[Model] = field(default_factory=list)
+    _idle_models: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
     _init_lock: threading.Lock = field(default_factory=threading.Lock)
     _queue: asyncio.Queue | None = None
     _log_lock: threading.Lock = field(default_factory=threading.Lock)
-    _step_lock: threading.Lock = field(default_factory=threading.Lock)  # held by the model's step
     _step_began: float | None = None  # monotonic start of the model step now running
 
     def __post_init__(self) -> None:
         start = self._start_profiler if self.settings.profile else None
+        workers = self.settings.model_workers
+        # Held by each model step: one at a time, or a slot each with several workers.
+        self._step_lock = threading.Lock() if workers == 1 else threading.BoundedSemaphore(workers)
         self.tokenizer_pool = ThreadPoolExecutor(1, "tokenizer", initializer=start)
-        self.model_pool = ThreadPoolExecutor(1, "model", initializer=start)
+        self.model_pool = ThreadPoolExecutor(workers, "model", initializer=start)
         self._log = self.settings.log.open("a", encoding="utf-8", buffering=1)
         if self.settings.profile:
             self._start_profiler()  # the event loop's thread too
@@ -124,29 +132,45 @@ class Service:
             await loop.run_in_executor(pool, self._start_profiler)
         _say("cProfile profiler started on every thread")
 
-    def ready(self) -> tuple[TextCodec, Model]:
-        """The tokenizer and model, made by the first caller (lazily, like many services)."""
+    def ready(self) -> TextCodec:
+        """The tokenizer, and a model per worker, made by the first caller (lazily, like many services)."""
         with self._init_lock:
-            if self.codec is None or self.model is None:
+            if self.codec is None or not self.models:
                 self.codec = TextCodec(train())
-                self.model = Model(
-                    device=self.settings.device,
-                    decomposed=self.settings.decomposed_graph,
-                    optimizations=self.settings.graph_optimizations,
-                    profile_to=self.settings.ort_profile,
-                )
-            return self.codec, self.model
+                for worker in range(self.settings.model_workers):
+                    self.models.append(
+                        Model(
+                            device=self.settings.device,
+                            decomposed=self.settings.decomposed_graph,
+                            optimizations=self.settings.graph_optimizations,
+                            profile_to=self.settings.ort_profile if worker == 0 else None,
+                            intra_op_threads=self.settings.intra_op_threads,
+                            cleanup=self.settings.memory_cleanup,
+                        )
+                    )
+                    self._idle_models.put(self.models[-1])
+            return self.codec
+
+    def release_memory(self) -> None:
+        """Each model hands its free memory back after its next forward."""
+        for model in self.models:
+            model.release_memory()
+        _say("released the model's cached memory")
 
     def tokenize(self, prompt: str) -> tuple[list[int], float, float]:
         started = time.perf_counter()
-        codec, _ = self.ready()
+        codec = self.ready()
         ids = codec.encode(prompt, slow=self.settings.slow_tokenizer)
         return ids, started, time.perf_counter()
 
     def forward(self, batch: list[list[int]]) -> tuple[np.ndarray, float, float]:
         started = time.perf_counter()
-        _, model = self.ready()
-        logits = model.forward([ids[-MAX_LEN:] for ids in batch])
+        self.ready()
+        model = self._idle_models.get()
+        try:
+            logits = model.forward([ids[-MAX_LEN:] for ids in batch])
+        finally:
+            self._idle_models.put(model)
         return logits, started, time.perf_counter()
 
     async def run_model(self, ids: list[int]) -> tuple[np.ndarray, dict[str, float], int]:
@@ -310,6 +334,10 @@ def make_app(service: Service) -> Starlette:
         service.hang(seconds)
         return JSONResponse({"hanging_s": seconds})
 
+    async def release_memory(_: Request) -> Response:
+        service.release_memory()
+        return JSONResponse({"released": True})
+
     async def start_profile(_: Request) -> Response:
         await service.start_profiling()
         return JSONResponse({"profiling": True})
@@ -325,6 +353,7 @@ def make_app(service: Service) -> Starlette:
             Route("/generate", generate, methods=["POST"]),
             Route("/start_profile", start_profile, methods=["POST"]),
             Route("/fault/hang", fault_hang, methods=["POST"]),
+            Route("/admin/release_memory", release_memory, methods=["POST"]),
             Route("/metrics", metrics),
             Route("/health", health),
         ]
@@ -334,6 +363,14 @@ def make_app(service: Service) -> Starlette:
 def _say(message: str) -> None:
     """One line of the service's log, stamped as the recorder's log follower reads it."""
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}", flush=True)
+
+
+def _threads(text: str) -> int:
+    """A thread count, or ``Nx``: N per core this process may use (at least one)."""
+    if text.endswith("x"):
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return max(1, round(float(text[:-1]) * cores))
+    return max(1, int(text))
 
 
 def _ms(seconds: float) -> float:
@@ -375,6 +412,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--ort-profile", type=Path, help="write an onnxruntime profile of the model here at start-up"
     )
+    parser.add_argument(
+        "--model-workers", type=int, default=1, help="forwards run at once, each on a session of its own"
+    )
+    parser.add_argument(
+        "--intra-op-threads",
+        type=_threads,
+        default=1,
+        help="each session's thread pool: a number, or Nx for N per core this process may use "
+        "(fault: pools multiplied by workers past the cores)",
+    )
+    parser.add_argument(
+        "--memory-cleanup",
+        choices=("off", "per-request", "on-demand"),
+        default="off",
+        help="per-request: fault, memory tidied after every forward; on-demand: only when "
+        "POST /admin/release_memory asks",
+    )
     args = parser.parse_args(argv)
     settings = Settings(
         args.log,
@@ -387,6 +441,9 @@ def main(argv: list[str] | None = None) -> None:
         args.decomposed_graph,
         args.graph_optimizations,
         args.ort_profile,
+        args.model_workers,
+        args.intra_op_threads,
+        args.memory_cleanup,
     )
     app = make_app(Service(settings))
     config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)

@@ -52,3 +52,28 @@ def test_the_environment_names_python_the_driver_the_server_and_what_the_user_ga
 def test_a_server_that_is_gone_is_left_out():
     found = describe_environment([2**22 + 12345])
     assert not any(key.startswith("server_cmdline") for key in found)
+
+
+def test_a_server_thread_pool_settings_are_kept_and_nothing_else_of_its_environment():
+    """A child with a pool size and a secret in its environment: the size is kept, the secret is not."""
+    import subprocess
+    import sys
+    import time
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)"],
+        env={
+            **os.environ,
+            "OMP_NUM_THREADS": "8",
+            "HF_TOKEN": "hf_secret",
+            "PATH": os.environ.get("PATH", ""),
+        },
+    )
+    try:
+        time.sleep(0.2)
+        found = describe_environment([child.pid])
+    finally:
+        child.kill()
+        child.wait()
+    assert found["OMP_NUM_THREADS"] == "8"
+    assert "hf_secret" not in repr(found) and "HF_TOKEN" not in found

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 import types
+from pathlib import Path
 
 import psutil
 import pytest
@@ -36,12 +37,16 @@ class _FakeClock:
 
 
 class _FakeProcess:
-    """psutil.Process at its boundary: CPU and thread times that the test advances by hand."""
+    """psutil.Process and /proc at their boundary: CPU, thread counters and page faults that the test
+    advances by hand."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.user = 0.0
         self.thread_times = {pid: 0.0, pid + 1: 0.0}
+        self.thread_waits = {pid: 0.0, pid + 1: 0.0}
+        self.switches = {pid: (0, 0), pid + 1: (0, 0)}  # (voluntary, involuntary)
+        self.faults = 0
 
     def oneshot(self):
         return contextlib.nullcontext()
@@ -66,16 +71,35 @@ class _FakeProcess:
             types.SimpleNamespace(id=t, user_time=v, system_time=0.0) for t, v in self.thread_times.items()
         ]
 
+    def counters(self) -> dict:
+        from diagnose.collectors.host import ThreadCounters
+
+        return {
+            tid: ThreadCounters(cpu, self.thread_waits.get(tid, 0.0), *self.switches.get(tid, (0, 0)))
+            for tid, cpu in self.thread_times.items()
+        }
+
+
+def _fake_host(monkeypatch, clock: _FakeClock, processes: dict[int, _FakeProcess], cores: float = 2.0):
+    """The host collector's view of the machine, every reading of it faked: the host's real process table
+    is never read, whatever pids the test uses."""
+    import diagnose.collectors.host as host_module
+
+    monkeypatch.setattr(host_module, "time", clock)
+    monkeypatch.setattr(host_module.psutil, "Process", lambda pid: processes[pid])
+    monkeypatch.setattr(
+        host_module, "cpu_seconds_by_pid", lambda: {p.pid: p.user for p in processes.values()}
+    )
+    monkeypatch.setattr(host_module, "thread_counters", lambda process, previous=None: process.counters())
+    monkeypatch.setattr(host_module, "minor_faults", lambda pid: processes[pid].faults)
+    monkeypatch.setattr(host_module, "cores_allowed", lambda pid: cores)
+
 
 def test_busiest_thread_is_the_largest_thread_cpu_delta_over_the_true_interval(monkeypatch):
     """Deterministic whatever the machine's load: psutil's process table, its process and the clock are
     faked, so a process born on the host between the two samples is never read."""
-    import diagnose.collectors.host as host_module
-
     clock, fake = _FakeClock(), _FakeProcess(4242)
-    monkeypatch.setattr(host_module, "time", clock)
-    monkeypatch.setattr(host_module.psutil, "Process", lambda pid: fake)
-    monkeypatch.setattr(host_module, "cpu_seconds_by_pid", lambda: {fake.pid: fake.user})
+    _fake_host(monkeypatch, clock, {fake.pid: fake})
     host = HostCollector(watch_pids=(fake.pid,), top=0, thread_top=0)
     host.sample(time.time(), clock.now)
     clock.now += 2.0
@@ -88,6 +112,102 @@ def test_busiest_thread_is_the_largest_thread_cpu_delta_over_the_true_interval(m
     assert row["name"] == "python" and row["cmdline"] == "python server.py" and row["num_threads"] == 2
     assert 0 <= sample.system["cpu_pct"] <= 100 and sample.system["mem_total_bytes"] > 0
     assert sample.system["swap_in_per_s"] is not None
+
+
+def test_a_process_threads_waits_switches_and_faults_are_rates_over_the_true_interval(monkeypatch):
+    """Over-parallelism's evidence, per process: the threads' summed run-queue wait (100 = one thread
+    waiting throughout) and context switches, a thread born in between counted from zero, one that
+    ended not at all; and the process's minor page faults a second."""
+    clock, fake = _FakeClock(), _FakeProcess(4242)
+    _fake_host(monkeypatch, clock, {fake.pid: fake}, cores=1.5)
+    host = HostCollector(watch_pids=(fake.pid,), top=0, thread_top=0)
+    first = host.sample(time.time(), clock.now)
+    assert first.processes[0]["run_queue_wait_pct"] is None  # no interval yet: no rate
+    clock.now += 2.0
+    fake.user += 1.0
+    fake.faults += 3000
+    fake.thread_times = {fake.pid: 0.5, fake.pid + 2: 0.5}  # thread pid+1 ended, pid+2 was born
+    fake.thread_waits = {fake.pid: 1.0, fake.pid + 2: 2.0}
+    fake.switches = {fake.pid: (40, 10), fake.pid + 2: (60, 30)}
+    row = host.sample(time.time(), clock.now).processes[0]
+    assert row["run_queue_wait_pct"] == pytest.approx(150.0)  # 3 s of waiting in 2 s
+    assert row["ctx_switches_voluntary_per_s"] == pytest.approx(50.0)
+    assert row["ctx_switches_involuntary_per_s"] == pytest.approx(20.0)
+    assert row["minor_faults_per_s"] == pytest.approx(1500.0)
+    assert row["cores_allowed"] == 1.5
+    assert row["max_thread_cpu_pct"] == pytest.approx(25.0)  # only the thread seen twice has a rate
+
+
+def test_this_process_threads_are_read_from_proc():
+    """The real /proc path, for this process: a thread's counters only grow, and the page faults are
+    read; relative figures only, which hold on a loaded machine."""
+    from diagnose.collectors.host import minor_faults, procs_running, thread_counters
+
+    if not os.path.isdir(f"/proc/{os.getpid()}/task"):
+        pytest.skip("no /proc on this system")
+    before = thread_counters(psutil.Process())
+    sum(range(200_000))
+    time.sleep(0.01)  # one voluntary switch at least
+    after = thread_counters(psutil.Process())
+    mine = threading.get_native_id()
+    assert after[mine].cpu_s >= before[mine].cpu_s and after[mine].voluntary > before[mine].voluntary
+    assert after[mine].involuntary is not None and after[mine].wait_s is not None
+    assert minor_faults(os.getpid()) > 0 and procs_running() >= 1
+
+
+def test_an_idle_thread_status_is_not_read_again(monkeypatch):
+    """A pool's idle thread, not given a CPU since the last reading, keeps its switch counts without a
+    second read of its status: what keeps a server of hundreds of idle threads cheap to sample."""
+    import diagnose.collectors.host as host_module
+
+    if not os.path.isdir(f"/proc/{os.getpid()}/task"):
+        pytest.skip("no /proc on this system")
+    started, stop = threading.Event(), threading.Event()
+
+    def idle() -> None:
+        started.set()
+        stop.wait()
+
+    thread = threading.Thread(target=idle, daemon=True)
+    thread.start()
+    started.wait()
+    time.sleep(0.05)  # asleep in stop.wait() from here on
+    try:
+        first = host_module.thread_counters(psutil.Process())
+        read, real = [], host_module._read
+        monkeypatch.setattr(host_module, "_read", lambda path: read.append(path) or real(path))
+        second = host_module.thread_counters(psutil.Process(), first)
+    finally:
+        stop.set()
+    tid = thread.native_id
+    assert not any(path.endswith(f"/{tid}/status") for path in read)
+    assert any(path.endswith(f"/{tid}/schedstat") for path in read)
+    assert (second[tid].voluntary, second[tid].involuntary) == (first[tid].voluntary, first[tid].involuntary)
+
+
+def test_cores_allowed_is_the_affinity_capped_by_the_cgroup_quota(tmp_path, monkeypatch):
+    """A container limited to 1.5 CPUs on a host whose affinity allows more: the quota decides; without
+    a quota, the affinity; a v1 hierarchy is read as well as v2's."""
+    from diagnose.collectors import cpu_limits
+
+    pid = os.getpid()
+    affinity = len(psutil.Process().cpu_affinity()) if hasattr(psutil.Process, "cpu_affinity") else None
+    if affinity is None:
+        pytest.skip("no CPU affinity on this system")
+    cgroup = tmp_path / "proc-cgroup"
+    monkeypatch.setattr(cpu_limits, "Path", lambda p: cgroup if p == f"/proc/{pid}/cgroup" else Path(p))
+    cgroup.write_text("0::/kubepods/pod1\n")
+    (tmp_path / "root" / "kubepods" / "pod1").mkdir(parents=True)
+    (tmp_path / "root" / "kubepods" / "pod1" / "cpu.max").write_text("150000 100000\n")
+    assert cpu_limits.cores_allowed(pid, tmp_path / "root") == min(1.5, affinity)
+    (tmp_path / "root" / "kubepods" / "pod1" / "cpu.max").write_text("max 100000\n")
+    assert cpu_limits.cores_allowed(pid, tmp_path / "root") == affinity
+    cgroup.write_text("4:cpu,cpuacct:/docker/abc\n")
+    v1 = tmp_path / "root" / "cpu,cpuacct" / "docker" / "abc"
+    v1.mkdir(parents=True)
+    (v1 / "cpu.cfs_quota_us").write_text("50000\n")
+    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+    assert cpu_limits.cores_allowed(pid, tmp_path / "root") == 0.5
 
 
 def _burn(stop: threading.Event) -> None:
@@ -289,6 +409,8 @@ def test_allocator_rows_read_memory_stats_without_importing_torch(monkeypatch):
         "inactive_split_bytes.all.current": 4,
         "num_alloc_retries": 2,
         "num_ooms": 1,
+        "num_device_alloc": 140,
+        "num_device_free": 120,
     }
     cuda = types.SimpleNamespace(
         device_count=lambda: 1,
@@ -312,6 +434,8 @@ def test_allocator_rows_read_memory_stats_without_importing_torch(monkeypatch):
         "inactive_split_bytes": 4,
         "num_alloc_retries": 2,
         "num_ooms": 1,
+        "num_device_alloc": 140,
+        "num_device_free": 120,
         "largest_free_block_bytes": 8,
     }
     json.dumps(row)
@@ -356,16 +480,10 @@ def test_profiler_lines_become_profiler_events(line, kind):
 def test_an_idle_process_that_becomes_busy_is_recorded_that_sample_at_its_true_rate(monkeypatch):
     """A long-lived process that wakes up is read at the sample it does (every process's CPU is read each
     sample), and its first rate is its CPU over that sample's interval, never more than it could use."""
-    import diagnose.collectors.host as host_module
-
     clock, server, worker = _FakeClock(), _FakeProcess(4242), _FakeProcess(5000)
     worker.user = 100.0  # hours of life, idle now
     processes = {server.pid: server, worker.pid: worker}
-    monkeypatch.setattr(host_module, "time", clock)
-    monkeypatch.setattr(host_module.psutil, "Process", lambda pid: processes[pid])
-    monkeypatch.setattr(
-        host_module, "cpu_seconds_by_pid", lambda: {p.pid: p.user for p in processes.values()}
-    )
+    _fake_host(monkeypatch, clock, processes)
     host = HostCollector(watch_pids=(server.pid,), top=0, thread_top=0, rescan_every=10)
     host.sample(time.time(), clock.now)
     clock.now += 1.0

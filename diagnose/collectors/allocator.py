@@ -8,9 +8,11 @@ into the service, or import it where diagnose is installed. One line enables it:
 
 A daemon thread appends, every second, one JSON line per CUDA device with
 ``torch.cuda.memory_stats()`` figures under the dump's ``allocator`` column
-names. It never imports torch itself: until the service has imported torch
-and initialised CUDA, it writes nothing. Give the file to ``diagnose record
---allocator-log`` (or copy it into a dump as ``allocator.jsonl``).
+names, and the sizes of torch's own thread pools (``intra_op_threads``,
+``inter_op_threads``: what over-parallelism multiplies). It never imports
+torch itself: until the service has imported torch and initialised CUDA, it
+writes nothing. Give the file to ``diagnose record --allocator-log`` (or copy
+it into a dump as ``allocator.jsonl``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ _STATS = {
     "inactive_split_bytes": "inactive_split_bytes.all.current",
     "num_alloc_retries": "num_alloc_retries",
     "num_ooms": "num_ooms",
+    # cudaMalloc and cudaFree calls so far (PyTorch 2.1+): flat once a caching allocator has warmed up;
+    # climbing with the requests where its cache is emptied after each one
+    "num_device_alloc": "num_device_alloc",
+    "num_device_free": "num_device_free",
 }
 
 
@@ -40,6 +46,12 @@ def allocator_rows(torch, ts: float, pid: int, largest_block: bool = True) -> li
         row.update({column: stats.get(key) for column, key in _STATS.items()})
         if largest_block:
             row["largest_free_block_bytes"] = _largest_free_block(torch, device)
+        for column, reader in (
+            ("intra_op_threads", "get_num_threads"),
+            ("inter_op_threads", "get_num_interop_threads"),
+        ):
+            if hasattr(torch, reader):
+                row[column] = getattr(torch, reader)()
         rows.append(row)
     return rows
 

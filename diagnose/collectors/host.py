@@ -11,8 +11,19 @@ are chosen again every ``rescan_every`` samples from the same readings. Only
 the tracked processes are read in full (name, command line, memory, threads).
 The busiest-thread figure (one thread at a full core is the tell-tale of a
 single-threaded tokenizer or decoder) needs every thread's times, so it is
-read for the watched server pids and the ``thread_top`` busiest processes only.
-Where there is no ``/proc``, psutil reads the same figure, more slowly.
+read for the watched server pids and the ``thread_top`` busiest processes only,
+and with it what tells over-parallelism from honest work: the threads' context
+switches (``/proc/PID/status`` counts the main thread's alone) and the time
+they spent runnable but waiting for a core (``schedstat``). Each thread costs
+two small reads, about 7 us: less than psutil's ``threads()`` did for the CPU
+times alone. Where there is no ``/proc``, psutil reads the CPU times, more
+slowly, and the rest is not recorded.
+
+The host's run queue, context switches and system CPU come from ``/proc/stat``
+(psutil's ``cpu_times_percent`` and ``cpu_stats``); each tracked process's
+minor page faults (memory handed back and taken again shows as a steady
+stream of them) from its ``/proc/PID/stat``, and the cores it may use
+(cpu_limits.py) once, when it is first tracked.
 """
 
 from __future__ import annotations
@@ -20,9 +31,11 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import psutil
 
+from diagnose.collectors.cpu_limits import cores_allowed
 from diagnose.collectors.redact import redact_cmdline
 
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
@@ -64,6 +77,79 @@ def cpu_seconds_by_pid() -> dict[int, float]:
     return totals
 
 
+class ThreadCounters(NamedTuple):
+    """One thread's cumulative counters: CPU and run-queue wait in seconds, context switches (a tuple:
+    hundreds are made each second)."""
+
+    cpu_s: float
+    wait_s: float | None = None
+    voluntary: int | None = None
+    involuntary: int | None = None
+    timeslices: int | None = None  # times it was given a CPU: unchanged, it has not switched since
+
+
+def thread_counters(
+    process: psutil.Process, previous: dict[int, ThreadCounters] | None = None
+) -> dict[int, ThreadCounters]:
+    """Each thread's counters, from ``/proc`` where there is one (else psutil's CPU times alone).
+
+    A thread that has not been given a CPU since ``previous`` (a pool's idle thread) has not switched
+    either: its switches are taken from there, without reading its ``status``."""
+    task = f"/proc/{process.pid}/task"
+    try:
+        tids = os.listdir(task)
+    except OSError:
+        return {t.id: ThreadCounters(t.user_time + t.system_time) for t in process.threads()}
+    previous = previous or {}
+    counters = {}
+    for tid in tids:
+        try:
+            # schedstat: nanoseconds on a CPU, nanoseconds runnable and waiting, timeslices
+            on_cpu, waiting, slices = _read(f"{task}/{tid}/schedstat").split()[:3]
+            before = previous.get(int(tid))
+            if before is not None and before.timeslices == int(slices) and before.voluntary is not None:
+                voluntary, involuntary = before.voluntary, before.involuntary
+            else:
+                status = _read(f"{task}/{tid}/status")
+                voluntary = int(status[status.index(b"\nvoluntary_ctxt_switches:") + 25 :].split(None, 1)[0])
+                involuntary = int(
+                    status[status.index(b"nonvoluntary_ctxt_switches:") + 27 :].split(None, 1)[0]
+                )
+        except (OSError, ValueError, IndexError):
+            continue  # the thread ended between the listing and the reads
+        counters[int(tid)] = ThreadCounters(
+            int(on_cpu) / 1e9, int(waiting) / 1e9, voluntary, involuntary, int(slices)
+        )
+    return counters
+
+
+def minor_faults(pid: int) -> int | None:
+    """The process's minor page faults so far (all its threads), from ``/proc/PID/stat``; None elsewhere."""
+    try:
+        stat = _read(f"/proc/{pid}/stat")
+        return int(stat[stat.rindex(b")") + 2 :].split(None, 8)[7])  # state ppid ... flags minflt
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def procs_running() -> int | None:
+    """The host's run queue now: threads running or runnable (``/proc/stat``), None where not Linux."""
+    try:
+        stat = _read("/proc/stat")
+        return int(stat[stat.index(b"procs_running") + 13 :].split(None, 1)[0])
+    except (OSError, ValueError):
+        return None
+
+
+def _read(path: str) -> bytes:
+    # os.open and one os.read: Python's buffered file costs twice as much for a few hundred bytes
+    handle = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(handle, 4096)
+    finally:
+        os.close(handle)
+
+
 @dataclass
 class HostSample:
     system: dict
@@ -80,7 +166,9 @@ class _Tracked:
     cmdline: str
     cpu_seconds: float
     read_at: float
-    threads: dict[int, float] = field(default_factory=dict)
+    cores_allowed: float | None = None
+    minor_faults: int | None = None
+    threads: dict[int, ThreadCounters] = field(default_factory=dict)
     threads_at: float | None = None
 
 
@@ -95,11 +183,12 @@ class HostCollector:
         self._samples = 0
         self._last_time: float | None = None
         self._last_io = self._io_counters()
+        self._last_switches = psutil.cpu_stats().ctx_switches
         self._watched_identity: dict[int, tuple[str, str]] = {}
         self._lost: dict[int, tuple[str, str]] = {}  # watched servers that exited, awaiting a restart
         self._last_cpu = cpu_seconds_by_pid()  # every process's CPU at the last sample
         self._last_cpu_at = time.monotonic()
-        psutil.cpu_percent(interval=None)  # primes the counter: the first real reading is a delta
+        psutil.cpu_times_percent(interval=None)  # primes the counter: the first real reading is a delta
         for pid in self._watch:
             self._track(pid)
 
@@ -128,12 +217,12 @@ class HostCollector:
         threaded = set(self._watch) | {pid for _, pid in sorted(by_cpu, reverse=True)[: self._thread_top]}
         for row in rows:
             if row["pid"] in threaded:
-                busiest = self._busiest_thread(self._tracked[row["pid"]])
+                row.update(self._thread_rates(self._tracked[row["pid"]]))
+                busiest = row["max_thread_cpu_pct"]
                 # The process and its threads are read a moment apart, and the kernel counts CPU in
                 # clock ticks: a thread can read a tick above its process, never truly be above it.
                 if busiest is not None and row["cpu_pct"] is not None:
-                    busiest = min(busiest, row["cpu_pct"])
-                row["max_thread_cpu_pct"] = busiest
+                    row["max_thread_cpu_pct"] = min(busiest, row["cpu_pct"])
         return HostSample(system, rows, events)
 
     def _system_row(self, ts: float, elapsed: float | None) -> dict:
@@ -147,11 +236,20 @@ class HostCollector:
                 if now is not None and before is not None:
                     rates[key] = max(0.0, (now - before) / elapsed)
         self._last_io = io
+        switches = psutil.cpu_stats().ctx_switches
+        switch_rate = max(0.0, (switches - self._last_switches) / elapsed) if elapsed else None
+        self._last_switches = switches
+        # One reading of the CPU times for both figures; busy is what psutil.cpu_percent counts:
+        # all but idle and I/O wait.
+        shares = psutil.cpu_times_percent(interval=None)
         return {
             "ts": ts,
-            "cpu_pct": psutil.cpu_percent(interval=None),
+            "cpu_pct": max(0.0, 100.0 - shares.idle - getattr(shares, "iowait", 0.0)),
+            "cpu_system_pct": shares.system,
             "cpu_count": psutil.cpu_count(),
             "load1": os.getloadavg()[0],
+            "procs_running": procs_running(),
+            "ctx_switches_per_s": switch_rate,
             "mem_used_bytes": memory.total - memory.available,
             "mem_total_bytes": memory.total,
             "swap_used_bytes": swap.used,
@@ -260,7 +358,8 @@ class HostCollector:
                 if since is not None:
                     used, read_at = since
                 cmdline = redact_cmdline(" ".join(process.cmdline()))
-                tracked = _Tracked(process, process.name(), cmdline, used, read_at)
+                tracked = _Tracked(process, process.name(), cmdline, used, read_at, cores_allowed(pid))
+                tracked.minor_faults = minor_faults(pid)
         except _GONE:
             return
         self._tracked[pid] = tracked
@@ -279,7 +378,11 @@ class HostCollector:
         total = times.user + times.system
         elapsed = now - tracked.read_at
         cpu = max(0.0, (total - tracked.cpu_seconds) / elapsed * 100) if elapsed > 0 else None
-        tracked.cpu_seconds, tracked.read_at = total, now
+        faults = minor_faults(pid)
+        fault_rate = None
+        if faults is not None and tracked.minor_faults is not None and elapsed > 0:
+            fault_rate = max(0.0, (faults - tracked.minor_faults) / elapsed)
+        tracked.cpu_seconds, tracked.read_at, tracked.minor_faults = total, now, faults
         return {
             "ts": ts,
             "pid": pid,
@@ -288,23 +391,47 @@ class HostCollector:
             "cpu_pct": cpu,
             "rss_bytes": rss,
             "num_threads": threads,
+            "cores_allowed": tracked.cores_allowed,
+            "minor_faults_per_s": fault_rate,
             "max_thread_cpu_pct": None,
+            "run_queue_wait_pct": None,
+            "ctx_switches_voluntary_per_s": None,
+            "ctx_switches_involuntary_per_s": None,
         }
 
-    def _busiest_thread(self, tracked: _Tracked) -> float | None:
+    def _thread_rates(self, tracked: _Tracked) -> dict[str, float | None]:
+        """Since the last reading of the process's threads: its busiest thread's CPU (100 = a core),
+        the time its threads waited for a core (100 = one thread waiting throughout), and its
+        threads' context switches a second. A thread born in between counts from zero: a pool that
+        starts threads per request is part of the story."""
+        rates: dict[str, float | None] = {
+            "max_thread_cpu_pct": None,
+            "run_queue_wait_pct": None,
+            "ctx_switches_voluntary_per_s": None,
+            "ctx_switches_involuntary_per_s": None,
+        }
         try:
-            threads = tracked.process.threads()
+            now = thread_counters(tracked.process, tracked.threads)
         except _GONE:
-            return None
+            return rates
         read_at = time.monotonic()
-        now = {t.id: t.user_time + t.system_time for t in threads}
         previous, previous_at = tracked.threads, tracked.threads_at
         tracked.threads, tracked.threads_at = now, read_at
         if not previous or previous_at is None or read_at <= previous_at:
-            return None
+            return rates
         elapsed = read_at - previous_at
-        deltas = [now[tid] - previous[tid] for tid in now if tid in previous]
-        return max(0.0, max(deltas, default=0.0) / elapsed * 100)
+        known = [tid for tid in now if tid in previous]
+        deltas = [now[tid].cpu_s - previous[tid].cpu_s for tid in known]
+        rates["max_thread_cpu_pct"] = max(0.0, max(deltas, default=0.0) / elapsed * 100)
+        for column, counter, scale in (
+            ("run_queue_wait_pct", "wait_s", 100.0),
+            ("ctx_switches_voluntary_per_s", "voluntary", 1.0),
+            ("ctx_switches_involuntary_per_s", "involuntary", 1.0),
+        ):
+            values = [(getattr(c, counter), getattr(previous.get(tid), counter, 0)) for tid, c in now.items()]
+            if values and all(value is not None and before is not None for value, before in values):
+                rates[column] = max(0.0, sum(value - before for value, before in values)) / elapsed * scale
+        return rates
 
     def _gone(self, ts: float, pid: int, tracked: _Tracked) -> list[dict]:
         del self._tracked[pid]

@@ -107,7 +107,7 @@ def _archive_add(args: argparse.Namespace, path: Path) -> int:
                 file=sys.stderr,
             )
         if baseline is not None:
-            comparison = compare_evidence(baseline, evidence, requests)
+            comparison = compare_evidence(baseline, evidence, requests, args.change)
             decisive = decisive_figures(comparison.figures, comparison.traffic)
             measured: dict[str, float | None] = {
                 name: decisive[name].change

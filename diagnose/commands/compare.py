@@ -53,6 +53,12 @@ def add_parser(commands: Subcommands) -> None:
     command.add_argument(
         "--no-plots", action="store_true", help="no pictures (the latency ECDF and each stage's change)"
     )
+    command.add_argument(
+        "--change",
+        metavar="TEXT",
+        help="what was changed between the two, e.g. 'torch.cuda.empty_cache() after each request': "
+        "a change that leaves P99 worse is then named a pseudo-optimisation",
+    )
     command.add_argument("-o", "--output", type=Path, help="write the comparison to this file")
     command.add_argument(
         "--fail-on-regression",
@@ -103,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         before, after, after_requests = measure_both(
             args.dumps[0], args.dumps[1], args.rules, args.tz, second=second or False
         )
-    comparison = compare_evidence(before, after, after_requests)
+    comparison = compare_evidence(before, after, after_requests, args.change)
     trips, absent = gate(tolerances, comparison.figures, comparison.traffic) if tolerances else ([], [])
     pictures = None
     if output_format == "html" or (output_format == "markdown" and args.output is not None):

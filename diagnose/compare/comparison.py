@@ -10,10 +10,21 @@ from diagnose.compare.environment import differences
 from diagnose.compare.evidence import Evidence, measure_dump
 from diagnose.compare.figures import figure_changes
 from diagnose.compare.measure import Requests
-from diagnose.compare.model import Comparison, Difference, HypothesisMove, Side, Traffic
+from diagnose.compare.model import (
+    BETTER,
+    REGRESSED,
+    WORSE,
+    Comparison,
+    Difference,
+    FigureChange,
+    HypothesisMove,
+    PseudoOptimisation,
+    Side,
+    Traffic,
+)
 from diagnose.compare.parallel import Elsewhere
 from diagnose.compare.traffic import MIN_COVERAGE, compare_traffic
-from diagnose.compare.verdict import overall
+from diagnose.compare.verdict import decisive_figures, overall
 from diagnose.dump import load_dump
 from diagnose.errors import InputError
 from diagnose.judge import default_rules_dir, load_rules
@@ -21,6 +32,8 @@ from diagnose.judge import default_rules_dir, load_rules
 LIKELY = 0.5
 MOVED = 0.1  # a hypothesis whose score moved less than this stayed where it was
 _CONTENTION = "co-located-contention"
+# The findings that name a change which looks like tuning and costs latency: pseudo-optimisations.
+PSEUDO_OPTIMISATIONS = ("over-parallelism", "memory-cleanup-per-request", "oversized-batch")
 
 
 def compare_dumps(
@@ -78,8 +91,14 @@ def measure_path(
     return measure_dump(dump, rules, 2 + zlib.crc32(f"{dump.span()}|{rows}".encode()), helper)
 
 
-def compare_evidence(before: Evidence, after: Evidence, after_requests: Requests | None) -> Comparison:
-    """Compare a measured before side (a dump's, or an archived one) with an after side."""
+def compare_evidence(
+    before: Evidence, after: Evidence, after_requests: Requests | None, change: str | None = None
+) -> Comparison:
+    """Compare a measured before side (a dump's, or an archived one) with an after side.
+
+    ``change``: what was changed between them, in the person's words (``--change``): a change made as
+    an optimisation that leaves P99 worse under comparable traffic is called a pseudo-optimisation.
+    """
     warnings = [f"before: {w}" for w in before.warnings] + [f"after: {w}" for w in after.warnings]
     figures = figure_changes(before.measures, after.measures)
     if not figures:
@@ -101,6 +120,13 @@ def compare_evidence(before: Evidence, after: Evidence, after_requests: Requests
         + _diagnosed_background(before, after)
     )
     verdict, headline, reasons = overall(figures, traffic, found)
+    pseudo = None
+    if verdict == REGRESSED:
+        decisive = decisive_figures(figures, traffic)
+        latency = [decisive[name] for name in ("p50", "p99") if name in decisive]
+        pseudo = _pseudo_optimisation(change, latency, before, after)
+        if pseudo is not None:
+            headline = _pseudo_headline(pseudo, headline)
     return Comparison(
         _side(before),
         _side(after),
@@ -112,7 +138,36 @@ def compare_evidence(before: Evidence, after: Evidence, after_requests: Requests
         found,
         _moves(before, after),
         warnings,
+        pseudo,
     )
+
+
+def _pseudo_optimisation(
+    change: str | None, latency: list[FigureChange], before: Evidence, after: Evidence
+) -> PseudoOptimisation | None:
+    """A pseudo-optimisation where latency got worse (P50 or P99, the other no better), and either the
+    change was named (as one is, to be compared) or the after side shows a pseudo-optimisation's
+    finding that the before side did not."""
+    if not any(f.verdict == WORSE for f in latency) or any(f.verdict == BETTER for f in latency):
+        return None
+    b, a = _scores(before), _scores(after)
+    brought = [
+        (rule_id, a[rule_id])
+        for rule_id in PSEUDO_OPTIMISATIONS
+        if a.get(rule_id, 0.0) >= LIKELY and b.get(rule_id, 0.0) < LIKELY
+    ]
+    if change is None and not brought:
+        return None
+    return PseudoOptimisation(change, brought)
+
+
+def _pseudo_headline(pseudo: PseudoOptimisation, regression: str) -> str:
+    """``pseudo-optimisation ('what changed'): regressed: ...; it brought over-parallelism (0.73)``."""
+    what = f" ('{pseudo.change}')" if pseudo.change else ""
+    text = f"pseudo-optimisation{what}: {regression}"
+    if pseudo.findings:
+        text += "; it brought " + ", ".join(f"{rule_id} ({score:.2f})" for rule_id, score in pseudo.findings)
+    return text
 
 
 def _side(evidence: Evidence) -> Side:

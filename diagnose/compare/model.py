@@ -121,6 +121,14 @@ class GateTrip:
 
 
 @dataclass(frozen=True)
+class PseudoOptimisation:
+    """A change made as an optimisation that left P99 worse: what it was, and the findings it brought."""
+
+    change: str | None  # the person's words (--change, the archive's), None where none was given
+    findings: list[tuple[str, float]]  # (id, score) of pseudo-optimisations likely after, not before
+
+
+@dataclass(frozen=True)
 class Comparison:
     before: Side
     after: Side
@@ -132,6 +140,7 @@ class Comparison:
     differences: list[Difference]
     diagnosis: list[HypothesisMove]
     warnings: list[str] = field(default_factory=list)
+    pseudo_optimisation: PseudoOptimisation | None = None
 
     @property
     def comparable(self) -> bool:

@@ -29,14 +29,28 @@ class TableSpec:
 TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
-        TableSpec("system", (), frozenset({"cpu_count", "load1"})),
-        TableSpec("processes", ("pid", GROUP), frozenset({"pid", "num_threads", "num_procs"})),
+        TableSpec("system", (), frozenset({"cpu_count", "load1", "procs_running"})),
+        TableSpec(
+            "processes", ("pid", GROUP), frozenset({"pid", "num_threads", "num_procs", "cores_allowed"})
+        ),
         # A row's identity at one time: the key columns the frame has (a MIG slice of a GPU, one device
         # or rank of a process's allocator are rows of their own).
         TableSpec("gpu", ("gpu", "mig_instance"), frozenset({"gpu"})),
         TableSpec("gpu_processes", ("gpu", "pid"), frozenset({"gpu", "pid"})),
         TableSpec(
-            "allocator", ("pid", "device", "rank"), frozenset({"pid", "num_alloc_retries", "num_ooms"})
+            "allocator",
+            ("pid", "device", "rank"),
+            frozenset(
+                {
+                    "pid",
+                    "num_alloc_retries",
+                    "num_ooms",
+                    "num_device_alloc",
+                    "num_device_free",
+                    "intra_op_threads",
+                    "inter_op_threads",
+                }
+            ),
         ),
         TableSpec(
             "server",
@@ -73,8 +87,11 @@ COLUMNS = {
     "system": [
         "ts",
         "cpu_pct",
+        "cpu_system_pct",
         "cpu_count",
         "load1",
+        "procs_running",
+        "ctx_switches_per_s",
         "mem_used_bytes",
         "mem_total_bytes",
         "swap_used_bytes",
@@ -93,7 +110,12 @@ COLUMNS = {
         "cpu_pct",
         "rss_bytes",
         "num_threads",
+        "cores_allowed",
+        "minor_faults_per_s",
         "max_thread_cpu_pct",
+        "run_queue_wait_pct",
+        "ctx_switches_voluntary_per_s",
+        "ctx_switches_involuntary_per_s",
     ],
     "gpu": [
         "ts",

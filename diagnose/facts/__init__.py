@@ -18,8 +18,10 @@ from diagnose.facts.latency import add_latency_facts
 from diagnose.facts.length_shift import add_shift_facts
 from diagnose.facts.llm import add_interference_facts, add_llm_facts, add_llm_shift_facts
 from diagnose.facts.memory import add_allocator_facts, add_oom_facts
+from diagnose.facts.memory_cleanup import add_memory_cleanup_facts
 from diagnose.facts.model import Fact, Facts, Headline
 from diagnose.facts.op_summary import add_summary_facts
+from diagnose.facts.parallelism import add_parallelism_facts
 from diagnose.facts.profiler import add_profiler_facts
 from diagnose.facts.queueing import add_queue_facts
 from diagnose.facts.resources import add_gpu_facts, add_host_facts, add_thread_facts
@@ -63,6 +65,8 @@ def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnal
         ("host memory facts", lambda: add_host_memory_facts(facts, dump)),
         ("sampling facts", lambda: add_sampling_facts(facts, dump)),
         ("thread facts", lambda: add_thread_facts(facts, dump)),
+        ("parallelism facts", lambda: add_parallelism_facts(facts, dump)),
+        ("memory cleanup facts", lambda: add_memory_cleanup_facts(facts, dump)),
         ("allocator facts", lambda: add_allocator_facts(facts, dump)),
         ("OOM facts", lambda: add_oom_facts(facts, dump)),
         ("profiler facts", lambda: add_profiler_facts(facts, dump)),

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class FactSpec:
-    # ms, s, ratio (0-1), factor (a multiplier), pct (0-100), bytes, count, rps, name, time, id, bool, p
+    # ms, s, ratio (0-1), factor (a multiplier), pct (0-100), bytes, count, rps, name, time, id, bool, p,
+    # us, number (a plain figure: per core, per request)
     unit: str
     needs: str  # the evidence that must be in the dump for the fact to exist
     meaning: str
@@ -36,6 +37,10 @@ _COLOCATED = "processes or gpu_processes (per-process CPU or GPU memory) and req
 # One wording for the whole trace, so that a rule missing several of its facts asks for it once.
 _TRACE = _KERNELS = _COPIES = "a profiler trace (torch.profiler: gpu_activity, host_calls)"
 _STEPS = "a profiler trace with ProfilerStep annotations (host_calls)"
+_RUNQ = "system: procs_running, cpu_count"
+_SERVER = "processes: the server's rows (cpu_pct, num_threads; cores_allowed)"
+_SWITCHES = "processes: ctx_switches_voluntary_per_s, ctx_switches_involuntary_per_s of the server"
+_DEVICE_ALLOCS = "allocator: num_device_alloc (PyTorch memory_stats, 2.1+)"
 _CPU_GRAPH = (
     "a profile of a model run on the host (onnxruntime's enable_profiling, a CPU trace), with its steps"
 )
@@ -504,4 +509,70 @@ CATALOGUE: dict[str, FactSpec] = {
     "trace.pageable_host_copy_share": FactSpec(
         "ratio", _COPIES, "share of host-device copies that are pageable"
     ),
+    # Over-parallelism (facts/parallelism.py)
+    "host.run_queue_per_core.p50": FactSpec(
+        "number", _RUNQ, "threads running or waiting to run per core, median over the samples"
+    ),
+    "host.cpu_system_share": FactSpec(
+        "ratio", "system: cpu_system_pct, cpu_pct", "share of the host's busy CPU spent in the kernel"
+    ),
+    "host.server_cpu_share": FactSpec(
+        "ratio", _SERVER + ", system: cpu_pct", "the server's share of the host's busy CPU"
+    ),
+    "server.cores": FactSpec("number", _SERVER, "cores the server may use (its affinity and CPU quota)"),
+    "server.processes": FactSpec("count", _SERVER, "the server's processes at once (workers)"),
+    "server.threads_per_core": FactSpec("number", _SERVER, "the server's threads per core it may use"),
+    "server.core_share.p50": FactSpec(
+        "ratio", _SERVER, "the server's CPU over the cores it may use, median (1 = all of them)"
+    ),
+    "server.involuntary_switch_share": FactSpec(
+        "ratio", _SWITCHES, "share of the server's threads' context switches that were forced (preempted)"
+    ),
+    "server.involuntary_switches_per_core_s.p50": FactSpec(
+        "number", _SWITCHES, "the server's forced context switches a second per core, median"
+    ),
+    "server.pool_threads": FactSpec(
+        "count",
+        "allocator: intra_op_threads (the helper), or the manifest's environment: OMP_NUM_THREADS, ...",
+        "the intra-op pool size the server declares",
+    ),
+    "server.pool_threads_per_core": FactSpec(
+        "number",
+        "allocator: intra_op_threads (the helper), or the manifest's environment: OMP_NUM_THREADS, ...",
+        "that pool times the server's processes, per core it may use",
+    ),
+    "server.run_queue_wait_per_core.p50": FactSpec(
+        "ratio",
+        "processes: run_queue_wait_pct (diagnose record) of the server",
+        "the server's threads' time runnable but waiting for a core, per core it may use, median",
+    ),
+    # Memory cleaned up after every request (facts/memory_cleanup.py)
+    "allocator.device_allocs": FactSpec("count", _DEVICE_ALLOCS, "device allocations during the dump"),
+    "allocator.alloc_growth_share": FactSpec(
+        "ratio", _DEVICE_ALLOCS + " and requests", "sampling intervals with requests in which they grew"
+    ),
+    "allocator.device_allocs_per_request": FactSpec(
+        "number", _DEVICE_ALLOCS + " and requests", "device allocations per request over the same time"
+    ),
+    "allocator.cached_share.p50": FactSpec(
+        "ratio", "allocator: reserved_bytes, allocated_bytes", "median share of reserved memory held as cache"
+    ),
+    "server.minor_faults_per_request.p50": FactSpec(
+        "number",
+        "processes: minor_faults_per_s (diagnose record) of the server, and requests",
+        "the server's minor page faults per request, median over the sampling intervals",
+    ),
+    "server.faulted_bytes": FactSpec(
+        "bytes",
+        "processes: minor_faults_per_s (diagnose record) of the server",
+        "memory faulted in, 4 KiB pages",
+    ),
+    "server.fault_recycling": FactSpec(
+        "factor",
+        "processes: minor_faults_per_s (diagnose record), rss_bytes of the server",
+        "memory faulted in over the range its resident memory moved in: times the same memory was retaken",
+    ),
+    "trace.device_alloc_calls": FactSpec("count", _TRACE, "cudaMalloc / cudaFree calls in the trace"),
+    "trace.device_alloc_share": FactSpec("ratio", _TRACE, "time in them over the host calls' span"),
+    "trace.free_step_share": FactSpec("ratio", _STEPS, "share of profiler steps with a cudaFree"),
 }

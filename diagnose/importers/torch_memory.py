@@ -8,6 +8,7 @@
 | summary "Non-releasable memory" / ``inactive_split_bytes.all.current`` | inactive_split_bytes |
 | summary "cudaMalloc retries" / ``num_alloc_retries`` / ``retries=`` | num_alloc_retries |
 | summary "CUDA OOMs" / ``num_ooms`` | num_ooms |
+| ``num_device_alloc`` / ``num_device_free`` (PyTorch 2.1+) | num_device_alloc / num_device_free |
 
 A ``memory_stats()`` dump is read as JSON or, when printed as Python's
 ``OrderedDict([('key', value), ...])``, by matching its ``('key', number)``
@@ -54,6 +55,8 @@ _STATS = {
     "inactive_split_bytes.all.current": "inactive_split_bytes",
     "num_alloc_retries": "num_alloc_retries",
     "num_ooms": "num_ooms",
+    "num_device_alloc": "num_device_alloc",
+    "num_device_free": "num_device_free",
 }
 _RANK = re.compile(r"Rank (\d+): retries=(\d+), allocated=\s*(\d+)(\w+), reserved=\s*(\d+)(\w+)")
 

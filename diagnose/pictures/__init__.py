@@ -186,6 +186,20 @@ EVIDENCE: dict[str, tuple[str, Callable[[Dump, Report], Any], Callable[[Any], An
         )
         for rule_id in ("unfused-operators", "host-sync-in-step", "pageable-host-copies")
     },
+    "over-parallelism": (
+        "cpu",
+        lambda dump, report: evidence.cpu_panel(dump),
+        evidence.draw_panel,
+        "the host's run queue against its cores, the server's context switches (preempted and blocked of "
+        "their own accord) and its threads waiting for a core, over time",
+    ),
+    "memory-cleanup-per-request": (
+        "memory-taken-afresh",
+        lambda dump, report: evidence.cleanup_panel(dump),
+        evidence.draw_panel,
+        "the allocator's cudaMalloc calls and the requests a second, the server's page faults a second and "
+        "its resident memory, over time",
+    ),
     "queue-saturation": (
         "queueing-curve",
         evidence.queue_curve,

@@ -50,6 +50,7 @@ from diagnose.facts.batching import throughput_curve
 from diagnose.facts.coldstart import cold_requests
 from diagnose.facts.length_shift import LengthModel, length_model
 from diagnose.facts.llm import LOCAL_WINDOW_S, interference_split
+from diagnose.facts.parallelism import server_rows
 from diagnose.facts.queueing import QueueWindows, queue_windows
 from diagnose.facts.restarts import restart_times
 from diagnose.facts.sampling import series_intervals
@@ -181,6 +182,68 @@ def swap_panel(dump: Dump) -> SeriesPanel | None:
             ("swapped (MiB/s)", (("swap_in_per_s", "in", 2**20), ("swap_out_per_s", "out", 2**20))),
         ),
     )
+
+
+def cpu_panel(dump: Dump) -> SeriesPanel | None:
+    """Who wants a core: the run queue against the cores, the server's switches, its threads waiting."""
+    rows = []
+    system = dump.table("system")
+    if system is not None and {"procs_running", "cpu_count"} <= set(system.columns):
+        times = system["ts"].to_numpy(dtype="float64")
+        lines = tuple(
+            (label, times, pd.to_numeric(system[column], errors="coerce").to_numpy(dtype="float64"))
+            for column, label in (("procs_running", "running or runnable"), ("cpu_count", "cores"))
+        )
+        rows.append(("the host's run queue (threads)", lines))
+    server = server_rows(dump)
+    if server is not None:
+        times = server["ts"].to_numpy(dtype="float64")
+        switches = tuple(
+            (label, times, server[column].to_numpy(dtype="float64"))
+            for column, label in (
+                ("ctx_switches_involuntary_per_s", "preempted"),
+                ("ctx_switches_voluntary_per_s", "blocked of its own accord"),
+            )
+            if column in server.columns and server[column].notna().any()
+        )
+        if switches:
+            rows.append(("the server's context switches a second", switches))
+        if "run_queue_wait_pct" in server.columns and server["run_queue_wait_pct"].notna().any():
+            waiting = server["run_queue_wait_pct"].to_numpy(dtype="float64") / 100
+            rows.append(("the server's threads waiting for a core", (("threads", times, waiting),)))
+    return SeriesPanel("The CPU: threads wanting a core, and what they did", tuple(rows)) if rows else None
+
+
+def cleanup_panel(dump: Dump) -> SeriesPanel | None:
+    """Memory taken afresh: the allocator's device allocations and the requests each second, the server's
+    page faults and its resident memory."""
+    rows = []
+    allocator = dump.table("allocator")
+    if allocator is not None and "num_device_alloc" in allocator.columns:
+        counts = pd.to_numeric(allocator["num_device_alloc"], errors="coerce").groupby(allocator["ts"]).sum()
+        times = counts.index.to_numpy(dtype="float64")
+        rates = np.diff(counts.to_numpy(dtype="float64")).clip(0) / np.diff(times)
+        lines = [("cudaMalloc calls", times[1:], rates)]
+        requests = dump.table("requests")
+        if requests is not None and times.size > 1:
+            arrivals = np.sort(requests["ts"].to_numpy(dtype="float64"))
+            served = np.diff(np.searchsorted(arrivals, times, side="right")) / np.diff(times)
+            lines.append(("requests", times[1:], served))
+        rows.append(("a second", tuple(lines)))
+    server = server_rows(dump)
+    if server is not None and "minor_faults_per_s" in server.columns:
+        times = server["ts"].to_numpy(dtype="float64")
+        rows.append(
+            (
+                "the server's page faults a second",
+                (("minor faults", times, server["minor_faults_per_s"].to_numpy()),),
+            )
+        )
+        if "rss_bytes" in server.columns:
+            rows.append(
+                ("its resident memory (MiB)", (("RSS", times, server["rss_bytes"].to_numpy() / 2**20),))
+            )
+    return SeriesPanel("Memory taken afresh for each request", tuple(rows)) if rows else None
 
 
 def _panel(dump: Dump, table: str, title: str, rows) -> SeriesPanel | None:

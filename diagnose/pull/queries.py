@@ -127,6 +127,21 @@ SYSTEM = [
         ("node_network_transmit_bytes_total",),
         _NODE,
     ),
+    Column("system", "procs_running", "max(node_procs_running{{{sel}}})", ("node_procs_running",), _NODE),
+    Column(
+        "system",
+        "ctx_switches_per_s",
+        "sum(" + _counter("node_context_switches_total") + ")",
+        ("node_context_switches_total",),
+        _NODE,
+    ),
+    Column(
+        "system",
+        "cpu_system_pct",
+        "100 * avg(" + _counter("node_cpu_seconds_total", 'mode="system",') + ")",
+        ("node_cpu_seconds_total",),
+        _NODE,
+    ),
 ]
 
 _DCGM = "dcgm-exporter"
@@ -221,6 +236,7 @@ _PROCESS_EXPORTER = "process-exporter"
 _GROUP_CPU = "namedprocess_namegroup_cpu_seconds_total"
 _THREAD_CPU = "namedprocess_namegroup_thread_cpu_seconds_total"
 _THREAD_COUNT = "namedprocess_namegroup_thread_count"
+_SWITCHES = "namedprocess_namegroup_context_switches_total"
 
 
 def _per_group(expression: str) -> str:
@@ -268,6 +284,27 @@ PROCESSES = [
         + _THREAD_COUNT
         + "{{{sel}}}))",
         (_THREAD_CPU, _THREAD_COUNT),
+        _PROCESS_EXPORTER,
+    ),
+    Column(
+        "processes",
+        "ctx_switches_voluntary_per_s",
+        "sum by (groupname) (" + _counter(_SWITCHES, 'ctxswitchtype="voluntary",') + ")",
+        (_SWITCHES,),
+        _PROCESS_EXPORTER,
+    ),
+    Column(
+        "processes",
+        "ctx_switches_involuntary_per_s",
+        "sum by (groupname) (" + _counter(_SWITCHES, 'ctxswitchtype="nonvoluntary",') + ")",
+        (_SWITCHES,),
+        _PROCESS_EXPORTER,
+    ),
+    Column(
+        "processes",
+        "minor_faults_per_s",
+        "sum by (groupname) (" + _counter("namedprocess_namegroup_minor_page_faults_total") + ")",
+        ("namedprocess_namegroup_minor_page_faults_total",),
         _PROCESS_EXPORTER,
     ),
 ]
