@@ -35,6 +35,8 @@ _NEEDS = {
     "co-located-contention": {"processes", "gpu_processes", "system"},
     "cpu-bound-stage": {"processes", "system"},
     "memory-swapping": {"processes", "system"},
+    "over-parallelism": {"processes", "system"},
+    "memory-cleanup-per-request": {"allocator", "processes"},
 }
 
 

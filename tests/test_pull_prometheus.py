@@ -192,7 +192,8 @@ def test_a_sweep_writes_one_dump_per_host_and_the_fleet_summary(prometheus, tmp_
     out = tmp_path / "sweep"
     result = _pull(url, out, "--all-instances", "--job", "gpu-.*", "--from", f"{began + 2}", "--to", "now")
     assert result.returncode == 0, result.stderr
-    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["gpu-node-1", "gpu-node-2"]
+    dumps = sorted(p.name for p in out.iterdir() if p.is_dir() and not p.name.startswith("."))
+    assert dumps == ["gpu-node-1", "gpu-node-2"]  # and .sweep/, the finished hosts for --resume
     for host in ("gpu-node-1", "gpu-node-2"):
         assert len(load_dump(str(out / host)).table("gpu")) > 0
     fleet = json.loads((out / "fleet.json").read_text())
@@ -277,3 +278,30 @@ def test_a_server_that_does_not_answer_is_exit_2_naming_it(tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
     result = _pull(url, tmp_path / "d", "--instance", "h", "--from", "now-1m")
     assert result.returncode == 2 and f"{url}: cannot connect" in result.stderr
+
+
+def test_a_sweep_in_two_shards_merged_is_the_single_sweep_and_a_resumed_one_redoes_nothing(
+    prometheus, tmp_path
+):
+    """The same window swept whole, then in two shards into the same folder (as the pods of an Indexed
+    Job share a volume) and merged: the same fleet.json, byte for byte; then a sweep resumed after a
+    host's result was lost redoes that host only."""
+    url, _, began = prometheus
+    out, shared = tmp_path / "sweep", tmp_path / "shared"
+    window = ("--all-instances", "--from", f"{began + 2}", "--to", f"{began + SCRAPED_S - 2}")
+    assert _pull(url, out, *window, "--max-concurrency", "2").returncode == 0
+    single = (out / "fleet.json").read_text()
+    for index in (0, 1):
+        result = _pull(url, shared, *window, "--shard", f"{index}/2")
+        assert result.returncode == 0, result.stderr
+        assert (shared / f"fleet-shard-{index}-of-2.json").exists()
+    merged = _diagnose("fleet", "merge", str(shared))
+    assert merged.returncode == 0, merged.stderr
+    assert (shared / "fleet.json").read_text().replace(str(shared), str(out)) == single
+    kept = (out / "gpu-node-1" / "manifest.yaml").stat().st_mtime_ns
+    (out / ".sweep" / "gpu-node-2.json").unlink()
+    resumed = _pull(url, out, *window, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "1 of 2 hosts already done" in resumed.stderr
+    assert (out / "gpu-node-1" / "manifest.yaml").stat().st_mtime_ns == kept
+    assert (out / "fleet.json").read_text() == single

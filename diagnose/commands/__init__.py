@@ -8,6 +8,16 @@ is imported inside ``run``, so that ``--help`` and argument errors answer at onc
 
 from __future__ import annotations
 
-from diagnose.commands import archive, compare, file, formats, live, pull, record, rules
+from diagnose.commands import archive, compare, file, fleet, formats, live, pull, record, rules
 
-COMMANDS = (file, compare, archive, record, live, pull, formats, rules)  # in the order --help lists them
+COMMANDS = (
+    file,
+    compare,
+    archive,
+    record,
+    live,
+    pull,
+    fleet,
+    formats,
+    rules,
+)  # in the order --help lists them

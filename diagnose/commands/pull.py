@@ -26,7 +26,9 @@ def add_parser(commands: Subcommands) -> None:
             "  diagnose pull --prometheus http://prometheus:9090 --instance gpu-node-7 \\\n"
             "      --from 2026-12-02T02:50:00Z --to 2026-12-02T03:20:00Z -o incident-0412/\n"
             "  diagnose pull --prometheus https://thanos.internal --bearer-token-file ~/.thanos-token \\\n"
-            "      --all-instances --job 'gpu-.*' --from now-12h --to now -o sweep/   # + sweep/fleet.md"
+            "      --all-instances --job 'gpu-.*' --from now-12h --to now -o sweep/   # + sweep/fleet.md\n"
+            "  diagnose pull ... --all-instances --shard $JOB_COMPLETION_INDEX/8 -o /shared/sweep/\n"
+            "      # one pod of 8 in a Kubernetes Indexed Job; then: diagnose fleet merge /shared/sweep/"
         ),
     )
     command.add_argument("--prometheus", required=True, metavar="URL", help="the server's base URL")
@@ -55,6 +57,26 @@ def add_parser(commands: Subcommands) -> None:
         "--timeout", type=positive, default=30.0, metavar="S", help="seconds per request (default 30)"
     )
     command.add_argument("--rules", type=Path, metavar="DIR", help="--all-instances: diagnose with DIR")
+    command.add_argument(
+        "--max-concurrency",
+        type=_count,
+        default=4,
+        metavar="N",
+        help="--all-instances: hosts pulled and analysed at once, each in a process of its own (default 4, "
+        "which a small Prometheus survives; a busy server's 429 and 503 are retried after a pause)",
+    )
+    command.add_argument(
+        "--shard",
+        type=_shard,
+        metavar="K/N",
+        help="--all-instances: only shard K (0 to N-1) of N, by a stable hash of the host's name "
+        "(a Kubernetes Indexed Job's $JOB_COMPLETION_INDEX); writes fleet-shard-K-of-N.json",
+    )
+    command.add_argument(
+        "--resume",
+        action="store_true",
+        help="--all-instances: keep the hosts an earlier sweep of the same window into -o finished",
+    )
     add_debug(command)
     command.set_defaults(handler=run)
 
@@ -64,8 +86,10 @@ def run(args: argparse.Namespace) -> int:
     from diagnose.pull.pull import parse_time
     from diagnose.units import parse_duration
 
-    if args.job and not args.all_instances:
-        raise InputError("--job selects hosts for --all-instances; with --instance it does not apply")
+    if not args.all_instances:
+        for given, option in ((args.job, "--job"), (args.shard, "--shard"), (args.resume, "--resume")):
+            if given:
+                raise InputError(f"{option} is for --all-instances; with --instance it does not apply")
     auth = Auth.from_options(
         args.bearer_token_file, args.bearer_token_env, args.basic_auth_file, args.basic_auth_env
     )
@@ -74,11 +98,24 @@ def run(args: argparse.Namespace) -> int:
     step = parse_duration(args.step) if args.step else None
     say = lambda line: print(line, file=sys.stderr)  # noqa: E731
     if args.all_instances:
-        results = sweep(client, start, end, args.output, args.job, step, args.rules, say=say)
+        results = sweep(
+            client,
+            start,
+            end,
+            args.output,
+            args.job,
+            step,
+            args.rules,
+            say=say,
+            shard=args.shard,
+            concurrency=args.max_concurrency,
+            resume=args.resume,
+        )
         failed = [r for r in results if r.problem]
+        name = "fleet" if args.shard is None else f"fleet-shard-{args.shard[0]}-of-{args.shard[1]}"
         print(
             f"diagnose: {len(results) - len(failed)} of {len(results)} hosts pulled and analysed into "
-            f"{args.output}/; the summary: {args.output / 'fleet.md'}",
+            f"{args.output}/; the summary: {args.output / (name + '.md')}",
             file=sys.stderr,
         )
         return ExitCode.OK
@@ -91,3 +128,25 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return ExitCode.OK
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
+    return value
+
+
+def _shard(text: str) -> tuple[int, int]:
+    """``K/N``: shard K (0 to N-1) of N."""
+    index, _, count = text.partition("/")
+    try:
+        shard = int(index), int(count)
+    except ValueError:
+        shard = (-1, 0)
+    if shard[1] < 1 or not 0 <= shard[0] < shard[1]:
+        raise argparse.ArgumentTypeError(f"expected K/N with 0 <= K < N (a shard of N), got {text!r}")
+    return shard

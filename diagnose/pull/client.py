@@ -4,6 +4,12 @@ The same API is served by Thanos, Mimir, Cortex and VictoriaMetrics, so one
 client reads them all. Credentials (a bearer token or a user and password,
 from a file or an environment variable) go into the request headers only:
 they are never logged, never in an error message and never in a dump.
+
+A server that says it is busy (429 Too Many Requests, 503 Service Unavailable)
+is asked again after its ``Retry-After`` or an exponential pause, a few times,
+before the request counts as failed: a fleet sweep's concurrent pulls must
+not be what takes a small Prometheus down. A client is rebuilt from its
+settings when it is sent to another process (a sweep's workers).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import base64
 import json
 import os
 import ssl
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -22,6 +29,10 @@ from diagnose.errors import InputError, PullError
 
 # Prometheus refuses a range query of more than 11,000 points a series; stay under it.
 MAX_POINTS = 10_000
+BUSY = (429, 503)  # the server's "not now": asked again after a pause
+RETRIES = 4
+FIRST_PAUSE_S = 0.5
+LONGEST_PAUSE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -68,13 +79,17 @@ class PrometheusClient:
                 "--prometheus: put credentials in --basic-auth-file or --basic-auth-env, not the URL"
             )
         self.url = url.rstrip("/")
-        self._auth, self._timeout = auth, timeout_s
+        self._auth, self._timeout, self._ca_file = auth, timeout_s, ca_file
         self._context = None
         if ca_file is not None:
             try:
                 self._context = ssl.create_default_context(cafile=str(ca_file))
             except (OSError, ssl.SSLError) as error:
                 raise InputError(f"--ca-file {ca_file}: cannot be used: {error}") from None
+
+    def __reduce__(self):
+        """Sent to another process as its settings (an SSL context does not travel)."""
+        return (PrometheusClient, (self.url, self._auth, self._ca_file, self._timeout))
 
     def query_range(self, query: str, start: float, end: float, step: float) -> list[tuple[dict, list]]:
         """``[(labels, [(ts, value), ...]), ...]``, read in pieces of at most MAX_POINTS steps."""
@@ -114,8 +129,7 @@ class PrometheusClient:
             address, headers={"Accept": "application/json", **self._auth.headers()}
         )
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout, context=self._context) as response:
-                body = json.loads(response.read())
+            body = self._answer(request)
         except urllib.error.HTTPError as error:
             raise PullError(self._refused(endpoint, params, error)) from None
         except urllib.error.URLError as error:
@@ -130,6 +144,23 @@ class PrometheusClient:
             problem = body.get("error") if isinstance(body, dict) else None
             raise PullError(f"{self.url}: /api/v1/{endpoint} failed: {problem or 'no status: success'}")
         return body.get("data", {})
+
+    def _answer(self, request: urllib.request.Request) -> object:
+        """The decoded answer; a busy server (429, 503) asked again after a pause, RETRIES times."""
+        pause = FIRST_PAUSE_S
+        for attempt in range(RETRIES + 1):
+            try:
+                with urllib.request.urlopen(
+                    request, timeout=self._timeout, context=self._context
+                ) as response:
+                    return json.loads(response.read())
+            except urllib.error.HTTPError as error:
+                if error.code not in BUSY or attempt == RETRIES:
+                    raise
+                asked = _retry_after(error)
+                time.sleep(min(LONGEST_PAUSE_S, pause if asked is None else asked))
+                pause *= 2
+        raise AssertionError("unreachable")  # the last attempt returns or raises
 
     def _refused(self, endpoint: str, params: dict, error: urllib.error.HTTPError) -> str:
         if error.code in (401, 403):
@@ -147,6 +178,15 @@ class PrometheusClient:
         return f"{self.url}: /api/v1/{endpoint}{query}: HTTP {error.code} {error.reason}" + (
             f": {detail}" if detail else ""
         )
+
+
+def _retry_after(error: urllib.error.HTTPError) -> float | None:
+    """The seconds a busy server asks to wait (``Retry-After: 2``); None for a date or nothing."""
+    value = error.headers.get("Retry-After") if error.headers is not None else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _secret(path: Path | None, variable: str | None, what: str) -> str | None:

@@ -5,18 +5,36 @@ the answer is the same diagnosis ``diagnose file`` gives, run on every host's
 pulled dump, summed up in ``fleet.md`` (for people) and ``fleet.json`` (for
 scripts). A host that cannot be pulled or analysed is a row that says why,
 not the end of the sweep.
+
+Hosts are swept ``concurrency`` at a time, each in a worker process that
+pulls it, writes its dump, analyses it and lets it go before the next (the
+memory is a few hosts', whatever the fleet's size). Each finished host leaves
+its result in ``.sweep/HOST.json`` as it finishes, so a sweep stopped part-way
+resumes where it stopped (``resume``), and ``fleet.json`` is written from
+them at the end. ``shard=(k, n)`` takes the hosts whose name hashes to k
+modulo n: n sweeps (the pods of a Kubernetes Indexed Job) share a fleet,
+every host in exactly one, each writing ``fleet-shard-K-of-N.json`` (and
+``.md``) beside the others in a shared folder, and :func:`merge` joins them
+into the ``fleet.json`` one sweep would have written.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import shutil
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from diagnose.errors import DiagnoseError, PullError
+from diagnose.errors import DiagnoseError, InputError, PullError
 from diagnose.pull.client import PrometheusClient
 from diagnose.pull.pull import iso_utc as _iso, known_instances, pull
+
+RESULTS = ".sweep"  # the finished hosts' results, one file each, inside the sweep's folder
 
 LIKELY = 0.5  # the report's own line between "likely" and not (docs/report-json.md)
 
@@ -38,46 +56,216 @@ def sweep(
     step_s: float | None = None,
     rules_dir: Path | None = None,
     say: Callable[[str], None] = print,
+    shard: tuple[int, int] | None = None,
+    concurrency: int = 4,
+    resume: bool = False,
 ) -> list[HostResult]:
+    """Every host (of ``job``, of this ``shard``) pulled and analysed; fleet.md and fleet.json written."""
+    hosts = known_instances(client, end, job)
+    if not hosts:
+        raise PullError(f"{client.url}: no instances with an up series" + (f" in job {job!r}" if job else ""))
+    if shard is not None:
+        hosts = [host for host in hosts if in_shard(host, *shard)]
+        say(f"diagnose: shard {shard[0]} of {shard[1]}: {len(hosts)} hosts")
+    output.mkdir(parents=True, exist_ok=True)
+    (output / RESULTS).mkdir(exist_ok=True)
+    window = {"start": _iso(start), "end": _iso(end)}
+    finished = _finished(output, hosts, window) if resume else {}
+    if finished:
+        say(f"diagnose: resuming: {len(finished)} of {len(hosts)} hosts already done")
+    todo = [host for host in hosts if host not in finished]
+    if resume:  # a host with no result was stopped part-way: its dump, this sweep's own, is pulled again
+        for host in todo:
+            shutil.rmtree(output / _folder(host), ignore_errors=True)
+    progress = _Progress(len(hosts), len(finished), say)
+    with ProcessPoolExecutor(max_workers=max(1, min(concurrency, len(todo) or 1))) as pool:
+        running = {
+            pool.submit(_sweep_host, client, host, start, end, output, step_s, rules_dir): host
+            for host in todo
+        }
+        for future in as_completed(running):
+            result = future.result()
+            _keep(output, result, window)
+            finished[result.host] = result
+            progress.done(result)
+    results = [finished[host] for host in hosts]
+    _write_summary(output, results, client.url, start, end, shard)
+    return results
+
+
+def in_shard(host: str, index: int, count: int) -> bool:
+    """Whether ``host`` is in shard ``index`` of ``count``: a stable hash of its name, the same on every
+    machine and every run, so the shards of one fleet never overlap and never miss a host."""
+    digest = hashlib.blake2b(host.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % count == index
+
+
+def _sweep_host(
+    client: PrometheusClient,
+    host: str,
+    start: float,
+    end: float,
+    output: Path,
+    step_s: float | None,
+    rules_dir: Path | None,
+) -> HostResult:
+    """One host, in a worker process: pulled, written, analysed, and let go. Never raises: a host that
+    cannot be done is a result that says why."""
     from diagnose.dump import load_dump
     from diagnose.judge import default_rules_dir, load_rules
     from diagnose.pipeline import analyse_dump
 
-    hosts = known_instances(client, end, job)
-    if not hosts:
-        raise PullError(f"{client.url}: no instances with an up series" + (f" in job {job!r}" if job else ""))
-    output.mkdir(parents=True, exist_ok=True)
-    rules = load_rules(rules_dir or default_rules_dir())
-    results = []
-    for done, host in enumerate(hosts):
-        say(f"diagnose: pulling {host} ({done + 1} of {len(hosts)} hosts)")
+    try:
+        rules = load_rules(rules_dir or default_rules_dir())
+        summary = pull(client, host, start, end, output / _folder(host), step_s, say=lambda line: None)
+        report = analyse_dump(load_dump(str(summary.path)), rules).report
+    except DiagnoseError as error:
+        return HostResult(host, None, [], str(error))
+    except Exception as error:  # noqa: BLE001 - one host's bug is that host's row, not the sweep's end
+        return HostResult(
+            host, None, [], f"not analysed: this is a bug in diagnose ({type(error).__name__}: {error})"
+        )
+    findings = [
+        {"id": h.id, "score": h.score, "confidence": h.confidence, "title": h.title}
+        for h in report.hypotheses
+    ]
+    return HostResult(host, str(summary.path), findings)
+
+
+def _keep(output: Path, result: HostResult, window: dict) -> None:
+    """The host's result, written whole or not at all, before the sweep goes on."""
+    path = output / RESULTS / f"{_folder(result.host)}.json"
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps({"window": window, **asdict(result)}) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def _finished(output: Path, hosts: list[str], window: dict) -> dict[str, HostResult]:
+    """The hosts an earlier sweep of the same window finished (a result of another window is redone)."""
+    found = {}
+    for host in hosts:
+        path = output / RESULTS / f"{_folder(host)}.json"
         try:
-            summary = pull(client, host, start, end, output / _folder(host), step_s, say=say)
-            report = analyse_dump(load_dump(str(summary.path)), rules).report
-        except DiagnoseError as error:
-            results.append(HostResult(host, None, [], str(error)))
+            kept = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
             continue
-        findings = [
-            {"id": h.id, "score": h.score, "confidence": h.confidence, "title": h.title}
-            for h in report.hypotheses
-        ]
-        results.append(HostResult(host, str(summary.path), findings))
-    _write_summary(output, results, client.url, start, end)
-    return results
+        if kept.get("window") == window and kept.get("host") == host:
+            found[host] = HostResult(
+                kept["host"], kept.get("dump"), kept.get("findings", []), kept.get("problem")
+            )
+    return found
+
+
+class _Progress:
+    """``diagnose: 37 of 200 hosts (1 failed), 1m12s, about 4m left`` after each host."""
+
+    def __init__(self, total: int, done: int, say: Callable[[str], None]) -> None:
+        self._total, self._done, self._failed, self._say = total, done, 0, say
+        self._started, self._base = time.monotonic(), done
+
+    def done(self, result: HostResult) -> None:
+        self._done += 1
+        self._failed += result.problem is not None
+        elapsed = time.monotonic() - self._started
+        rate = (self._done - self._base) / elapsed if elapsed > 0 else 0.0
+        left = (
+            f", about {_span((self._total - self._done) / rate)} left"
+            if rate > 0 and self._done < self._total
+            else ""
+        )
+        failed = f" ({self._failed} failed)" if self._failed else ""
+        self._say(
+            f"diagnose: {self._done} of {self._total} hosts{failed}, {_span(elapsed)}{left}: {result.host}"
+        )
+
+
+def _span(seconds: float) -> str:
+    minutes, seconds = divmod(int(round(seconds)), 60)
+    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+
+
+def merge(paths: list[Path], output: Path) -> list[HostResult]:
+    """The shards of one sweep (the same server and window; folders holding ``fleet-shard-*.json``, or
+    the files) as the one fleet.md and fleet.json in ``output`` that a single sweep would have written.
+    Every shard of the count must be there: a missing one is named."""
+    files = []
+    for given in paths:
+        if given.is_dir():
+            found = sorted(given.glob("fleet-shard-*-of-*.json"))
+            if not found:
+                raise InputError(f"{given}: no fleet-shard-K-of-N.json here (written by pull --shard)")
+            files += found
+        else:
+            files.append(given)
+    sweeps = []
+    for path in files:
+        try:
+            sweeps.append((path, json.loads(path.read_text(encoding="utf-8"))))
+        except OSError as error:
+            raise InputError(f"{path}: cannot be read: {error.strerror}") from None
+        except json.JSONDecodeError as error:
+            raise InputError(f"{path}: line {error.lineno}: not JSON ({error.msg})") from None
+    first_path, first = sweeps[0]
+    for path, other in sweeps[1:]:
+        for key in ("prometheus", "window"):
+            if other.get(key) != first.get(key):
+                raise InputError(
+                    f"{path}: another sweep ({key} {other.get(key)!r}) than {first_path} ({first.get(key)!r})"
+                )
+    shards = {(data.get("shard") or {}).get("index"): data.get("shard") for _, data in sweeps}
+    counts = {shard.get("count") for shard in shards.values() if shard}
+    if None in shards or len(counts) != 1:
+        raise InputError("not the shards of one sweep: each must be a pull --shard K/N of the same N")
+    (count,) = counts
+    missing = sorted(set(range(count)) - set(shards))
+    if missing:
+        raise InputError(
+            f"shard{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of {count} missing: "
+            "merge them all, or the fleet is incomplete"
+        )
+    results: dict[str, HostResult] = {}
+    for path, data in sweeps:
+        for host in data.get("hosts", []):
+            if host["host"] in results:
+                raise InputError(
+                    f"{path}: host {host['host']} is in two of the shards: not one sweep's shards"
+                )
+            results[host["host"]] = HostResult(
+                host["host"], host.get("dump"), host.get("findings", []), host.get("problem")
+            )
+    merged = [results[host] for host in sorted(results)]
+    output.mkdir(parents=True, exist_ok=True)
+    window = first.get("window", {})
+    _write_summary(
+        output, merged, first.get("prometheus", ""), window.get("start", ""), window.get("end", "")
+    )
+    return merged
 
 
 def _folder(host: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in host) or "host"
 
 
-def _write_summary(output: Path, results: list[HostResult], url: str, start: float, end: float) -> None:
-    (output / "fleet.json").write_text(
+def _write_summary(
+    output: Path,
+    results: list[HostResult],
+    url: str,
+    start: float | str,
+    end: float | str,
+    shard: tuple[int, int] | None = None,
+) -> None:
+    """fleet.json and fleet.md; hosts in name order, so that a sweep and its merged shards agree."""
+    results = sorted(results, key=lambda result: result.host)
+    start, end = (_iso(t) if isinstance(t, float | int) else t for t in (start, end))
+    name = "fleet" if shard is None else f"fleet-shard-{shard[0]}-of-{shard[1]}"
+    (output / f"{name}.json").write_text(
         json.dumps(
             {
                 "prometheus": url,
-                "window": {"start": _iso(start), "end": _iso(end)},
+                "window": {"start": start, "end": end},
                 "likely_at": LIKELY,
-                "hosts": [result.__dict__ for result in results],
+                **({"shard": {"index": shard[0], "count": shard[1]}} if shard else {}),
+                "hosts": [asdict(result) for result in results],
             },
             indent=2,
         )
@@ -86,7 +274,8 @@ def _write_summary(output: Path, results: list[HostResult], url: str, start: flo
     )
     ids = sorted({f["id"] for r in results for f in r.findings if f["score"] >= LIKELY})
     lines = [
-        f"# Fleet sweep: {len(results)} host{'s' if len(results) != 1 else ''}, {_iso(start)} to {_iso(end)}",
+        f"# Fleet sweep: {len(results)} host{'s' if len(results) != 1 else ''}, {start} to {end}"
+        + (f" (shard {shard[0]} of {shard[1]}: `diagnose fleet merge` joins the shards)" if shard else ""),
         "",
         f"From {url}. A cell is the hypothesis's score where it is likely (>= {LIKELY}) on that host; "
         "`diagnose file HOST/` gives the whole report.",
@@ -104,4 +293,4 @@ def _write_summary(output: Path, results: list[HostResult], url: str, start: flo
         cells = [f"{scores[i]:.2f}" if scores.get(i, 0) >= LIKELY else "" for i in ids]
         weaker = [f"{f['id']} {f['score']:.2f}" for f in result.findings if f["score"] < LIKELY]
         lines.append(f"| {result.host} | " + " | ".join([*cells, ", ".join(weaker) or "none"]) + " |")
-    (output / "fleet.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (output / f"{name}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
