@@ -1,9 +1,9 @@
 """A fleet sweep against a real Prometheus: hosts a minute, peak memory, findings found, shards merged.
 
-    python benchmarks/bench_sweep.py [--hosts 200] [--minutes 30] [--concurrency 4] [--shards 4]
+    python benchmarks/bench_sweep.py [--hosts 200] [--minutes 60] [--gpus 8] [--concurrency 4] [--shards 4]
 
 Writes ``--hosts`` synthetic hosts' node_exporter and dcgm-exporter series
-(two GPUs each, sampled every 15 s for ``--minutes``) as OpenMetrics, backfills
+(``--gpus`` GPUs each, sampled every 15 s for ``--minutes``) as OpenMetrics, backfills
 them into a fresh Prometheus data folder with ``promtool tsdb
 create-blocks-from openmetrics`` (the distribution's package, as the tests
 use), serves them with ``prometheus``, and sweeps them with ``diagnose pull
@@ -12,7 +12,8 @@ use), serves them with ``prometheus``, and sweeps them with ``diagnose pull
 ``diagnose fleet merge``. One host in ten has its GPUs held at 60 % of their
 clock by thermal slowdown: the share of those found (gpu-throttling likely)
 and of the others wrongly flagged is reported. Peak memory is the largest
-resident set of any process of the sweep (the CLI or a worker), from the OS.
+resident set of any one process of the sweep (the CLI or a worker), from the
+OS: the sweep holds at most ``--concurrency`` of them at once.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def _throttled(host: int) -> bool:
     return host % 10 == 3
 
 
-def write_openmetrics(path: Path, hosts: int, start: int, minutes: int) -> None:
+def write_openmetrics(path: Path, hosts: int, start: int, minutes: int, gpus: int) -> None:
     """Every family's samples together, as OpenMetrics wants them, in time order within a series."""
     times = list(range(start, start + minutes * 60 + 1, STEP_S))
     names = [f"gpu-{h:04d}" for h in range(hosts)]
@@ -93,7 +94,7 @@ def write_openmetrics(path: Path, hosts: int, start: int, minutes: int) -> None:
             ("DCGM_FI_DEV_FB_FREE", lambda h, t: 41_559 - (t // 60 % 7) * 100),
         ):
             rows = []
-            for gpu in (0, 1):
+            for gpu in range(gpus):
                 rows += per_host(family, value, f',gpu="{gpu}",modelName="NVIDIA H100 80GB HBM3"')
             emit(series(family, "gauge", rows))
         out.write("# EOF\n")
@@ -179,13 +180,14 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--hosts", type=int, default=200)
-    parser.add_argument("--minutes", type=int, default=30)
+    parser.add_argument("--minutes", type=int, default=60)
+    parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--shards", type=int, default=4)
     add_quick(parser)
     args = parser.parse_args()
     if args.quick:
-        args.hosts, args.minutes, args.shards = 6, 5, 2
+        args.hosts, args.minutes, args.shards, args.gpus = 6, 5, 2, 2
     if not (shutil.which("prometheus") and shutil.which("promtool")):
         print("prometheus and promtool are not installed (the distribution's package): nothing measured")
         return
@@ -194,7 +196,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
         began = time.monotonic()
-        write_openmetrics(folder / "fleet.om", args.hosts, start, args.minutes)
+        write_openmetrics(folder / "fleet.om", args.hosts, start, args.minutes, args.gpus)
         subprocess.run(
             [
                 "promtool",
@@ -208,7 +210,7 @@ def main() -> None:
             capture_output=True,
         )
         print(
-            f"{args.hosts} hosts, {args.minutes} min at {STEP_S} s, "
+            f"{args.hosts} hosts of {args.gpus} GPUs, {args.minutes} min at {STEP_S} s, "
             f"backfilled in {time.monotonic() - began:.0f} s"
         )
         server, url = _serve(folder / "data", folder)
