@@ -82,7 +82,7 @@ def test_a_busy_server_is_asked_again_after_a_pause(monkeypatch):
     import diagnose.pull.client as client_module
 
     pauses = []
-    monkeypatch.setattr(client_module.time, "sleep", pauses.append)
+    monkeypatch.setattr(client_module, "_pause", pauses.append)
     server = HTTPServer(("127.0.0.1", 0), _Busy)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -119,3 +119,29 @@ def test_the_indexed_job_manifest_sweeps_one_shard_a_pod():
     assert "--resume" in command  # a pod restarted by the Job picks up where it stopped
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert any(m in command for m in mounts)
+
+
+def test_the_fleet_report_groups_hosts_by_finding_and_says_what_they_share(tmp_path):
+    """Ten hosts of two pools, the throttled ones all in pool b: the section names them, strongest first,
+    and says pool b is theirs (3 of 3, 4 of 10 in the fleet) before the GPU model every host has."""
+    results = []
+    for i in range(10):
+        pool = "b" if i % 2 else "a"
+        hot = i in (1, 3, 5)
+        findings = [{"id": "gpu-throttling", "score": 0.9 - i / 100}] if hot else []
+        labels = {"label_node_pool": pool, "gpu_model": "NVIDIA H100"}
+        if i == 9:
+            labels["label_node_pool"] = "c"
+        results.append(HostResult(f"h{i}", f"sweep/h{i}", findings, labels=labels))
+    results.append(HostResult("h10", None, [], "cannot connect"))
+    _write_summary(tmp_path, results, "http://prom:9090", "2026-12-04T00:00:00Z", "2026-12-04T01:00:00Z")
+    lines = (tmp_path / "fleet.md").read_text().splitlines()
+    section = lines.index("## gpu-throttling: 3 of 10 hosts")
+    assert lines[section + 2] == "h1 0.89, h3 0.87, h5 0.85."
+    shared = lines[section + 6 : section + 8]
+    assert shared == [
+        "- label_node_pool = b: 3 of 3 (in the fleet: 4 of 10)",
+        "- gpu_model = NVIDIA H100: 3 of 3 (in the fleet: 10 of 10)",
+    ]
+    assert "10 hosts analysed, 1 not" in lines[2]
+    assert json.loads((tmp_path / "fleet.json").read_text())["hosts"][1]["labels"]["label_node_pool"] == "b"

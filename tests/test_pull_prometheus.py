@@ -203,9 +203,15 @@ def test_a_sweep_writes_one_dump_per_host_and_the_fleet_summary(prometheus, tmp_
     likely = {h["host"]: {f["id"] for f in h["findings"] if f["score"] >= 0.5} for h in fleet["hosts"]}
     assert "gpu-throttling" in likely["gpu-node-1"] and "gpu-throttling" not in likely["gpu-node-2"]
     lines = (out / "fleet.md").read_text().splitlines()
-    column = [cell.strip() for cell in lines[4].split("|")].index("gpu-throttling")
-    rows = {line.split("|")[1].strip(): line.split("|") for line in lines[6:]}
+    table = next(i for i, line in enumerate(lines) if line.startswith("| host |"))
+    column = [cell.strip() for cell in lines[table].split("|")].index("gpu-throttling")
+    rows = {line.split("|")[1].strip(): line.split("|") for line in lines[table + 2 :]}
     assert rows["gpu-node-1"][column].strip() and not rows["gpu-node-2"][column].strip()
+    # The finding's section names its host and what the series say of it: the GPU model, from the labels
+    section = lines.index("## gpu-throttling: 1 of 2 hosts")
+    assert lines[section + 2].startswith("gpu-node-1 ")
+    assert "- gpu_model = NVIDIA H100 80GB HBM3: 1 of 1 (in the fleet: 2 of 2)" in lines
+    assert fleet["hosts"][0]["labels"]["gpu_model"] == "NVIDIA H100 80GB HBM3"
 
 
 def test_an_unknown_host_is_an_error_that_names_the_hosts_there(prometheus, tmp_path):

@@ -158,7 +158,7 @@ class PrometheusClient:
                 if error.code not in BUSY or attempt == RETRIES:
                     raise
                 asked = _retry_after(error)
-                time.sleep(min(LONGEST_PAUSE_S, pause if asked is None else asked))
+                _pause(min(LONGEST_PAUSE_S, pause if asked is None else asked))
                 pause *= 2
         raise AssertionError("unreachable")  # the last attempt returns or raises
 
@@ -178,6 +178,10 @@ class PrometheusClient:
         return f"{self.url}: /api/v1/{endpoint}{query}: HTTP {error.code} {error.reason}" + (
             f": {detail}" if detail else ""
         )
+
+
+def _pause(seconds: float) -> None:
+    time.sleep(seconds)
 
 
 def _retry_after(error: urllib.error.HTTPError) -> float | None:

@@ -27,7 +27,7 @@ import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from diagnose.errors import DiagnoseError, InputError, PullError
@@ -45,6 +45,9 @@ class HostResult:
     dump: str | None
     findings: list[dict]  # {"id", "score", "confidence", "title"}, strongest first
     problem: str | None = None
+    labels: dict[str, str] = field(
+        default_factory=dict
+    )  # what the series say of the host (pull's environment)
 
 
 def sweep(
@@ -118,7 +121,9 @@ def _sweep_host(
     try:
         rules = load_rules(rules_dir or default_rules_dir())
         summary = pull(client, host, start, end, output / _folder(host), step_s, say=lambda line: None)
-        report = analyse_dump(load_dump(str(summary.path)), rules).report
+        dump = load_dump(str(summary.path))
+        labels = dump.manifest.extra.get("environment") or {}
+        report = analyse_dump(dump, rules).report
     except DiagnoseError as error:
         return HostResult(host, None, [], str(error))
     except Exception as error:  # noqa: BLE001 - one host's bug is that host's row, not the sweep's end
@@ -129,7 +134,7 @@ def _sweep_host(
         {"id": h.id, "score": h.score, "confidence": h.confidence, "title": h.title}
         for h in report.hypotheses
     ]
-    return HostResult(host, str(summary.path), findings)
+    return HostResult(host, str(summary.path), findings, labels={k: str(v) for k, v in labels.items()})
 
 
 def _keep(output: Path, result: HostResult, window: dict) -> None:
@@ -150,9 +155,7 @@ def _finished(output: Path, hosts: list[str], window: dict) -> dict[str, HostRes
         except (OSError, json.JSONDecodeError):
             continue
         if kept.get("window") == window and kept.get("host") == host:
-            found[host] = HostResult(
-                kept["host"], kept.get("dump"), kept.get("findings", []), kept.get("problem")
-            )
+            found[host] = _result(kept)
     return found
 
 
@@ -230,9 +233,7 @@ def merge(paths: list[Path], output: Path) -> list[HostResult]:
                 raise InputError(
                     f"{path}: host {host['host']} is in two of the shards: not one sweep's shards"
                 )
-            results[host["host"]] = HostResult(
-                host["host"], host.get("dump"), host.get("findings", []), host.get("problem")
-            )
+            results[host["host"]] = _result(host)
     merged = [results[host] for host in sorted(results)]
     output.mkdir(parents=True, exist_ok=True)
     window = first.get("window", {})
@@ -244,6 +245,58 @@ def merge(paths: list[Path], output: Path) -> list[HostResult]:
 
 def _folder(host: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in host) or "host"
+
+
+def _result(kept: dict) -> HostResult:
+    return HostResult(
+        kept["host"],
+        kept.get("dump"),
+        kept.get("findings", []),
+        kept.get("problem"),
+        kept.get("labels") or {},
+    )
+
+
+_SHOWN_HOSTS = 12  # a finding's hosts named in fleet.md before "and N more"
+_SHARED = 0.8  # a value held by this share of a finding's hosts is something they share
+
+
+def _by_finding(results: list[HostResult]) -> list[str]:
+    """A section per likely finding, the one on most hosts first: its hosts, strongest first, and what
+    they share (the values of the hosts' labels that most of them hold), with how common each value is
+    across the fleet, so that "every host has it" is told from "only these have it"."""
+    analysed = [r for r in results if not r.problem]
+    scored: dict[str, list[tuple[float, HostResult]]] = {}
+    for result in analysed:
+        for finding in result.findings:
+            if finding["score"] >= LIKELY:
+                scored.setdefault(finding["id"], []).append((finding["score"], result))
+    if not scored:
+        return ["No finding is likely on any host.", ""]
+    lines = []
+    for rule_id, hits in sorted(scored.items(), key=lambda item: (-len(item[1]), item[0])):
+        hits.sort(key=lambda hit: (-hit[0], hit[1].host))
+        named = ", ".join(f"{r.host} {score:.2f}" for score, r in hits[:_SHOWN_HOSTS])
+        more = f", and {len(hits) - _SHOWN_HOSTS} more" if len(hits) > _SHOWN_HOSTS else ""
+        lines += [f"## {rule_id}: {len(hits)} of {len(analysed)} hosts", "", named + more + ".", ""]
+        shared = _shared([r for _, r in hits], analysed)
+        if shared:
+            lines += ["What they share (the rarest in the fleet first):", "", *shared, ""]
+    return lines
+
+
+def _shared(hosts: list[HostResult], analysed: list[HostResult]) -> list[str]:
+    found = []
+    for name in sorted({name for r in hosts for name in r.labels}):
+        values = [r.labels.get(name) for r in hosts]
+        for value in sorted({v for v in values if v is not None}):
+            have = values.count(value)
+            if have / len(hosts) < _SHARED:
+                continue
+            fleet = sum(r.labels.get(name) == value for r in analysed)
+            line = f"- {name} = {value}: {have} of {len(hosts)} (in the fleet: {fleet} of {len(analysed)})"
+            found.append((fleet / len(analysed), line))
+    return [line for _, line in sorted(found, key=lambda item: item[0])]
 
 
 def _write_summary(
@@ -273,14 +326,19 @@ def _write_summary(
         encoding="utf-8",
     )
     ids = sorted({f["id"] for r in results for f in r.findings if f["score"] >= LIKELY})
+    failed = [r for r in results if r.problem]
     lines = [
         f"# Fleet sweep: {len(results)} host{'s' if len(results) != 1 else ''}, {start} to {end}"
         + (f" (shard {shard[0]} of {shard[1]}: `diagnose fleet merge` joins the shards)" if shard else ""),
         "",
-        f"From {url}. A cell is the hypothesis's score where it is likely (>= {LIKELY}) on that host; "
-        "`diagnose file HOST/` gives the whole report.",
+        f"From {url}. {len(results) - len(failed)} hosts analysed"
+        + (f", {len(failed)} not (said in the table at the end)" if failed else "")
+        + f". A finding is likely on a host where its score is {LIKELY} or more; "
+        "`diagnose file HOST/` gives the host's whole report.",
         "",
     ]
+    lines += _by_finding(results)
+    lines += ["## Every host", "", "A cell is the finding's score where it is likely on that host.", ""]
     header = ["host", *ids, "other findings"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for result in results:

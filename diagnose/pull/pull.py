@@ -119,6 +119,7 @@ def pull(
         rows["events"] = _write_events(output / "events.jsonl", events)
     sources = _sources(client.url, names, engine, rows)
     missing = tuple(name for name, source in sources.items() if source["status"] != "ok")
+    environment = host_labels(client, sel, names, start, end)
     manifest = {
         "format": "diagnose-dump/1",
         "host": host,
@@ -129,6 +130,7 @@ def pull(
         "complete": True,
         **({"process_start": sorted({iso_utc(e["process_start"]) for e in restarts})} if restarts else {}),
         "sources": sources,
+        **({"environment": environment} if environment else {}),
         "pulled": {
             "prometheus": client.url,
             "selector": "{" + sel + "}",
@@ -143,6 +145,48 @@ def pull(
     for note in notes:
         say(f"diagnose: {host}: {note}")
     return PullSummary(output, host, rows, step, scrape_s, engine, missing, tuple(notes))
+
+
+# What describes a host in its series' labels (dcgm-exporter's, node_exporter's info metrics), by the
+# environment name diagnose record uses for the same thing where it has one.
+_DESCRIBING = (
+    ("DCGM_FI_DEV_GPU_UTIL", "modelName", "gpu_model"),
+    ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DRIVER_VERSION", "driver_version"),
+    ("node_uname_info", "release", "kernel"),
+    ("node_os_info", "pretty_name", "os"),
+)
+# Labels on up that name the target or the scrape, not the host: left out of its description.
+_NOT_DESCRIBING = {"__name__", "instance", "job"}
+
+
+def host_labels(
+    client: PrometheusClient, sel: str, names: set[str], start: float, end: float
+) -> dict[str, str]:
+    """What the series say of the host, for the manifest's ``environment``: the GPU model and driver,
+    the kernel and OS, and the labels its targets carry beyond instance and job (a node pool, a zone,
+    a cluster, as relabelling puts them): ``label_<name>``. The last value in the window; {} where the
+    server says nothing (no query here fails a pull)."""
+    found: dict[str, str] = {}
+    try:
+        for item in client.query(f"last_over_time(up{{{sel}}}[{max(1, int(end - start))}s])", end):
+            for label, value in item.get("metric", {}).items():
+                if label not in _NOT_DESCRIBING and value:
+                    found.setdefault(f"label_{label}", value)
+        for metric, label, name in _DESCRIBING:
+            if metric not in names:
+                continue
+            values = {
+                item.get("metric", {}).get(label)
+                for item in client.query(
+                    f"count by ({label}) (last_over_time({metric}{{{sel}}}[{max(1, int(end - start))}s]))",
+                    end,
+                )
+            } - {None, ""}
+            if values:
+                found[name] = ", ".join(sorted(values))
+    except PullError:
+        return found
+    return found
 
 
 def known_instances(client: PrometheusClient, at: float, job: str | None = None) -> list[str]:
