@@ -145,3 +145,19 @@ def test_the_fleet_report_groups_hosts_by_finding_and_says_what_they_share(tmp_p
     ]
     assert "10 hosts analysed, 1 not" in lines[2]
     assert json.loads((tmp_path / "fleet.json").read_text())["hosts"][1]["labels"]["label_node_pool"] == "b"
+
+
+def test_a_pulled_dump_gpu_model_is_hardware_to_compare():
+    """Two hosts' pulled dumps on different GPU models are not comparable; a different pool is listed."""
+    from diagnose.compare.environment import describe, differences
+    from diagnose.dump.model import Dump, Manifest
+
+    def pulled(model: str, pool: str) -> Dump:
+        environment = {"gpu_model": model, "label_node_pool": pool}
+        return Dump("d", {}, {}, Manifest(extra={"environment": environment}))
+
+    found = {
+        d.what: d for d in differences(describe(pulled("H100", "a")), describe(pulled("A100", "b")), {}, {})
+    }
+    assert found["GPU model"].blocks and found["GPU model"].kind == "hardware"
+    assert not found["label_node_pool"].blocks

@@ -75,8 +75,11 @@ def describe(dump: Dump) -> dict[str, str]:
         entries = extra.get(section)
         if isinstance(entries, dict):
             facts.update({f"{prefix}{key}": str(value) for key, value in entries.items()})
-    if "profiled_gpu" in facts:  # a profiler trace names the GPU it ran on: hardware, as a recording's is
-        facts.setdefault("GPU model", facts.pop("profiled_gpu"))
+    # A profiler trace names the GPU it ran on, and a pulled dump the one dcgm-exporter labels: hardware,
+    # as a recording's is.
+    for named in ("profiled_gpu", "gpu_model"):
+        if named in facts:
+            facts.setdefault("GPU model", facts.pop(named))
     return facts
 
 
