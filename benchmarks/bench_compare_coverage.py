@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from diagnose.compare.bootstrap import time_blocks
+from diagnose.bootstrap import time_blocks
 from diagnose.compare.figures import change
 from diagnose.compare.measure import Requests, latency_measures
 

@@ -13,7 +13,7 @@ import yaml
 from scipy.stats import ks_2samp
 
 from benchmarks.bench_compare_coverage import coverage
-from diagnose.compare.bootstrap import (
+from diagnose.bootstrap import (
     Blocks,
     Grid,
     optimal_block_length,

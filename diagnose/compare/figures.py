@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from diagnose.compare.bootstrap import interval
+from diagnose.bootstrap import interval
 from diagnose.compare.measure import Measure
 from diagnose.compare.model import BETTER, INFO, SAME, UNTESTED, WORSE, FigureChange
 

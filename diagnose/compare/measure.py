@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from diagnose.compare.bootstrap import Blocks, Resampled, replicate_weights, time_blocks
+from diagnose.bootstrap import Blocks, Resampled, replicate_weights, time_blocks
 from diagnose.dump.model import Dump
 from diagnose.dump.schema import stage_columns
 from diagnose.facts.coldstart import cold_requests

@@ -16,6 +16,8 @@ from diagnose.dump.model import Dump
 from diagnose.dump.reader import KNOWN_TABLES
 from diagnose.dump.schema import TRACE_TABLES
 from diagnose.facts.model import Facts
+from diagnose.gain import ExpectedGain, expected_gain
+from diagnose.isolation import isolated
 from diagnose.judge.engine import Outcome, Status
 from diagnose.report.model import (
     AlignmentReport,
@@ -45,6 +47,8 @@ REPORT_FORMAT = "diagnose-report/1"
 def build_report(
     dump: Dump, facts: Facts, outcomes: list[Outcome], spikes: SpikeAnalysis | None = None
 ) -> Report:
+    gain_warnings: list[str] = []
+    hypotheses = _hypotheses(outcomes, dump, gain_warnings)
     return Report(
         format=REPORT_FORMAT,
         dump=dump.path,
@@ -65,6 +69,7 @@ def build_report(
                 *_recorder_notes(dump),
                 *(spikes.warnings if spikes else []),
                 *facts.warnings,
+                *gain_warnings,
             ),
             sources=_sources(dump),
             environment=_environment(dump),
@@ -72,7 +77,7 @@ def build_report(
         summary=_summary(facts),
         signals=_signals(spikes) if spikes else {},
         alignments=tuple(_alignment(a) for a in spikes.alignments) if spikes else (),
-        hypotheses=_hypotheses(outcomes),
+        hypotheses=hypotheses,
         ruled_out=tuple(
             RuledOut(o.rule.id, o.rule.path, o.reason) for o in outcomes if o.status == Status.RULED_OUT
         ),
@@ -200,8 +205,9 @@ def _alignment(alignment: Alignment) -> AlignmentReport:
     )
 
 
-def _hypotheses(outcomes: list[Outcome]) -> tuple[Hypothesis, ...]:
-    """Fired rules, strongest first; rules sharing an id appear once, with the strongest evidence."""
+def _hypotheses(outcomes: list[Outcome], dump: Dump, warnings: list[str]) -> tuple[Hypothesis, ...]:
+    """Fired rules, strongest first; rules sharing an id appear once, with the strongest evidence; each
+    with the gain of removing its cause where a counterfactual exists (a failure of one is a warning)."""
     best: dict[str, Outcome] = {}
     for outcome in outcomes:
         if outcome.status != Status.FIRED or not outcome.evidence:
@@ -227,9 +233,14 @@ def _hypotheses(outcomes: list[Outcome]) -> tuple[Hypothesis, ...]:
             explained_by=o.explained_by,
             explanation=o.explanation or None,
             own_score=o.own_score,
+            expected_gain=_expected_gain(o.rule.id, dump, warnings),
         )
         for o in ranked
     )
+
+
+def _expected_gain(cause: str, dump: Dump, warnings: list[str]) -> ExpectedGain | None:
+    return isolated(warnings, f"the expected gain of {cause}", lambda: expected_gain(cause, dump))
 
 
 def _line(line: Line) -> Line:

@@ -126,3 +126,23 @@ def trace_lines(report: Report) -> list[str]:
             line += f"; {percent(chain)} of their time in chains of elementwise operators"
         lines.append(line)
     return [f"profiler trace: {lines[0]}", *(f"  {line}" for line in lines[1:])] if lines else []
+
+
+def gain_line(h: Hypothesis) -> str | None:
+    """``P50 88.9 ms -> 84.3 ms [80.9 ms, 90.6 ms], P99 555 ms -> 218 ms [198 ms, 257 ms], with ...``."""
+    gain = h.expected_gain
+    if gain is None:
+        return None
+    parts = []
+    for figure in gain.figures:
+        bounds = (
+            f" [{human_ms(figure.low_ms)}, {human_ms(figure.high_ms)}]"
+            if figure.low_ms is not None and figure.high_ms is not None
+            else ""
+        )
+        parts.append(
+            f"{figure.name.upper()} {human_ms(figure.now_ms)} -> {human_ms(figure.expected_ms)}{bounds}"
+        )
+    return (
+        f"{', '.join(parts)}, with {gain.how} ({gain.source}; 95 % intervals by a block bootstrap over time)"
+    )

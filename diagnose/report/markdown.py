@@ -11,6 +11,7 @@ from diagnose.report.evidence_lines import (
     consequences_of,
     explains_line,
     first_less_likely,
+    gain_line,
     no_latency_line,
     oom_lines,
     source_lines,
@@ -86,6 +87,8 @@ def render_hypothesis(rank: int, h: Hypothesis, explains: list[Hypothesis] | Non
         *[f"- *Against:* {_evidence(e)}" for e in h.contrary],
         "",
     ]
+    if (gain := gain_line(h)) is not None:
+        out += [f"**Expected gain if the cause is removed:** {gain}", ""]
     if h.not_checked:
         settled = any(e.decisive for e in h.evidence)
         lead = "Would confirm it, not in the dump" if settled else "Not checked for lack of"

@@ -20,6 +20,7 @@ from diagnose.facts.model import (  # the summary's parts, as the facts layer co
     TokenLatency as TokenLatency,
     as_number,
 )
+from diagnose.gain.model import ExpectedGain
 from diagnose.judge.engine import Line as Line  # a hypothesis's evidence, as the rules engine wrote it
 
 _TIME = {"time": True}
@@ -152,6 +153,8 @@ class Hypothesis:
     explained_by: str | None = field(default=None, metadata={"omit_if_none": True})
     explanation: str | None = field(default=None, metadata={"omit_if_none": True})
     own_score: float | None = field(default=None, metadata={"omit_if_none": True})
+    # What removing the cause would gain, computed on the dump (diagnose/gain): where a counterfactual exists.
+    expected_gain: ExpectedGain | None = field(default=None, metadata={"omit_if_none": True})
 
     @property
     def is_consequence(self) -> bool:

@@ -11,6 +11,7 @@ from diagnose.report.evidence_lines import (
     consequences_of,
     explains_line,
     first_less_likely,
+    gain_line,
     no_latency_line,
     oom_lines,
     source_lines,
@@ -65,6 +66,8 @@ def render_text(report: Report, width: int = DEFAULT_WIDTH) -> str:
         out += _block("Settled by (decisive on its own)", settled, width, bullet="*")
         out += _block("Evidence", [e.text for e in h.evidence if not e.decisive], width, bullet="+")
         out += _block("Against", [e.text for e in h.contrary], width, bullet="-")
+        gain = gain_line(h)
+        out += _block("Expected gain if the cause is removed", [gain] if gain else [], width, bullet="=")
         missing = "Would confirm it, not in the dump" if settled else "Not checked, missing"
         out += _block(missing, h.not_checked, width, bullet="?")
         out += _block("Verify", h.verify, width, numbered=True)

@@ -1,4 +1,7 @@
-"""Confidence intervals for a change between two recordings: a block bootstrap over time.
+"""Confidence intervals from time-correlated samples: a block bootstrap over time.
+
+Used for a change between two recordings (diagnose compare) and for a counterfactual on one
+(diagnose/gain: the latency without a cause's requests).
 
 Requests (or samples) close in time are not independent: a slow minute makes
 many slow requests. Resampling single requests would then give intervals far

@@ -1,0 +1,15 @@
+"""The expected gain of removing a cause: a counterfactual computed on the incident's own evidence.
+
+Each cause that has an honest counterfactual has a function here that answers
+"what would P50 and P99 have been without it?" from the dump, with an
+interval; a cause without one has none, and the report says nothing rather
+than a constant. The first: cold-start contamination, whose counterfactual is
+the requests that were not served cold.
+"""
+
+from __future__ import annotations
+
+from diagnose.gain.counterfactual import expected_gain
+from diagnose.gain.model import ExpectedGain, GainFigure
+
+__all__ = ["ExpectedGain", "GainFigure", "expected_gain"]
