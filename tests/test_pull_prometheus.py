@@ -192,6 +192,7 @@ def test_a_sweep_writes_one_dump_per_host_and_the_fleet_summary(prometheus, tmp_
     out = tmp_path / "sweep"
     result = _pull(url, out, "--all-instances", "--job", "gpu-.*", "--from", f"{began + 2}", "--to", "now")
     assert result.returncode == 0, result.stderr
+    assert "diagnose: 2 of 2 hosts, " in result.stderr  # the progress line after each host
     dumps = sorted(p.name for p in out.iterdir() if p.is_dir() and not p.name.startswith("."))
     assert dumps == ["gpu-node-1", "gpu-node-2"]  # and .sweep/, the finished hosts for --resume
     for host in ("gpu-node-1", "gpu-node-2"):
