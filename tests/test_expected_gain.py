@@ -53,3 +53,25 @@ def test_the_report_shows_the_gain_beside_the_hypothesis(report_of):
     assert figures["p99"]["now_ms"] == pytest.approx(report["summary"]["latency_ms"]["p99"], rel=0.01)
     assert "served cold set aside" in first["expected_gain"]["how"]
     assert all("expected_gain" not in h for h in report_of(DUMPS / "memory-swapping")["hypotheses"])
+
+
+@pytest.mark.parametrize("seed", [0, 6])
+def test_the_latency_without_the_job_runs_is_the_latency_of_the_same_service_with_a_harmless_job(
+    tmp_path, seed
+):
+    """The co-located job's runs set aside (as the spike analysis finds them) against the same draws
+    with a job that takes nothing from the service."""
+    from diagnose.pipeline import analyse_path
+    from fixtures.generate import SCENARIOS, _stable_hash, write_scenario
+
+    scenario = {s.name: s for s in SCENARIOS}["co-located-contention"]
+    _, analysis = analyse_path(str(write_scenario(scenario, tmp_path / "c", seed)))
+    gain = next(h.expected_gain for h in analysis.report.hypotheses if h.id == "co-located-contention")
+    assert gain is not None and "runs of `python3 /opt/jobs/refresh_features.py" in gain.how
+    harmless = replace(scenario.service, job_slowdown=1.0)
+    truth = simulate(harmless, seed + _stable_hash(scenario.name)).frames["requests"]["latency_ms"].to_numpy()
+    for figure in gain.figures:
+        expected = float(np.quantile(truth, 0.5 if figure.name == "p50" else 0.99))
+        assert figure.low_ms <= expected <= figure.high_ms, (figure, expected)
+    p99 = next(f for f in gain.figures if f.name == "p99")
+    assert p99.expected_ms < p99.now_ms * 0.9

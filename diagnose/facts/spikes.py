@@ -155,32 +155,10 @@ def _add_contender(facts: Facts, analysis: SpikeAnalysis) -> None:
     traffic higher then too (a load surge that both the process and latency follow)? The median per
     window, not the tail, is compared: a contended core slows every request.
     """
-    name = next((n for n in _CONTENDER_LATENCY if n in analysis.findings), None)
-    if name is None:
+    chosen = contender(analysis)
+    if chosen is None:
         return
-    latency = analysis.findings[name].signal
-    with np.errstate(divide="ignore", invalid="ignore"):
-        logs = np.log(np.where(latency.values > 0, latency.values, np.nan))
-    valid = np.isfinite(logs)
-    offsets = _offsets(logs.size, latency.step)
-    if offsets is None:
-        return
-    times = latency.times()
-    tested = []
-    for found in analysis.findings.values():
-        runs = [e for e in found.episodes if e.direction > 0]
-        if len(runs) < 2 or not _contender(found):
-            continue
-        inside = _covered(times, runs)
-        if (inside & valid).sum() < 3 or (~inside & valid).sum() < 3:
-            continue
-        during = float(_mean_inside(logs, valid, inside, None))
-        null = _off_schedule(offsets, found, runs, latency.step)
-        shifted = _mean_inside(logs, valid, inside, null)
-        p_value = float((1 + np.sum(shifted >= during)) / (1 + null.size))
-        tested.append((p_value, -during, found, runs))
-    if not tested:
-        return
+    name, logs, valid, times, tested = chosen
     p_value, log_ratio, found, runs = min(tested, key=lambda t: t[:2])
     meta = found.signal.meta
     cite = (
@@ -214,6 +192,37 @@ def _add_contender(facts: Facts, analysis: SpikeAnalysis) -> None:
             change,
             f"{_THROUGHPUT} inside and outside the episodes of {found.signal.name}",
         )
+
+
+def contender(analysis: SpikeAnalysis):
+    """The latency series the contenders were judged on (its name, logs, which are valid, its times) and
+    each contending process tested: ``(p_value, -log ratio, findings, runs)``; None where none could be.
+    The most significant is the one the facts name (the expected gain sets its runs aside too)."""
+    name = next((n for n in _CONTENDER_LATENCY if n in analysis.findings), None)
+    if name is None:
+        return None
+    latency = analysis.findings[name].signal
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log(np.where(latency.values > 0, latency.values, np.nan))
+    valid = np.isfinite(logs)
+    offsets = _offsets(logs.size, latency.step)
+    if offsets is None:
+        return None
+    times = latency.times()
+    tested = []
+    for found in analysis.findings.values():
+        runs = [e for e in found.episodes if e.direction > 0]
+        if len(runs) < 2 or not _contender(found):
+            continue
+        inside = _covered(times, runs)
+        if (inside & valid).sum() < 3 or (~inside & valid).sum() < 3:
+            continue
+        during = float(_mean_inside(logs, valid, inside, None))
+        null = _off_schedule(offsets, found, runs, latency.step)
+        shifted = _mean_inside(logs, valid, inside, null)
+        p_value = float((1 + np.sum(shifted >= during)) / (1 + null.size))
+        tested.append((p_value, -during, found, runs))
+    return (name, logs, valid, times, tested) if tested else None
 
 
 _RUN_WORSE = 1.25  # a run during which the median latency is a quarter higher than outside every run

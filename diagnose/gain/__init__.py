@@ -3,8 +3,9 @@
 Each cause that has an honest counterfactual has a function here that answers
 "what would P50 and P99 have been without it?" from the dump, with an
 interval; a cause without one has none, and the report says nothing rather
-than a constant. The first: cold-start contamination, whose counterfactual is
-the requests that were not served cold.
+than a constant. So far: cold-start contamination (the requests not served
+cold) and co-located contention (the requests that did not arrive while the
+job ran).
 """
 
 from __future__ import annotations

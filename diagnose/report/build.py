@@ -48,7 +48,7 @@ def build_report(
     dump: Dump, facts: Facts, outcomes: list[Outcome], spikes: SpikeAnalysis | None = None
 ) -> Report:
     gain_warnings: list[str] = []
-    hypotheses = _hypotheses(outcomes, dump, gain_warnings)
+    hypotheses = _hypotheses(outcomes, dump, spikes, gain_warnings)
     return Report(
         format=REPORT_FORMAT,
         dump=dump.path,
@@ -205,7 +205,9 @@ def _alignment(alignment: Alignment) -> AlignmentReport:
     )
 
 
-def _hypotheses(outcomes: list[Outcome], dump: Dump, warnings: list[str]) -> tuple[Hypothesis, ...]:
+def _hypotheses(
+    outcomes: list[Outcome], dump: Dump, spikes: SpikeAnalysis | None, warnings: list[str]
+) -> tuple[Hypothesis, ...]:
     """Fired rules, strongest first; rules sharing an id appear once, with the strongest evidence; each
     with the gain of removing its cause where a counterfactual exists (a failure of one is a warning)."""
     best: dict[str, Outcome] = {}
@@ -233,14 +235,16 @@ def _hypotheses(outcomes: list[Outcome], dump: Dump, warnings: list[str]) -> tup
             explained_by=o.explained_by,
             explanation=o.explanation or None,
             own_score=o.own_score,
-            expected_gain=_expected_gain(o.rule.id, dump, warnings),
+            expected_gain=_expected_gain(o.rule.id, dump, spikes, warnings),
         )
         for o in ranked
     )
 
 
-def _expected_gain(cause: str, dump: Dump, warnings: list[str]) -> ExpectedGain | None:
-    return isolated(warnings, f"the expected gain of {cause}", lambda: expected_gain(cause, dump))
+def _expected_gain(
+    cause: str, dump: Dump, spikes: SpikeAnalysis | None, warnings: list[str]
+) -> ExpectedGain | None:
+    return isolated(warnings, f"the expected gain of {cause}", lambda: expected_gain(cause, dump, spikes))
 
 
 def _line(line: Line) -> Line:
