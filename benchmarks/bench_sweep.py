@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.quick import add_quick  # noqa: E402
+from tests.helpers.service import free_port, wait_for  # noqa: E402
 
 STEP_S = 15
 GIB = 1 << 30
@@ -100,16 +100,10 @@ def write_openmetrics(path: Path, hosts: int, start: int, minutes: int, gpus: in
         out.write("# EOF\n")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _serve(data: Path, folder: Path) -> tuple[subprocess.Popen, str]:
     config = folder / "prometheus.yml"
     config.write_text("global: {scrape_interval: 15s}\nscrape_configs: []\n")
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [
             shutil.which("prometheus") or "prometheus",
@@ -123,15 +117,19 @@ def _serve(data: Path, folder: Path) -> tuple[subprocess.Popen, str]:
         stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+
+    def ready() -> bool:
         try:
-            if urllib.request.urlopen(f"{url}/-/ready", timeout=1).status == 200:
-                return server, url
+            return urllib.request.urlopen(f"{url}/-/ready", timeout=1).status == 200
         except OSError:
-            time.sleep(0.5)
-    server.kill()
-    raise SystemExit("prometheus did not become ready within 120 s")
+            return False
+
+    try:
+        wait_for(ready, timeout=120)
+    except AssertionError:
+        server.kill()
+        raise SystemExit("prometheus did not become ready within 120 s") from None
+    return server, url
 
 
 # Runs one command and prints its wall time and the largest resident set of it and its descendants.

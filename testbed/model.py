@@ -177,10 +177,18 @@ def _shrinkable_arena() -> None:
 
 
 def _malloc_trim() -> None:
+    trim = _libc_malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _libc_malloc_trim():
+    """glibc's malloc_trim, looked up once (not every forward); None where the C library has none."""
     try:
-        ctypes.CDLL(None).malloc_trim(0)
+        return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):  # not glibc
-        pass
+        return None
 
 
 def _options(optimizations: str, intra_op_threads: int = 1) -> ort.SessionOptions:

@@ -39,6 +39,13 @@ from diagnose.collectors.cpu_limits import cores_allowed
 from diagnose.collectors.redact import redact_cmdline
 
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
+# What reading a process's threads gives, for the watched servers and the busiest few only.
+_THREAD_COLUMNS = (
+    "max_thread_cpu_pct",
+    "run_queue_wait_pct",
+    "ctx_switches_voluntary_per_s",
+    "ctx_switches_involuntary_per_s",
+)
 # An untracked process is recorded from the sample in which it used this share of a core.
 _BUSY_CPU_PCT = 10.0
 _MAX_NEWLY_BUSY = 64  # a host forking hundreds of busy processes a second costs no more than this
@@ -393,10 +400,7 @@ class HostCollector:
             "num_threads": threads,
             "cores_allowed": tracked.cores_allowed,
             "minor_faults_per_s": fault_rate,
-            "max_thread_cpu_pct": None,
-            "run_queue_wait_pct": None,
-            "ctx_switches_voluntary_per_s": None,
-            "ctx_switches_involuntary_per_s": None,
+            **dict.fromkeys(_THREAD_COLUMNS),
         }
 
     def _thread_rates(self, tracked: _Tracked) -> dict[str, float | None]:
@@ -404,12 +408,7 @@ class HostCollector:
         the time its threads waited for a core (100 = one thread waiting throughout), and its
         threads' context switches a second. A thread born in between counts from zero: a pool that
         starts threads per request is part of the story."""
-        rates: dict[str, float | None] = {
-            "max_thread_cpu_pct": None,
-            "run_queue_wait_pct": None,
-            "ctx_switches_voluntary_per_s": None,
-            "ctx_switches_involuntary_per_s": None,
-        }
+        rates: dict[str, float | None] = dict.fromkeys(_THREAD_COLUMNS)
         try:
             now = thread_counters(tracked.process, tracked.threads)
         except _GONE:

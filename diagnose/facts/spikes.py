@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from diagnose.detect import Signal, SignalFindings, SpikeAnalysis
@@ -158,19 +160,19 @@ def _add_contender(facts: Facts, analysis: SpikeAnalysis) -> None:
     chosen = contender(analysis)
     if chosen is None:
         return
-    name, logs, valid, times, tested = chosen
-    p_value, log_ratio, found, runs = min(tested, key=lambda t: t[:2])
+    name, found, runs, tested = chosen.latency, chosen.found, chosen.runs, chosen.tested
+    p_value, log_ratio = chosen.p_value, -chosen.during
     meta = found.signal.meta
     cite = (
         f"{name} inside and outside the episodes of {found.signal.name}; p {p_value:.3g} "
-        f"against {SHIFTS} circular shifts, x {len(tested)} processes tested (Holm)"
+        f"against {SHIFTS} circular shifts, x {tested} processes tested (Holm)"
     )
     facts.add("spikes.contender.process", _who(meta), cite)
     facts.add("spikes.contender.cmdline", meta["cmdline"] or meta["name"], cite)
     facts.add("spikes.contender.runs", len(runs), cite)
     facts.add("spikes.contender.latency_ratio", float(np.exp(-log_ratio)), cite)
-    facts.add("spikes.contender.p_value", min(1.0, p_value * len(tested)), cite)
-    worse = _runs_worse(logs, valid, times, runs)
+    facts.add("spikes.contender.p_value", min(1.0, p_value * tested), cite)
+    worse = _runs_worse(chosen.logs, chosen.valid, chosen.times, runs)
     if worse is not None:
         facts.add(
             "spikes.contender.runs_worse_share",
@@ -194,10 +196,24 @@ def _add_contender(facts: Facts, analysis: SpikeAnalysis) -> None:
         )
 
 
-def contender(analysis: SpikeAnalysis):
-    """The latency series the contenders were judged on (its name, logs, which are valid, its times) and
-    each contending process tested: ``(p_value, -log ratio, findings, runs)``; None where none could be.
-    The most significant is the one the facts name (the expected gain sets its runs aside too)."""
+@dataclass(frozen=True)
+class Contender:
+    """The contending process the facts name, and the latency series it was judged on."""
+
+    latency: str  # the latency signal's name
+    logs: np.ndarray  # its log values, ``valid`` where finite, at ``times``
+    valid: np.ndarray
+    times: np.ndarray
+    found: SignalFindings  # the process's signal and episodes
+    runs: list  # its episodes above its baseline
+    p_value: float  # before the correction for the processes tested
+    during: float  # mean log latency inside its runs less outside
+    tested: int  # contending processes tested
+
+
+def contender(analysis: SpikeAnalysis) -> Contender | None:
+    """Of the contending processes, the most significant (the facts name it, and the expected gain sets
+    its runs aside); None where none could be tested."""
     name = next((n for n in _CONTENDER_LATENCY if n in analysis.findings), None)
     if name is None:
         return None
@@ -222,7 +238,10 @@ def contender(analysis: SpikeAnalysis):
         shifted = _mean_inside(logs, valid, inside, null)
         p_value = float((1 + np.sum(shifted >= during)) / (1 + null.size))
         tested.append((p_value, -during, found, runs))
-    return (name, logs, valid, times, tested) if tested else None
+    if not tested:
+        return None
+    p_value, negative, found, runs = min(tested, key=lambda t: t[:2])
+    return Contender(name, logs, valid, times, found, runs, p_value, -negative, len(tested))
 
 
 _RUN_WORSE = 1.25  # a run during which the median latency is a quarter higher than outside every run

@@ -61,17 +61,17 @@ def _co_located(dump: Dump, spikes: SpikeAnalysis | None) -> ExpectedGain | None
     chosen = contender(spikes) if spikes is not None and requests is not None else None
     if chosen is None or requests is None:
         return None
-    _, _, found, runs = min(chosen[4], key=lambda t: t[:2])
     ts = requests["ts"].to_numpy(dtype="float64")
     during = np.zeros(ts.size, dtype=bool)
-    for run in runs:
+    for run in chosen.runs:
         during |= (ts >= run.start) & (ts < run.end)
     if not during.any():
         return None
-    meta = found.signal.meta
-    who = meta.get("cmdline") or meta.get("name") or found.signal.name
+    meta = chosen.found.signal.meta
+    who = meta.get("cmdline") or meta.get("name") or chosen.found.signal.name
     how = (
-        f"the {int(during.sum()):,} requests that arrived during the {len(runs)} runs of `{who}` set aside: "
+        f"the {int(during.sum()):,} requests that arrived during the {len(chosen.runs)} runs of `{who}` "
+        "set aside: "
         "what moving the job off the host, or out of the service's hours, buys"
     )
     return _without(dump, requests, during, how)

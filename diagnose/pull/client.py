@@ -87,7 +87,7 @@ class PrometheusClient:
             except (OSError, ssl.SSLError) as error:
                 raise InputError(f"--ca-file {ca_file}: cannot be used: {error}") from None
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type, tuple]:
         """Sent to another process as its settings (an SSL context does not travel)."""
         return (PrometheusClient, (self.url, self._auth, self._ca_file, self._timeout))
 

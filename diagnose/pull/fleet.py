@@ -92,7 +92,7 @@ def sweep(
             finished[result.host] = result
             progress.done(result)
     results = [finished[host] for host in hosts]
-    _write_summary(output, results, client.url, start, end, shard)
+    _write_summary(output, results, client.url, window["start"], window["end"], shard)
     return results
 
 
@@ -303,13 +303,13 @@ def _write_summary(
     output: Path,
     results: list[HostResult],
     url: str,
-    start: float | str,
-    end: float | str,
+    start: str,
+    end: str,
     shard: tuple[int, int] | None = None,
 ) -> None:
-    """fleet.json and fleet.md; hosts in name order, so that a sweep and its merged shards agree."""
+    """fleet.json and fleet.md, the window in ISO-8601; hosts in name order, so that a sweep and its
+    merged shards agree."""
     results = sorted(results, key=lambda result: result.host)
-    start, end = (_iso(t) if isinstance(t, float | int) else t for t in (start, end))
     name = "fleet" if shard is None else f"fleet-shard-{shard[0]}-of-{shard[1]}"
     (output / f"{name}.json").write_text(
         json.dumps(

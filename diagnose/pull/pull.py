@@ -149,12 +149,11 @@ def pull(
 
 # What describes a host in its series' labels (dcgm-exporter's, node_exporter's info metrics), by the
 # environment name diagnose record uses for the same thing where it has one.
-_DESCRIBING = (
-    ("DCGM_FI_DEV_GPU_UTIL", "modelName", "gpu_model"),
-    ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DRIVER_VERSION", "driver_version"),
-    ("node_uname_info", "release", "kernel"),
-    ("node_os_info", "pretty_name", "os"),
-)
+_DESCRIBING = {
+    "DCGM_FI_DEV_GPU_UTIL": (("modelName", "gpu_model"), ("DCGM_FI_DRIVER_VERSION", "driver_version")),
+    "node_uname_info": (("release", "kernel"),),
+    "node_os_info": (("pretty_name", "os"),),
+}
 # Labels on up that name the target or the scrape, not the host: left out of its description.
 _NOT_DESCRIBING = {"__name__", "instance", "job"}
 
@@ -167,23 +166,21 @@ def host_labels(
     a cluster, as relabelling puts them): ``label_<name>``. The last value in the window; {} where the
     server says nothing (no query here fails a pull)."""
     found: dict[str, str] = {}
+    window = f"[{max(1, int(end - start))}s]"
     try:
-        for item in client.query(f"last_over_time(up{{{sel}}}[{max(1, int(end - start))}s])", end):
+        for item in client.query(f"last_over_time(up{{{sel}}}{window})", end):
             for label, value in item.get("metric", {}).items():
                 if label not in _NOT_DESCRIBING and value:
                     found.setdefault(f"label_{label}", value)
-        for metric, label, name in _DESCRIBING:
+        for metric, described in _DESCRIBING.items():
             if metric not in names:
                 continue
-            values = {
-                item.get("metric", {}).get(label)
-                for item in client.query(
-                    f"count by ({label}) (last_over_time({metric}{{{sel}}}[{max(1, int(end - start))}s]))",
-                    end,
-                )
-            } - {None, ""}
-            if values:
-                found[name] = ", ".join(sorted(values))
+            by = ", ".join(label for label, _ in described)
+            items = client.query(f"count by ({by}) (last_over_time({metric}{{{sel}}}{window}))", end)
+            for label, name in described:
+                values = {item.get("metric", {}).get(label) for item in items} - {None, ""}
+                if values:
+                    found[name] = ", ".join(sorted(values))
     except PullError:
         return found
     return found
