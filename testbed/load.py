@@ -157,6 +157,46 @@ async def drive(
     return result
 
 
+async def measure_capacity(
+    base_url: str,
+    requests: list[Request],
+    prompts: PromptMaker,
+    seconds: float = 6.0,
+    concurrency: int = 16,
+    timeout_s: float = 30.0,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> float:
+    """Requests per second the service completes when it is never idle: a closed loop of
+    ``concurrency`` clients sending the plan's own mix for ``seconds`` (the first sixth not counted,
+    while the queue fills). What "past what the service can serve" means on this machine."""
+    if not requests:
+        raise ValueError("measure_capacity needs the plan's requests to draw its mix from")
+    done: list[float] = []
+    start = time.monotonic()
+    deadline = start + seconds
+
+    async def client_loop(client: httpx.AsyncClient, first: int) -> None:
+        k = first
+        while time.monotonic() < deadline:
+            request = requests[k % len(requests)]
+            body = {"prompt": prompts.make(request.prompt_tokens), "max_tokens": request.max_tokens}
+            response = await client.post("/generate", json=body)
+            if response.status_code == 200:
+                done.append(time.monotonic())
+            k += concurrency
+
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(
+        base_url=base_url, timeout=timeout_s, limits=limits, transport=transport
+    ) as client:
+        await asyncio.gather(*(client_loop(client, i) for i in range(concurrency)))
+    counted = start + seconds / 6
+    finished = [t for t in done if counted <= t <= deadline]
+    if len(finished) < 2:
+        raise RuntimeError(f"the service completed {len(done)} requests in {seconds:.0f} s under load")
+    return len(finished) / (deadline - counted)
+
+
 async def _send(client: httpx.AsyncClient, body: dict, number: int, result: LoadResult) -> None:
     result.sent += 1
     sent = time.time()

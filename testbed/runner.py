@@ -32,7 +32,7 @@ import numpy as np
 import psutil
 import yaml
 
-from testbed.load import LoadPlan, PromptMaker, drive, schedule
+from testbed.load import LoadPlan, PromptMaker, drive, measure_capacity, schedule
 from testbed.scenarios import Scenario
 from testbed.tokenizer import words
 
@@ -95,6 +95,13 @@ def run(scenario: Scenario, duration_s: float, out: Path, seed: int = 0, say=pri
         _wait_healthy(url, service)
         if scenario.restart_at is None:
             _warm(url)  # the lazy start-up is the cold-start scenario's fault, not every run's
+        ramp_to = scenario.ramp_to_rps
+        if scenario.ramp_to_capacity is not None:
+            # Before the recorder starts (it reads the request log from its end): not in the dump.
+            mix = schedule(LoadPlan(60.0, scenario.rate_rps, seed=seed))
+            capacity = asyncio.run(measure_capacity(url, mix, PromptMaker(words(), seed)))
+            ramp_to = round(scenario.ramp_to_capacity * capacity, 1)
+            say(f"testbed: {scenario.name}: the service serves {capacity:.1f} requests/s; ramp to {ramp_to}")
         started = time.time()
         recorder = children.start(
             [
@@ -109,7 +116,7 @@ def run(scenario: Scenario, duration_s: float, out: Path, seed: int = 0, say=pri
         plan = LoadPlan(
             duration_s,
             scenario.rate_rps,
-            scenario.ramp_to_rps,
+            ramp_to,
             None if scenario.shift_at is None else scenario.shift_at * duration_s,
             scenario.length_factor,
             seed=seed,
@@ -122,7 +129,8 @@ def run(scenario: Scenario, duration_s: float, out: Path, seed: int = 0, say=pri
             raise RunError(f"diagnose record failed; see {paths.root / 'recorder.log'}")
     if scenario.graph_profile and paths.graph_profile.exists():  # made before the recorder's folder was
         shutil.copy2(paths.graph_profile, paths.dump / paths.graph_profile.name)
-    _write_truth(paths, scenario, duration_s, seed, started, load_start, injector.fault_windows, result)
+    windows = injector.fault_windows
+    _write_truth(paths, scenario, duration_s, seed, started, load_start, windows, result, ramp_to)
     return paths.dump
 
 
@@ -334,6 +342,7 @@ def _write_truth(
     load_start: float,
     windows: list[tuple[float, float]],
     result,
+    ramp_to_rps: float | None,
 ) -> None:
     if not windows and scenario.cause is not None:
         windows = [(load_start + scenario.fault_from * duration_s, load_start + duration_s)]
@@ -348,7 +357,8 @@ def _write_truth(
         "fault_windows": [[round(a, 3), round(b, 3)] for a, b in windows],
         "load": {
             "rate_rps": scenario.rate_rps,
-            "ramp_to_rps": scenario.ramp_to_rps,
+            "ramp_to_rps": ramp_to_rps,
+            "ramp_to_capacity": scenario.ramp_to_capacity,
             "sent": result.sent,
             "ok": result.ok,
             "failed": result.failed,

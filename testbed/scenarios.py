@@ -21,6 +21,9 @@ class Scenario:
     summary: str
     rate_rps: float = 10.0
     ramp_to_rps: float | None = None
+    # Ramp to this multiple of the service's capacity, measured on this machine just before the run
+    # (load.measure_capacity): a fixed rate that saturates one machine leaves a faster one at 0.78.
+    ramp_to_capacity: float | None = None
     service_args: tuple[str, ...] = ()
     shift_at: float | None = None  # fraction of the run where prompts get longer
     length_factor: float = 1.0
@@ -125,9 +128,10 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "queue-saturation",
             "queue-saturation",
-            "the arrival rate ramps from light to past what the service can serve",
+            "the arrival rate ramps from light to past what the service can serve (1.3x its capacity, "
+            "measured before the run)",
             rate_rps=4,
-            ramp_to_rps=60,
+            ramp_to_capacity=1.3,
         ),
         Scenario(
             "batch-window-too-long",

@@ -22,7 +22,7 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("httpx")
 psutil = pytest.importorskip("psutil")
 
-from testbed.load import LoadPlan, PromptMaker, schedule  # noqa: E402
+from testbed.load import LoadPlan, PromptMaker, measure_capacity, schedule  # noqa: E402
 from testbed.model import VOCAB, Model  # noqa: E402
 from testbed.scenarios import SCENARIOS  # noqa: E402
 from testbed.score import score_report  # noqa: E402
@@ -86,6 +86,28 @@ def test_the_load_keeps_the_planned_rate_and_its_story(tmp_path):
 
     without_trace = schedule(LoadPlan(300, 10), trace_dir=tmp_path)  # the 70/20/10 mix
     assert 0.8 * 3000 < len(without_trace) < 1.2 * 3000
+
+
+def test_the_capacity_is_what_a_service_that_is_never_idle_completes():
+    """A one-worker service that takes at least 10 ms a request can complete no more than 100 a second;
+    a queue of 16 keeps it busy, so the measure is that bound or, on a loaded machine, below it."""
+    import httpx
+
+    lock = asyncio.Lock()
+
+    async def app(scope, receive, send):
+        while (await receive())["type"] != "http.request":
+            pass
+        async with lock:
+            await asyncio.sleep(0.010)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    mix = schedule(LoadPlan(30.0, 4.0, seed=1))
+    capacity = asyncio.run(
+        measure_capacity("http://svc", mix, PromptMaker(words()), 1.2, transport=httpx.ASGITransport(app))
+    )
+    assert 0 < capacity <= 100 * 1.05
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -23,7 +23,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,10 +31,11 @@ import numpy as np
 
 from diagnose.compare.evidence import Evidence
 from diagnose.compare.measure import Measure
-from diagnose.compare.model import Comparison
+from diagnose.compare.model import Comparison, Delivery
 from diagnose.errors import ArchiveError
+from diagnose.gain import ExpectedGain
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APPLICATION_ID = 0x44474E53  # "DGNS": marks the file as a diagnose archive
 BUSY_TIMEOUT_S = 30.0
 
@@ -67,6 +68,12 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             verdict TEXT NOT NULL, headline TEXT NOT NULL,
             expected TEXT, measured TEXT NOT NULL)""",
     ),
+    # Each recording's expected gains (a hypothesis's id: what its fix buys), and a comparison's
+    # delivery: what a fix delivered against the gain its baseline's diagnosis expected.
+    2: (
+        "ALTER TABLE entries ADD COLUMN gains TEXT NOT NULL DEFAULT '{}'",
+        "ALTER TABLE comparisons ADD COLUMN delivery TEXT",
+    ),
 }
 
 
@@ -96,6 +103,7 @@ class ComparisonRow:
     headline: str
     expected: str | None
     measured: dict[str, float | None]  # each decisive figure's change
+    delivery: Delivery | None = None  # against the gain expected of the fix (--expects)
 
 
 def default_path() -> Path:
@@ -138,8 +146,8 @@ class Archive:
         with self._write() as db:
             cursor = db.execute(
                 "INSERT INTO entries (added_at, label, change, expect, note, dump, window_start, window_end, "
-                "requests, cold_excluded, environment, background, hypotheses, warnings) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "requests, cold_excluded, environment, background, hypotheses, warnings, gains) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     _now(),
                     label,
@@ -154,6 +162,7 @@ class Archive:
                     json.dumps(evidence.background),
                     json.dumps(evidence.hypotheses),
                     json.dumps(evidence.warnings),
+                    json.dumps({cause: gain.to_dict() for cause, gain in evidence.gains.items()}),
                 ),
             )
             entry = _inserted(cursor)
@@ -188,7 +197,7 @@ class Archive:
         with self._write() as db:
             cursor = db.execute(
                 "INSERT INTO comparisons (added_at, baseline, candidate, verdict, headline, expected, "
-                "measured) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "measured, delivery) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     _now(),
                     baseline,
@@ -197,6 +206,7 @@ class Archive:
                     comparison.headline,
                     expected,
                     json.dumps(measured),
+                    None if comparison.delivery is None else json.dumps(asdict(comparison.delivery)),
                 ),
             )
             return _inserted(cursor)
@@ -240,6 +250,7 @@ class Archive:
             json.loads(row["background"]),
             [tuple(h) for h in json.loads(row["hypotheses"])],
             json.loads(row["warnings"]),
+            {cause: ExpectedGain.from_dict(gain) for cause, gain in json.loads(row["gains"]).items()},
         )
 
     def holding(self, evidence: Evidence) -> list[int]:
@@ -281,13 +292,23 @@ class Archive:
 
     def comparisons(self, entry_id: int) -> list[ComparisonRow]:
         rows = self._db.execute(
-            "SELECT id, added_at, baseline, candidate, verdict, headline, expected, measured "
+            "SELECT id, added_at, baseline, candidate, verdict, headline, expected, measured, delivery "
             "FROM comparisons WHERE baseline = ? OR candidate = ? ORDER BY id",
             (entry_id, entry_id),
         )
         return [
-            ComparisonRow(id_, added, baseline, candidate, verdict, headline, expected, json.loads(measured))
-            for id_, added, baseline, candidate, verdict, headline, expected, measured in rows
+            ComparisonRow(
+                id_,
+                added,
+                baseline,
+                candidate,
+                verdict,
+                headline,
+                expected,
+                json.loads(measured),
+                None if delivery is None else Delivery.from_dict(json.loads(delivery)),
+            )
+            for id_, added, baseline, candidate, verdict, headline, expected, measured, delivery in rows
         ]
 
     def _row(self, entry_id: int) -> sqlite3.Row:

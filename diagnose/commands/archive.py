@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from diagnose.commands.options import Subcommands, add_debug, zone
+from diagnose.commands.options import Subcommands, add_debug, root_cause, zone
 from diagnose.commands.output import ready_to_write
 from diagnose.errors import ExitCode, InputError
 
@@ -27,6 +27,8 @@ def add_parser(commands: Subcommands) -> None:
             "  diagnose archive add baseline/ --label v1.3\n"
             "  diagnose archive add candidate/ --label v1.4-int8 --change 'INT8 weights' --expect 'p99 -30%' "
             "--baseline 1\n"
+            "  diagnose archive add warmed/ --change 'warm-up before traffic' "
+            "--expects cold-start-contamination --baseline 1\n"
             "  diagnose archive list\n"
             "  diagnose archive show 2\n"
             "  diagnose archive trend --metric p99\n"
@@ -39,6 +41,13 @@ def add_parser(commands: Subcommands) -> None:
     command.add_argument("--label", help="add: a name for the recording, e.g. v1.4-int8")
     command.add_argument("--change", help="add: what was changed, e.g. 'INT8 weights'")
     command.add_argument("--expect", help="add: the gain expected, e.g. 'p99 -30%%'")
+    command.add_argument(
+        "--expects",
+        type=root_cause,
+        metavar="ID",
+        help="add, with --baseline: the hypothesis of the baseline's diagnosis the change was to fix; the "
+        "gain its diagnosis expected is kept beside what the change delivered",
+    )
     command.add_argument("--note", help="add: anything else: side effects, who, why")
     command.add_argument(
         "--baseline", type=int, metavar="ID", help="add: also compare with recording #ID and keep the result"
@@ -62,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
         if args.target is None or not Path(args.target).exists():
             raise InputError(
                 f"archive add needs a dump: {args.target or 'none given'}: no such file or folder"
+            )
+        if args.expects is not None and args.baseline is None:
+            raise InputError(
+                "archive add --expects needs --baseline ID: the recording whose diagnosis expected the gain"
             )
         return _archive_add(args, path)
     with Archive(path, create=False) as archive:
@@ -95,6 +108,10 @@ def _archive_add(args: argparse.Namespace, path: Path) -> int:
 
     with Archive(path) as archive:
         baseline = archive.evidence(args.baseline) if args.baseline is not None else None
+        if baseline is not None and args.expects is not None:
+            from diagnose.compare.delivery import expected_gain_of
+
+            expected_gain_of(baseline, args.expects)  # an error before any work, if nothing to check
         evidence, requests = measure_path(args.target, args.rules, args.tz)
         already = archive.holding(evidence)
         entry = archive.add(evidence, args.label, args.change, args.expect, args.note)
@@ -107,7 +124,7 @@ def _archive_add(args: argparse.Namespace, path: Path) -> int:
                 file=sys.stderr,
             )
         if baseline is not None:
-            comparison = compare_evidence(baseline, evidence, requests, args.change)
+            comparison = compare_evidence(baseline, evidence, requests, args.change, args.expects)
             decisive = decisive_figures(comparison.figures, comparison.traffic)
             measured: dict[str, float | None] = {
                 name: decisive[name].change

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from diagnose.commands.options import Subcommands, add_debug, zone
+from diagnose.commands.options import Subcommands, add_debug, root_cause, zone
 from diagnose.commands.output import pictures_beside, report_format
 from diagnose.errors import ExitCode, InputError
 
@@ -26,6 +26,8 @@ def add_parser(commands: Subcommands) -> None:
             "examples:\n"
             "  diagnose compare before/ after/\n"
             "  diagnose compare before/ after/ -o review.md\n"
+            "  diagnose compare before/ after/ --change 'warm-up before traffic' "
+            "--expects cold-start-contamination\n"
             "  diagnose compare baseline/ candidate/ --fail-on-regression p99:+5%,throughput:-3%"
         ),
     )
@@ -58,6 +60,14 @@ def add_parser(commands: Subcommands) -> None:
         metavar="TEXT",
         help="what was changed between the two, e.g. 'torch.cuda.empty_cache() after each request': "
         "a change that leaves P99 worse is then named a pseudo-optimisation",
+    )
+    command.add_argument(
+        "--expects",
+        type=root_cause,
+        metavar="ID",
+        help="the hypothesis of the before side's diagnosis the change was to fix, e.g. "
+        "cold-start-contamination: say what the fix delivered against the gain the diagnosis expected "
+        "(a fix that delivered nothing is named a pseudo-optimisation)",
     )
     command.add_argument("-o", "--output", type=Path, help="write the comparison to this file")
     command.add_argument(
@@ -109,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         before, after, after_requests = measure_both(
             args.dumps[0], args.dumps[1], args.rules, args.tz, second=second or False
         )
-    comparison = compare_evidence(before, after, after_requests, args.change)
+    comparison = compare_evidence(before, after, after_requests, args.change, args.expects)
     trips, absent = gate(tolerances, comparison.figures, comparison.traffic) if tolerances else ([], [])
     pictures = None
     if output_format == "html" or (output_format == "markdown" and args.output is not None):

@@ -188,6 +188,17 @@ def window_seconds(text: str | None) -> float | None:
     return parse_duration(text)
 
 
+def root_cause(text: str) -> str:
+    """A root-cause id of the contract (``--expects``), checked before any work."""
+    from diagnose.judge.ids import ROOT_CAUSE_IDS
+
+    if text not in ROOT_CAUSE_IDS:
+        raise argparse.ArgumentTypeError(
+            f"unknown root cause {text!r}: one of {', '.join(sorted(ROOT_CAUSE_IDS))}"
+        )
+    return text
+
+
 def zone(text: str) -> str:
     import pandas as pd
 

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 from diagnose.compare import parallel
+from diagnose.compare.delivery import delivery, delivery_headline, expected_gain_of
 from diagnose.compare.environment import differences
 from diagnose.compare.evidence import Evidence, measure_dump
 from diagnose.compare.figures import figure_changes
 from diagnose.compare.measure import Requests
 from diagnose.compare.model import (
     BETTER,
+    DELIVERED,
+    DELIVERED_NOTHING,
+    PARTLY,
     REGRESSED,
     WORSE,
     Comparison,
@@ -92,13 +97,22 @@ def measure_path(
 
 
 def compare_evidence(
-    before: Evidence, after: Evidence, after_requests: Requests | None, change: str | None = None
+    before: Evidence,
+    after: Evidence,
+    after_requests: Requests | None,
+    change: str | None = None,
+    expects: str | None = None,
 ) -> Comparison:
     """Compare a measured before side (a dump's, or an archived one) with an after side.
 
     ``change``: what was changed between them, in the person's words (``--change``): a change made as
     an optimisation that leaves P99 worse under comparable traffic is called a pseudo-optimisation.
+    ``expects``: the hypothesis of the before side's diagnosis that the change was to fix
+    (``--expects``): what it delivered is set against the gain expected of it, and a fix that
+    delivered nothing is a pseudo-optimisation too.
     """
+    if expects is not None:
+        expected_gain_of(before, expects)  # an error before any work, if there is nothing to check
     warnings = [f"before: {w}" for w in before.warnings] + [f"after: {w}" for w in after.warnings]
     figures = figure_changes(before.measures, after.measures)
     if not figures:
@@ -119,7 +133,16 @@ def compare_evidence(
         + _traffic_differences(traffic)
         + _diagnosed_background(before, after)
     )
-    verdict, headline, reasons = overall(figures, traffic, found)
+    if expects == _CONTENTION:  # the job's absence after is the fix, not background that differs
+        found = [
+            replace(d, what=f"{d.what}: the change --expects {expects} names", blocks=False)
+            if d.kind == "background"
+            else d
+            for d in found
+        ]
+    delivered = delivery(expects, before, after) if expects is not None else None
+    fix_delivered = delivered is not None and delivered.verdict in (DELIVERED, PARTLY)
+    verdict, headline, reasons = overall(figures, traffic, found, fix_delivered)
     pseudo = None
     if verdict == REGRESSED:
         decisive = decisive_figures(figures, traffic)
@@ -127,6 +150,13 @@ def compare_evidence(
         pseudo = _pseudo_optimisation(change, latency, before, after)
         if pseudo is not None:
             headline = _pseudo_headline(pseudo, headline)
+    if delivered is not None:
+        if delivered.verdict == DELIVERED_NOTHING and pseudo is None:
+            pseudo = PseudoOptimisation(change, [], expects)
+            what = f" ('{change}')" if change else ""
+            headline = f"pseudo-optimisation{what}: {delivery_headline(delivered)}; overall {headline}"
+        elif pseudo is None:
+            headline = f"{headline}; {delivery_headline(delivered)}"
     return Comparison(
         _side(before),
         _side(after),
@@ -139,6 +169,7 @@ def compare_evidence(
         _moves(before, after),
         warnings,
         pseudo,
+        delivered,
     )
 
 

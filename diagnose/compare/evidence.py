@@ -18,6 +18,7 @@ from diagnose.compare.measure import (
     LENGTH_COLUMNS,
     Measure,
     Requests,
+    every_request_measures,
     measure_requests,
     measure_series,
     warm_requests,
@@ -25,6 +26,7 @@ from diagnose.compare.measure import (
 from diagnose.compare.trace_figures import measure_trace
 from diagnose.dump.model import Dump
 from diagnose.dump.timestamps import iso
+from diagnose.gain import ExpectedGain
 from diagnose.judge.rules import Rule
 from diagnose.pipeline import analyse_dump
 
@@ -43,6 +45,7 @@ class Evidence:
     background: dict[str, float]  # other processes' CPU (p95, % of a core) and GPU memory (peak, bytes)
     hypotheses: list[tuple[str, float]]  # (id, score), strongest first
     warnings: list[str] = field(default_factory=list)
+    gains: dict[str, ExpectedGain] = field(default_factory=dict)  # a hypothesis's id: what its fix buys
 
 
 def measure_dump(
@@ -56,6 +59,8 @@ def measure_dump(
     with np.errstate(all="ignore"):
         requests = warm_requests(dump, salt)
         measures = measure_requests(requests) if requests is not None else []
+        if requests is not None and requests.cold_excluded:
+            measures += every_request_measures(dump, salt)
         measures += measure_series(dump, salt)
         report = analyse_dump(dump, rules, helper=helper).report
         measures += measure_trace(report)
@@ -70,6 +75,7 @@ def measure_dump(
         background(dump),
         [(h.id, float(h.score)) for h in report.hypotheses],
         list(dump.warnings),
+        {h.id: h.expected_gain for h in report.hypotheses if h.expected_gain is not None},
     )
     return evidence, requests
 

@@ -22,6 +22,7 @@ MIN_EFFECT = 0.02  # a relative change smaller than this is no change worth a ve
 MIN_POINTS = 0.001  # an error rate moving less than 0.1 percentage point likewise
 _TRAFFIC = ("request_rate", "work_rate")  # compared in the traffic section, not as figures
 _SERVICE = ("service_p50", "service_p99")  # read when the load differed
+_EVERY = ("every_p50", "every_p99")  # the cold requests too: read against a fix's expected gain
 
 
 def figure_changes(before: dict[str, Measure], after: dict[str, Measure]) -> list[FigureChange]:
@@ -29,7 +30,7 @@ def figure_changes(before: dict[str, Measure], after: dict[str, Measure]) -> lis
     return [
         change(measure, after[name])
         for name, measure in before.items()
-        if name in after and name not in _TRAFFIC and name not in _SERVICE
+        if name in after and name not in _TRAFFIC and name not in _SERVICE and name not in _EVERY
     ]
 
 

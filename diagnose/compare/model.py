@@ -122,10 +122,59 @@ class GateTrip:
 
 @dataclass(frozen=True)
 class PseudoOptimisation:
-    """A change made as an optimisation that left P99 worse: what it was, and the findings it brought."""
+    """A change made as an optimisation that left P99 worse, or that delivered none of the gain the
+    diagnosis expected of it: what it was, and the findings it brought."""
 
     change: str | None  # the person's words (--change, the archive's), None where none was given
     findings: list[tuple[str, float]]  # (id, score) of pseudo-optimisations likely after, not before
+    expected_of: str | None = None  # the cause whose fix it was meant to be, where it delivered nothing
+
+
+AS_EXPECTED, MORE, LESS, NOTHING, UNEXPECTED = (
+    "as expected",
+    "more than expected",
+    "less than expected",
+    "nothing",
+    "not expected to move",
+)
+DELIVERED, PARTLY, DELIVERED_NOTHING, NOT_EXPECTED = (
+    "delivered",
+    "partly delivered",
+    "delivered nothing",
+    "nothing was expected",
+)
+
+
+@dataclass(frozen=True)
+class DeliveredFigure:
+    """One latency figure: the change the diagnosis expected of the fix, and the change measured."""
+
+    name: str  # p50, p99
+    expected: float  # relative: the counterfactual over the figure then, less one
+    expected_low: float | None
+    expected_high: float | None
+    measured: float | None  # relative: after over before, less one (every request, cold ones too)
+    measured_low: float | None
+    measured_high: float | None
+    share: float | None  # measured over expected: the share of the expected gain delivered
+    verdict: str  # as expected, more than expected, less than expected, nothing, not expected to move
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What a fix delivered against the gain the before side's diagnosis expected of it."""
+
+    cause: str  # the hypothesis the fix was for (--expects)
+    how: str  # the counterfactual, in words
+    figures: list[DeliveredFigure]
+    verdict: str  # delivered, partly delivered, delivered nothing, nothing was expected
+    source: str
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Delivery:
+        """Read back what ``asdict`` wrote (the archive keeps a comparison's delivery as JSON)."""
+        figures = [DeliveredFigure(**figure) for figure in data["figures"]]
+        return cls(data["cause"], data["how"], figures, data["verdict"], data["source"])
 
 
 @dataclass(frozen=True)
@@ -141,6 +190,7 @@ class Comparison:
     diagnosis: list[HypothesisMove]
     warnings: list[str] = field(default_factory=list)
     pseudo_optimisation: PseudoOptimisation | None = None
+    delivery: Delivery | None = None
 
     @property
     def comparable(self) -> bool:

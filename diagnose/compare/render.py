@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from diagnose.compare.model import Comparison, FigureChange, GateTrip
+from diagnose.compare.model import Comparison, Delivery, FigureChange, GateTrip
 from diagnose.compare.verdict import change_text
 from diagnose.units import human_bytes, human_ms, human_rate, human_us
 
@@ -89,6 +89,10 @@ def _text(c: Comparison) -> str:
     out = [f"verdict: {c.verdict.upper()}", f"  {c.headline}", "", *_sides(c), ""]
     out += _table(_rows(c.figures))
     out += ["", "intervals: " + "; ".join(_methods(c))]
+    if c.delivery is not None:
+        out += ["", f"expected against delivered: the fix for {c.delivery.cause}: {c.delivery.verdict}"]
+        out += [f"  expected: {c.delivery.how}"]
+        out += _table(_delivery_rows(c.delivery), _DELIVERY_HEADER)
     out += ["", "traffic: " + ("the same" if c.traffic.same else "differs")]
     out += [f"  {line}" for line in _traffic_lines(c, "->", "{}")]
     if c.traffic.reweighted:
@@ -126,8 +130,11 @@ def _traffic_lines(c: Comparison, arrow: str, name: str) -> list[str]:
     return lines + list(c.traffic.notes)
 
 
-def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
-    header = ("figure", "before", "after", "change [95% interval]", "verdict")
+_FIGURES_HEADER = ("figure", "before", "after", "change [95% interval]", "verdict")
+_DELIVERY_HEADER = ("figure", "expected change", "measured change", "share of the expected gain", "verdict")
+
+
+def _table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...] = _FIGURES_HEADER) -> list[str]:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     return [
         "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in [header, *rows]
@@ -147,6 +154,13 @@ def _markdown(c: Comparison, pictures: list[tuple[str, str, str]] | None = None)
         "",
         "Intervals: " + "; ".join(_methods(c)) + ".",
     ]
+    if c.delivery is not None:
+        d = c.delivery
+        out += ["", f"## Expected against delivered: the fix for {d.cause}", "", f"**{d.verdict}.**"]
+        out += ["", f"Expected: {d.how}.", ""]
+        out += ["| " + " | ".join(_DELIVERY_HEADER) + " |", "|---|---|---|---:|---|"]
+        out += ["| " + " | ".join(row) + " |" for row in _delivery_rows(d)]
+        out += ["", f"Sources: {d.source}."]
     out += ["", "## Traffic", "", "The same." if c.traffic.same else "It differs.", ""]
     out += [f"- {line}" for line in _traffic_lines(c, "→", "`{}`")]
     if c.traffic.reweighted:
@@ -169,6 +183,26 @@ def _markdown(c: Comparison, pictures: list[tuple[str, str, str]] | None = None)
     if c.warnings:
         out += ["", "## Warnings", "", *(f"- {w}" for w in c.warnings)]
     return "\n".join(out) + "\n"
+
+
+def _delivery_rows(delivery: Delivery) -> list[tuple[str, str, str, str, str]]:
+    return [
+        (
+            f"{f.name.upper()} latency (every request)",
+            _relative(f.expected, f.expected_low, f.expected_high),
+            _relative(f.measured, f.measured_low, f.measured_high),
+            "-" if f.share is None else f"{f.share:.0%}",
+            f.verdict,
+        )
+        for f in delivery.figures
+    ]
+
+
+def _relative(value: float | None, low: float | None, high: float | None) -> str:
+    if value is None:
+        return "-"
+    text = f"{value:+.1%}"
+    return text if low is None or high is None else f"{text} [{low:+.1%}, {high:+.1%}]"
 
 
 def _md_table(rows: Sequence[tuple[str, ...]]) -> list[str]:

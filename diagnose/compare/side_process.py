@@ -18,6 +18,7 @@ import numpy as np
 from diagnose.compare.comparison import measure_path
 from diagnose.compare.evidence import Evidence
 from diagnose.compare.measure import Measure
+from diagnose.gain import ExpectedGain
 from diagnose.processes.heap import leave_the_rest_to_exit, reuse_freed_memory
 
 
@@ -30,6 +31,7 @@ def to_json(evidence: Evidence) -> dict:
         for m in evidence.measures.values()
     ]
     data["samples"] = {name: _packed(values) for name, values in evidence.samples.items()}
+    data["gains"] = {cause: gain.to_dict() for cause, gain in evidence.gains.items()}
     return data
 
 
@@ -49,6 +51,7 @@ def from_json(data: dict) -> Evidence:
         {str(k): float(v) for k, v in data["background"].items()},
         [(str(i), float(s)) for i, s in data["hypotheses"]],
         [str(w) for w in data["warnings"]],
+        {str(cause): ExpectedGain.from_dict(gain) for cause, gain in data.get("gains", {}).items()},
     )
 
 

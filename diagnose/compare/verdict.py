@@ -74,9 +74,10 @@ def decisive_figures(figures: list[FigureChange], traffic: Traffic) -> dict[str,
 
 
 def overall(
-    figures: list[FigureChange], traffic: Traffic, differences: list[Difference]
+    figures: list[FigureChange], traffic: Traffic, differences: list[Difference], fix_delivered: bool = False
 ) -> tuple[str, str, list[str]]:
-    """(verdict, headline, reasons)."""
+    """(verdict, headline, reasons). ``fix_delivered``: the change delivered the gain expected of it
+    (compare --expects), where these figures need not move: no "pseudo-optimisation" then."""
     blocking = [d for d in differences if d.blocks]
     if blocking:
         reasons = [f"{d.what} differs: {d.before} before, {d.after} after" for d in blocking]
@@ -98,10 +99,9 @@ def overall(
             [_said(f) for f in better],
         )
     names = ", ".join(f.label for f in judged) or "nothing could be compared"
-    text = (
-        f"no significant change ({names}): if this was an optimisation, under this load it is a "
-        "pseudo-optimisation"
-    )
+    text = f"no significant change ({names})"
+    if not fix_delivered:
+        text += ": if this was an optimisation, under this load it is a pseudo-optimisation"
     return NO_CHANGE, text + caveat, []
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 
 @dataclass(frozen=True)
@@ -22,3 +22,21 @@ class ExpectedGain:
     how: str  # the counterfactual, in words: what was set aside or changed
     method: str  # how the interval was drawn
     source: str  # the evidence it was computed from
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ExpectedGain:
+        """Read back what :meth:`to_dict` wrote (the archive's, a comparison's second process's)."""
+        figures = tuple(
+            GainFigure(
+                str(f["name"]),
+                float(f["now_ms"]),
+                float(f["expected_ms"]),
+                None if f["low_ms"] is None else float(f["low_ms"]),
+                None if f["high_ms"] is None else float(f["high_ms"]),
+            )
+            for f in data["figures"]
+        )
+        return cls(figures, str(data["how"]), str(data["method"]), str(data["source"]))
