@@ -6,6 +6,13 @@ difference between two scrapes. Samples are summed over their label sets
 (several models, GPUs or engines served by one process add up). Both the
 recorder's scraper and the importer of scrape files use this one map;
 docs/collectors.md shows it as a table.
+
+Two columns say when the engine restarted, whatever the engine: its process's
+start time (``process_start_time_seconds``, which Python's prometheus_client
+and most exporters publish), and ``counter_resets``, set on a scrape whose
+counters went back since the one before. A Prometheus counter only goes back
+when the process that counts restarts; the rates and means across such a pair
+of scrapes are left empty rather than read from counters of two processes.
 """
 
 from __future__ import annotations
@@ -131,6 +138,17 @@ ENGINES: dict[str, EngineMap] = {
 }
 
 
+PROCESS_START = "process_start_time_seconds"
+
+
+def _went_back(mapping: EngineMap, samples: dict[str, float], before: dict[str, float]) -> bool:
+    """Did any counter the map reads go back since the scrape before: the engine restarted between."""
+    names = [*mapping.rates.values()]
+    for ratio in [*mapping.ratios.values(), *mapping.fallbacks.values()]:
+        names += [ratio.numerator, ratio.denominator]
+    return any(n in samples and n in before and samples[n] < before[n] for n in names)
+
+
 def custom_map(metric_to_column: dict[str, str]) -> EngineMap:
     """The map of a service no engine map knows, from ``--metrics-map`` (metric name -> server column).
 
@@ -208,9 +226,14 @@ def engine_row(
     for column, (names, scale) in mapping.gauges.items():
         value = next((samples[n] for n in names if n in samples), None)
         row[column] = None if value is None else value * scale
+    if PROCESS_START in samples:
+        row["process_start"] = samples[PROCESS_START]
     if before is None and lifetime:
         before = dict.fromkeys(samples, 0.0)
     elif before is None:
+        return row
+    if _went_back(mapping, samples, before):
+        row["counter_resets"] = 1
         return row
     for column, name in mapping.rates.items():
         if row.get(column) is not None:

@@ -143,6 +143,8 @@ def test_a_pulled_dump_holds_what_the_exporter_served_at_those_times(prometheus,
     assert len(cpu) >= len(system) - 2 and cpu.between(45, 55).all()
     assert rps.between(4.5, 5.5).all() and server["e2e_ms"].dropna().round(3).eq(200).all()
     assert server["e2e_p50_ms"].dropna().between(100, 250).all()
+    # resets() of a counter that only rose: the query runs on a real Prometheus and finds no restart
+    assert server["counter_resets"].notna().any() and server["counter_resets"].fillna(0).eq(0).all()
     # dcgm-exporter's Xid gauge: the change to 79 is an event when it happened
     xid_from = next(s["t"] for s in served if s["xid0"])
     (xid,) = dump.table("events").query("kind == 'xid'").itertuples()

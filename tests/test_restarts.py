@@ -77,3 +77,44 @@ def test_the_recorded_restart_replayed_without_its_restart_event_is_found_by_its
     top = report["hypotheses"][0]
     assert top["id"] == "cold-start-contamination" and top["score"] >= 0.5
     assert "the pid replaced by one of the same name" in report["facts"]["coldstart.restarts"]["source"]
+
+
+def test_the_engine_states_its_restart_by_a_new_process_start_time_or_counters_that_went_back():
+    from diagnose.engine_metrics import ENGINES, engine_row
+
+    vllm = ENGINES["vllm"]
+    before = {"vllm:generation_tokens_total": 5000.0, "vllm:request_success_total": 90.0}
+    after = {"vllm:generation_tokens_total": 120.0, "vllm:request_success_total": 2.0}
+    after |= {"process_start_time_seconds": T0 + 55}
+    row = engine_row(vllm, T0 + 60, after, before, 5.0)
+    assert row["counter_resets"] == 1 and row["process_start"] == T0 + 55
+    assert "tokens_per_s" not in row and "throughput_rps" not in row  # counters of two processes
+    onward = {"vllm:generation_tokens_total": 5600.0, "vllm:request_success_total": 95.0}
+    row = engine_row(vllm, T0 + 65, onward, before, 5.0)
+    assert "counter_resets" not in row and row["tokens_per_s"] == 120.0
+
+
+def test_restart_times_read_the_engines_own_metrics(tmp_path):
+    """A new process start time is stamped at itself; counters that went back with no start time, at the
+    scrape before them, or 10 s before the scrape that showed them after a longer silence."""
+    ts = [T0 + t for t in (0, 1, 2, 3, 50, 51)]
+    born = [T0 - 500] * 4 + [T0 + 45] * 2
+    pd.DataFrame({"ts": ts, "running": 3, "process_start": born}).to_csv(tmp_path / "server.csv", index=False)
+    starts, source = restart_times(load_dump(str(tmp_path)))
+    assert starts == [T0 + 45] and "process_start_time_seconds moved on" in source
+    resets = [None, None, None, None, 1, None]
+    pd.DataFrame({"ts": ts, "running": 3, "counter_resets": resets}).to_csv(
+        tmp_path / "server.csv", index=False
+    )
+    starts, source = restart_times(load_dump(str(tmp_path)))
+    assert starts == [T0 + 40] and "counters went back" in source
+    resets = [None, 1, None, None, None, None]
+    pd.DataFrame({"ts": ts, "running": 3, "counter_resets": resets}).to_csv(
+        tmp_path / "server.csv", index=False
+    )
+    assert restart_times(load_dump(str(tmp_path)))[0] == [T0]
+    steady = [T0 - 500.4, T0 - 500.0, T0 - 499.6, T0 - 500.0, T0 - 500.0, T0 - 500.0]  # rounding, no restart
+    pd.DataFrame({"ts": ts, "running": 3, "process_start": steady}).to_csv(
+        tmp_path / "server.csv", index=False
+    )
+    assert restart_times(load_dump(str(tmp_path)))[0] == []

@@ -153,6 +153,8 @@ COLUMNS = {
         "ttft_ms",
         "tpot_ms",
         "e2e_ms",
+        "process_start",
+        "counter_resets",
     ],
 }
 

@@ -3,9 +3,12 @@
 A restart is stated outright by the manifest (``process_start``, the
 recorder's own restart detection) or an event (``restart``, ``deploy``). It is
 also shown, without being stated, by the process table: the server's pid
-replaced by a process of the same name and command line. A dump assembled by
-hand, pulled from Prometheus, or replayed with its events removed holds only
-that; it is the same fact, and the cold-start analysis reads it the same way.
+replaced by a process of the same name and command line; and by the engine's
+own metrics: its process's start time (``process_start_time_seconds``) moved
+on, or its counters went back (a Prometheus counter only does when the
+process counting restarts). A dump assembled by hand, pulled from Prometheus,
+or replayed with its events removed holds only these; it is the same fact, and
+the cold-start analysis reads it the same way.
 
 A pid replaced is a restart only where the process is one of its kind: a pool
 of workers with the same command line (gunicorn, Ray, a data loader) starts and
@@ -33,6 +36,7 @@ _MAX_GAP_S = 300.0  # a replacement comes within minutes of the old process's en
 _MIN_SAMPLES = 3  # each pid seen at least this often: a lineage, not one stray row
 _MIN_PRESENCE = 0.5  # the old pid in at least half the samples of its life
 _SAME_RESTART_S = 60.0  # a stated start this close to a pid's replacement is the same restart
+_ANSWERED_S = 10.0  # an engine that answers /metrics again serves within seconds
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,44 @@ def restart_times(dump: Dump) -> tuple[list[float], str]:
                 f"{dump.source('processes')}: the pid replaced by one of the same name and command line "
                 f"({shown}{more})"
             )
+    server = dump.table("server")
+    if server is not None:
+        seen = [
+            (at, how)
+            for at, how in engine_restarts(server)
+            if all(abs(at - t) > _SAME_RESTART_S for t in starts)
+        ]
+        if seen:
+            starts += [at for at, _ in seen]
+            hows = sorted({how for _, how in seen})
+            sources.append(f"{dump.source('server')}: {' and '.join(hows)}")
     return sorted(set(starts)), " and ".join(sources)
+
+
+def engine_restarts(server: pd.DataFrame) -> list[tuple[float, str]]:
+    """(when, how it shows) for each restart the engine's own metrics show.
+
+    A new ``process_start`` is stamped at itself, the process's birth; counters
+    that went back, where no new start time says it, at the scrape before them
+    (the restart came after it), or 10 s before the scrape that showed them
+    where the engine answered nothing for longer: an engine answers /metrics
+    once it is up, and serves soon after.
+    """
+    ts = pd.to_numeric(server["ts"], errors="coerce").to_numpy(dtype="float64")
+    found: list[tuple[float, str]] = []
+    if "process_start" in server.columns:
+        born = pd.to_numeric(server["process_start"], errors="coerce").to_numpy(dtype="float64")
+        known = np.isfinite(born) & np.isfinite(ts)
+        values = born[known]
+        moved = np.flatnonzero(values[1:] > values[:-1] + 1.0) + 1  # a second's rounding is no restart
+        found += [(float(values[i]), "the engine's process_start_time_seconds moved on") for i in moved]
+    if "counter_resets" in server.columns:
+        went_back = pd.to_numeric(server["counter_resets"], errors="coerce").fillna(0).to_numpy() > 0
+        for i in np.flatnonzero(went_back):
+            at = max(float(ts[i - 1]), float(ts[i]) - _ANSWERED_S) if i > 0 else float(ts[i])
+            if np.isfinite(at) and all(abs(at - t) > _SAME_RESTART_S for t, _ in found):
+                found.append((at, "the engine's counters went back (a restarted process counts from 0)"))
+    return sorted(found)
 
 
 def replacements(processes: pd.DataFrame) -> list[Replacement]:

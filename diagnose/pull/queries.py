@@ -324,6 +324,13 @@ def engine_columns(engine: str, names: set[str]) -> list[Column]:
             columns.append(
                 Column("server", column, f"{scale:g} * sum({present}{{{{{{sel}}}}}})", (present,), source)
             )
+    # The engine's restarts where its process states no start time (pull.py reads that one as events):
+    # a counter goes back only when the process counting restarts.
+    counters = [c if c in names else c.removesuffix("_total") for c in mapping.rates.values()]
+    counted = next((c for c in counters if c in names), None)
+    if counted is not None:
+        query = f"sum(resets({counted}{{{{{{sel}}}}}}[{{w}}]))"
+        columns.append(Column("server", "counter_resets", query, (counted,), source))
     taken = {c.column for c in columns}
     for column, counter in mapping.rates.items():
         name = counter if counter in names else counter.removesuffix("_total")  # older exporters' counters
