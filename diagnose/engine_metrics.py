@@ -98,9 +98,18 @@ ENGINES: dict[str, EngineMap] = {
             "e2e_ms": _summary("nv_inference_request_summary_us"),
         },
     ),
+    # TGI batches continuously: its current batch is the requests running, as vLLM's running gauge is;
+    # a request's generated-token histogram sums to the tokens generated.
     "tgi": EngineMap(
-        gauges={"queue_depth": (("tgi_queue_size",), 1.0), "batch_size": (("tgi_batch_current_size",), 1.0)},
-        rates={"throughput_rps": "tgi_request_success_total"},
+        gauges={
+            "queue_depth": (("tgi_queue_size",), 1.0),
+            "batch_size": (("tgi_batch_current_size",), 1.0),
+            "running": (("tgi_batch_current_size",), 1.0),
+        },
+        rates={
+            "throughput_rps": "tgi_request_success_total",
+            "tokens_per_s": "tgi_request_generated_tokens_sum",
+        },
         ratios={
             "queue_ms": _histogram("tgi_request_queue_duration"),
             "compute_ms": _histogram("tgi_request_inference_duration"),

@@ -55,9 +55,9 @@ def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnal
             (f"batching facts from {source}", lambda: add_batch_facts(facts, requests, source)),
             (f"input-length facts from {source}", lambda: add_shift_facts(facts, requests, source)),
             (f"cold-start facts from {source}", lambda: add_coldstart_facts(facts, dump, requests, source)),
-            ("queueing facts", lambda: add_queue_facts(facts, dump)),
         ]
     steps += [
+        ("queueing facts", lambda: add_queue_facts(facts, dump)),  # from the engine's gauges without requests
         ("serving-engine facts", lambda: add_engine_facts(facts, dump)),
         ("GPU facts", lambda: add_gpu_facts(facts, dump)),
         ("GPU clock facts", lambda: add_throttle_facts(facts, dump)),

@@ -10,7 +10,14 @@ GPU table (a model served on the CPU, or a GPU nobody recorded), it is the
 model's busy fraction from the request log: the model stages' time in the
 window over the window's length and the number of model workers (the server's
 highest `running`, or one where the log's model time never exceeds the wall
-time, which more workers would). Across
+time, which more workers would).
+
+Where no request log times a queue stage (a dump pulled from Prometheus, an
+engine scraped with no request log), the engine's own gauges give the same
+curve: the arrivals are what it completed plus what its queue grew by, and
+the wait is its own mean queue time (``server.queue_ms``) or, without one,
+Little's law: the mean number waiting over the arrival rate (W = L / λ).
+Across
 windows: how closely the wait follows rho / (1 - rho) (Spearman), how much it
 grew from the quietest to the busiest quarter, and the knee: the lowest
 arrival rate at which the wait is twice its quiet level. Operating at about 70 % of the knee leaves headroom.
@@ -31,6 +38,7 @@ from diagnose.facts.stages import declared_kinds, stage_kind
 
 _WINDOWS = 20
 _MIN_REQUESTS = 30
+_MIN_SAMPLES = 3  # engine samples in a window of the gauges' curve
 
 
 _WAIT_FACTS = ("queue.wait_growth", "queue.knee_rps", "queue.recommended_rps")
@@ -55,7 +63,7 @@ def queue_windows(dump: Dump, capacity: float | None = None) -> QueueWindows | s
     """
     requests, gpu = dump.table("requests"), dump.table("gpu")
     if requests is None or "stage_queue_ms" not in requests.columns:
-        return None
+        return _server_windows(dump)
     if len(requests) < _WINDOWS * _MIN_REQUESTS:
         return (
             f"more requests: the queueing curve needs {_WINDOWS * _MIN_REQUESTS:,} "
@@ -85,20 +93,15 @@ def queue_windows(dump: Dump, capacity: float | None = None) -> QueueWindows | s
             return QueueWindows(rate, wait, None, how, source)
         return QueueWindows(rate, wait, model[0], model[1], source)
     engine = dump.table("server")
-    if engine is not None and {"running", "tokens_per_s"} <= set(engine.columns):
-        # A text-generation engine steps continuously: the GPU reads busy at any load, and is no measure
-        # of how loaded the engine is. Its own gauges are: requests running over the most it runs.
-        running = pd.to_numeric(engine["running"], errors="coerce").to_numpy(dtype="float64")
-        ceiling = np.nanmax(running) if np.isfinite(running).any() else 0.0
-        if ceiling > 0:
-            slots = np.clip(
-                np.searchsorted(edges, engine["ts"].to_numpy(), side="right") - 1, 0, _WINDOWS - 1
-            )
-            busy = pd.Series(running / ceiling).groupby(slots).mean()
-            rho = busy.reindex(per.index).to_numpy().clip(0, 0.99)
-            if np.isfinite(rho).sum() >= 5:
-                how = f"{dump.source('server')}: running over its highest ({ceiling:.0f})"
-                return QueueWindows(rate, wait, rho, how, source)
+    # A text-generation engine steps continuously: the GPU reads busy at any load, and is no measure
+    # of how loaded the engine is. Its own gauges are: requests running over the most it runs.
+    loaded = (
+        _engine_rho(engine, edges, per.index.to_numpy(), dump.source("server"))
+        if engine is not None
+        else None
+    )
+    if loaded is not None:
+        return QueueWindows(rate, wait, loaded[0], loaded[1], source)
     gpu_window = np.clip(np.searchsorted(edges, gpu["ts"].to_numpy(), side="right") - 1, 0, _WINDOWS - 1)
     util = pd.Series(gpu["util_pct"].to_numpy(dtype="float64")).groupby(gpu_window).mean()
     rho = (util.reindex(per.index).to_numpy() / 100).clip(0, 0.99)
@@ -107,6 +110,84 @@ def queue_windows(dump: Dump, capacity: float | None = None) -> QueueWindows | s
         how = f"gpu: util_pct in 5 of the request windows ({int(known.sum())} have it)"
         return QueueWindows(rate, wait, None, how, source)
     return QueueWindows(rate, wait, rho, f"{dump.source('gpu')}: util_pct", source)
+
+
+def _server_windows(dump: Dump) -> QueueWindows | str | None:
+    """The curve from the engine's gauges (queue depth, completions, its own queue time), or why not."""
+    server = dump.table("server")
+    if server is None or not {"queue_depth", "throughput_rps"} <= set(server.columns):
+        return None
+    ts = pd.to_numeric(server["ts"], errors="coerce").to_numpy(dtype="float64")
+    waiting = pd.to_numeric(server["queue_depth"], errors="coerce").to_numpy(dtype="float64")
+    done = pd.to_numeric(server["throughput_rps"], errors="coerce").to_numpy(dtype="float64")
+    known = np.isfinite(ts) & np.isfinite(waiting) & np.isfinite(done)
+    if known.sum() < _WINDOWS * _MIN_SAMPLES:
+        return (
+            f"more engine samples: the queueing curve from {dump.source('server')} needs "
+            f"{_WINDOWS * _MIN_SAMPLES} with queue_depth and throughput_rps ({int(known.sum())} have both)"
+        )
+    ts, waiting, done = ts[known], waiting[known], done[known]
+    edges = np.linspace(ts[0], ts[-1] + 1e-6, _WINDOWS + 1)
+    window = np.clip(np.searchsorted(edges, ts, side="right") - 1, 0, _WINDOWS - 1)
+    frame = pd.DataFrame({"w": window, "ts": ts, "waiting": waiting, "done": done})
+    own = None
+    if "queue_ms" in server.columns:
+        own = pd.to_numeric(server["queue_ms"], errors="coerce").to_numpy(dtype="float64")[known]
+        frame["own"] = own
+    grouped = frame.groupby("w")
+    per = grouped.agg(
+        n=("ts", "size"), first=("waiting", "first"), last=("waiting", "last"),
+        mean_waiting=("waiting", "mean"), done=("done", "mean"),
+    )  # fmt: skip
+    per["span"] = grouped["ts"].max() - grouped["ts"].min()
+    per = per[per["n"] >= _MIN_SAMPLES]
+    # Arrivals: what was completed, plus what the queue grew by over the window.
+    rate = (per["done"] + (per["last"] - per["first"]) / per["span"].where(per["span"] > 0)).to_numpy()
+    rate = np.where(np.isfinite(rate), np.maximum(rate, 0.0), per["done"].to_numpy())
+    source = dump.source("server")
+    use_own = own is not None and np.isfinite(own).sum() >= _WINDOWS * _MIN_SAMPLES // 2
+    if use_own:
+        wait = frame.groupby("w")["own"].mean().reindex(per.index).to_numpy()
+        how = f"{source}: queue_ms (the engine's own mean queue time) and arrivals per window"
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            wait = np.where(rate > 0, per["mean_waiting"].to_numpy() / rate * 1000.0, np.nan)
+        how = f"{source}: queue_depth over the arrival rate per window (Little's law, W = L / λ)"
+    good = np.isfinite(wait) & (rate > 0)
+    if good.sum() < 5:
+        return f"5 windows with engine samples and arrivals ({source} has {int(good.sum())})"
+    rate, wait, index = rate[good], wait[good], per.index.to_numpy()[good]
+    source = f"{how} ({good.sum()} windows)"
+    rho = _engine_rho(server, edges, index, dump.source("server"))
+    if rho is not None:
+        return QueueWindows(rate, wait, rho[0], rho[1], source)
+    gpu = dump.table("gpu")
+    if gpu is not None and "util_pct" in gpu.columns and "tokens_per_s" not in server.columns:
+        slots = np.clip(np.searchsorted(edges, gpu["ts"].to_numpy(), side="right") - 1, 0, _WINDOWS - 1)
+        util = pd.Series(gpu["util_pct"].to_numpy(dtype="float64")).groupby(slots).mean()
+        values = (util.reindex(index).to_numpy() / 100).clip(0, 0.99)
+        if np.isfinite(values).sum() >= 5:
+            return QueueWindows(rate, wait, values, f"{dump.source('gpu')}: util_pct", source)
+    how = "a utilisation to set against the queue wait: the engine's running gauge, or gpu: util_pct"
+    return QueueWindows(rate, wait, None, how, source)
+
+
+def _engine_rho(
+    server: pd.DataFrame, edges: np.ndarray, windows: np.ndarray, source: str
+) -> tuple[np.ndarray, str] | None:
+    """Per window, a text-generation engine's requests running over the most it runs: its load."""
+    if not {"running", "tokens_per_s"} <= set(server.columns):
+        return None
+    running = pd.to_numeric(server["running"], errors="coerce").to_numpy(dtype="float64")
+    ceiling = np.nanmax(running) if np.isfinite(running).any() else 0.0
+    if ceiling <= 0:
+        return None
+    slots = np.clip(np.searchsorted(edges, server["ts"].to_numpy(), side="right") - 1, 0, _WINDOWS - 1)
+    busy = pd.Series(running / ceiling).groupby(slots).mean()
+    rho = busy.reindex(windows).to_numpy().clip(0, 0.99)
+    if np.isfinite(rho).sum() < 5:
+        return None
+    return rho, f"{source}: running over its highest ({ceiling:.0f})"
 
 
 def add_queue_facts(facts: Facts, dump: Dump) -> None:
