@@ -13,6 +13,7 @@ the time, say) has a median clock at its maximum and is throttled all the same.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import numpy as np
@@ -65,7 +66,8 @@ def add_throttle_facts(facts: Facts, dump: Dump) -> None:
         counts.update(dict.fromkeys(reason_names(value) & SLOWING_REASONS, int(rows)))
     if counts:
         facts.add("gpu.throttle_reason", counts.most_common(1)[0][0], cite_reasons)
-    _add_forward_cost(facts, dump, busy_rows["ts"].to_numpy()[mine], throttled[mine])
+    gpus = len(pd.unique(ids))
+    _add_forward_cost(facts, dump, busy_rows["ts"].to_numpy()[mine], throttled[mine], worst, gpus)
 
 
 def throttled_rows(rows: pd.DataFrame) -> np.ndarray | None:
@@ -105,11 +107,29 @@ def _worst_gpu(ids: np.ndarray, ratio: np.ndarray, throttled: np.ndarray | None)
     return best.item() if isinstance(best, np.generic) else best
 
 
-def _add_forward_cost(facts: Facts, dump: Dump, ts: np.ndarray, throttled: np.ndarray) -> None:
-    """Median forward time in throttled seconds against the others."""
+def _add_forward_cost(
+    facts: Facts, dump: Dump, ts: np.ndarray, throttled: np.ndarray, gpu: object, gpus: int
+) -> None:
+    """Median forward time of the throttled GPU's requests in its throttled seconds against the others.
+
+    With several GPUs, only the requests that name the throttled one (``worker`` ``gpu5``, ``cuda:5``)
+    can say what its clocks cost: the others' requests ran at full clocks in the same seconds, and one
+    GPU of eight held down would read as no cost at all.
+    """
     requests = dump.table("requests")
     if requests is None or "stage_forward_ms" not in requests.columns or not throttled.any():
         return
+    whose = ""
+    if gpus > 1:
+        served = _served_by(requests, gpu)
+        if served is None:
+            facts.cannot(
+                ["gpu.throttle_forward_cost"],
+                f"requests that say which of the {gpus} GPUs served them (requests: worker, e.g. gpu5): "
+                f"the others' requests ran at full clocks in {_gpu_name(gpu)}'s throttled seconds",
+            )
+            return
+        requests, whose = requests[served], f" of the requests {_gpu_name(gpu)} served (requests: worker)"
     order = np.argsort(ts, kind="stable")
     ts, throttled = ts[order], throttled[order]
     nearest = np.clip(np.searchsorted(ts, requests["ts"].to_numpy(), side="right") - 1, 0, ts.size - 1)
@@ -121,8 +141,24 @@ def _add_forward_cost(facts: Facts, dump: Dump, ts: np.ndarray, throttled: np.nd
     facts.add(
         "gpu.throttle_forward_cost",
         float(cost),
-        f"{dump.source('requests')}: stage_forward_ms in throttled vs other seconds of {dump.source('gpu')}",
+        f"{dump.source('requests')}: stage_forward_ms{whose} in throttled vs other seconds of "
+        f"{dump.source('gpu')}",
     )
+
+
+_GPU_WORKER = re.compile(r"(?:^|[^a-z])(?:gpu|cuda|device|dev)[\s:_#-]*(\d+)$", re.IGNORECASE)
+
+
+def _served_by(requests: pd.DataFrame, gpu: object) -> np.ndarray | None:
+    """Which requests the GPU served, where the log names each request's GPU; None where it does not."""
+    if "worker" not in requests.columns:
+        return None
+    names = requests["worker"].astype("string").fillna("")
+    index = names.str.extract(_GPU_WORKER, expand=False)
+    if index.isna().mean() > 0.5:
+        return None
+    wanted = str(int(gpu)) if isinstance(gpu, int | float | np.integer | np.floating) else str(gpu)
+    return (index == wanted).to_numpy(dtype=bool)
 
 
 def reason_names(value: object) -> frozenset[str]:
