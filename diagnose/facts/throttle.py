@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -28,24 +29,51 @@ BUSY_PCT = 10.0
 _COLUMNS_READ = ("ts", "gpu", "sm_clock_mhz", "max_sm_clock_mhz", "throttle_reasons")
 
 
-def add_throttle_facts(facts: Facts, dump: Dump) -> None:
-    gpu = dump.table("gpu")
+@dataclass(frozen=True)
+class _Working:
+    """The GPUs' working samples (utilisation of 10 % or more), and which GPU throttled the most."""
+
+    rows: pd.DataFrame
+    ratio: np.ndarray  # SM clock over its maximum
+    throttled: np.ndarray | None  # a slowing reason reported; None where no row has reasons
+    ids: np.ndarray
+    worst: object
+    named: str  # GPU 5, or "the GPU" where no row names its GPU
+
+
+def _working(gpu: pd.DataFrame | None) -> _Working | None:
     if gpu is None or not {"sm_clock_mhz", "max_sm_clock_mhz"} <= set(gpu.columns):
-        return
-    source = dump.source("gpu")
+        return None
     busy = gpu["util_pct"] >= BUSY_PCT if "util_pct" in gpu.columns else pd.Series(True, index=gpu.index)
     # Only the columns read below: a day of 8 GPUs is 700,000 rows of a dozen columns.
-    busy_rows = gpu.loc[busy, [c for c in _COLUMNS_READ if c in gpu.columns]]
-    if busy_rows.empty:
-        return
-    ratio = busy_rows["sm_clock_mhz"] / busy_rows["max_sm_clock_mhz"].where(busy_rows["max_sm_clock_mhz"] > 0)
-    throttled = throttled_rows(busy_rows)
-    ids = busy_rows["gpu"].to_numpy() if "gpu" in busy_rows.columns else np.zeros(len(busy_rows), dtype=int)
+    rows = gpu.loc[busy, [c for c in _COLUMNS_READ if c in gpu.columns]]
+    if rows.empty:
+        return None
+    ratio = rows["sm_clock_mhz"] / rows["max_sm_clock_mhz"].where(rows["max_sm_clock_mhz"] > 0)
+    throttled = throttled_rows(rows)
+    ids = rows["gpu"].to_numpy() if "gpu" in rows.columns else np.zeros(len(rows), dtype=int)
     worst = _worst_gpu(ids, ratio.to_numpy(dtype="float64"), throttled)
     if worst is None:  # no row names its GPU: judge them together
-        ids, worst = np.zeros(len(busy_rows), dtype=int), 0
+        ids, worst = np.zeros(len(rows), dtype=int), 0
+    named = _gpu_name(worst) if "gpu" in rows.columns else "the GPU"
+    return _Working(rows, ratio.to_numpy(dtype="float64"), throttled, ids, worst, named)
+
+
+def add_throttle_facts(facts: Facts, dump: Dump) -> None:
+    gpu = dump.table("gpu")
+    working = _working(gpu)
+    if gpu is None or working is None:
+        return
+    source = dump.source("gpu")
+    busy_rows, throttled, ids, worst, named = (
+        working.rows,
+        working.throttled,
+        working.ids,
+        working.worst,
+        working.named,
+    )
+    ratio = pd.Series(working.ratio, index=busy_rows.index)
     mine = ids == worst
-    named = _gpu_name(worst) if "gpu" in busy_rows.columns else "the GPU"
     facts.add("gpu.throttle_gpu", named, f"{source}: the GPU with the most throttled working time")
     cite = f"{source}: sm_clock_mhz / max_sm_clock_mhz of {named} while util_pct >= {BUSY_PCT:.0f}"
     facts.add("gpu.sm_clock_ratio.p50", float(_median(ratio.to_numpy()[mine])), cite)
@@ -66,8 +94,7 @@ def add_throttle_facts(facts: Facts, dump: Dump) -> None:
         counts.update(dict.fromkeys(reason_names(value) & SLOWING_REASONS, int(rows)))
     if counts:
         facts.add("gpu.throttle_reason", counts.most_common(1)[0][0], cite_reasons)
-    gpus = len(pd.unique(ids))
-    _add_forward_cost(facts, dump, busy_rows["ts"].to_numpy()[mine], throttled[mine], worst, gpus)
+    _add_forward_cost(facts, dump, working)
 
 
 def throttled_rows(rows: pd.DataFrame) -> np.ndarray | None:
@@ -107,43 +134,84 @@ def _worst_gpu(ids: np.ndarray, ratio: np.ndarray, throttled: np.ndarray | None)
     return best.item() if isinstance(best, np.generic) else best
 
 
-def _add_forward_cost(
-    facts: Facts, dump: Dump, ts: np.ndarray, throttled: np.ndarray, gpu: object, gpus: int
-) -> None:
-    """Median forward time of the throttled GPU's requests in its throttled seconds against the others.
+@dataclass(frozen=True)
+class _Served:
+    """Of every request: did the throttled GPU serve it in a second it reported a slowing reason, and
+    did it serve it at all (every request, where one GPU is sampled)."""
+
+    slowed: np.ndarray
+    served: np.ndarray
+    whose: str  # "" or " of the requests GPU 5 served (requests: worker)", for a citation
+
+
+def _served(requests: pd.DataFrame, working: _Working) -> _Served | str | None:
+    """Which requests ran on the throttled GPU while it was slowed; why not where the log cannot say.
 
     With several GPUs, only the requests that name the throttled one (``worker`` ``gpu5``, ``cuda:5``)
     can say what its clocks cost: the others' requests ran at full clocks in the same seconds, and one
     GPU of eight held down would read as no cost at all.
     """
-    requests = dump.table("requests")
-    if requests is None or "stage_forward_ms" not in requests.columns or not throttled.any():
-        return
-    whose = ""
+    if working.throttled is None:
+        return None
+    mine = working.ids == working.worst
+    ts, throttled = working.rows["ts"].to_numpy()[mine], working.throttled[mine]
+    if not throttled.any():
+        return None
+    served, whose = np.ones(len(requests), dtype=bool), ""
+    gpus = len(pd.unique(working.ids))
     if gpus > 1:
-        served = _served_by(requests, gpu)
-        if served is None:
-            facts.cannot(
-                ["gpu.throttle_forward_cost"],
+        named = _served_by(requests, working.worst)
+        if named is None:
+            return (
                 f"requests that say which of the {gpus} GPUs served them (requests: worker, e.g. gpu5): "
-                f"the others' requests ran at full clocks in {_gpu_name(gpu)}'s throttled seconds",
+                f"the others' requests ran at full clocks in {working.named}'s throttled seconds"
             )
-            return
-        requests, whose = requests[served], f" of the requests {_gpu_name(gpu)} served (requests: worker)"
+        served, whose = named, f" of the requests {working.named} served (requests: worker)"
     order = np.argsort(ts, kind="stable")
     ts, throttled = ts[order], throttled[order]
     nearest = np.clip(np.searchsorted(ts, requests["ts"].to_numpy(), side="right") - 1, 0, ts.size - 1)
-    forward = requests["stage_forward_ms"].to_numpy(dtype="float64")
-    state = throttled[nearest]
-    if state.sum() < 20 or (~state).sum() < 20:
+    return _Served(served & throttled[nearest], served, whose)
+
+
+def _forward_cost(requests: pd.DataFrame, found: _Served) -> float | None:
+    """The throttled GPU's median forward time in its slowed seconds over that in its others."""
+    forward = pd.to_numeric(requests["stage_forward_ms"], errors="coerce").to_numpy(dtype="float64")
+    slowed, other = found.slowed, found.served & ~found.slowed
+    if slowed.sum() < 20 or other.sum() < 20:
+        return None
+    return _median(forward[slowed]) / _median(forward[other])
+
+
+def _add_forward_cost(facts: Facts, dump: Dump, working: _Working) -> None:
+    requests = dump.table("requests")
+    if requests is None or "stage_forward_ms" not in requests.columns:
         return
-    cost = _median(forward[state]) / _median(forward[~state])
+    found = _served(requests, working)
+    if isinstance(found, str):
+        facts.cannot(["gpu.throttle_forward_cost"], found)
+        return
+    cost = _forward_cost(requests, found) if found is not None else None
+    if found is None or cost is None:
+        return
     facts.add(
         "gpu.throttle_forward_cost",
         float(cost),
-        f"{dump.source('requests')}: stage_forward_ms{whose} in throttled vs other seconds of "
+        f"{dump.source('requests')}: stage_forward_ms{found.whose} in throttled vs other seconds of "
         f"{dump.source('gpu')}",
     )
+
+
+def slowed_requests(dump: Dump, requests: pd.DataFrame) -> tuple[np.ndarray, float, str] | None:
+    """The requests the throttled GPU served while slowed, the forward time it cost them (x), and the
+    GPU's name; None where the dump cannot say (the expected gain of restoring its clocks reads this)."""
+    working = _working(dump.table("gpu"))
+    if working is None or "stage_forward_ms" not in requests.columns:
+        return None
+    found = _served(requests, working)
+    if found is None or isinstance(found, str):
+        return None
+    cost = _forward_cost(requests, found)
+    return None if cost is None else (found.slowed, cost, working.named)
 
 
 _GPU_WORKER = re.compile(r"(?:^|[^a-z])(?:gpu|cuda|device|dev)[\s:_#-]*(\d+)$", re.IGNORECASE)

@@ -4,8 +4,9 @@ Each cause that has an honest counterfactual has a function here that answers
 "what would P50 and P99 have been without it?" from the dump, with an
 interval; a cause without one has none, and the report says nothing rather
 than a constant. So far: cold-start contamination (the requests not served
-cold) and co-located contention (the requests that did not arrive while the
-job ran).
+cold), co-located contention (the requests that did not arrive while the job
+ran), GPU throttling (the slowed GPU's forward passes at its unthrottled speed)
+and a batch window too long (batch waits cut to a short window).
 """
 
 from __future__ import annotations

@@ -12,6 +12,20 @@ every replicate.
 - Co-located contention: the requests that arrived while the contending
   process ran (its episodes, as facts/spikes.py names it). Moving the job off
   the host, or out of the service's busy hours, buys about the difference.
+
+Others change each request rather than set some aside, and say what they
+assume:
+
+- GPU throttling: the requests the throttled GPU served in its slowed seconds
+  run their forward pass at the speed the same GPU's requests had in its other
+  seconds (gpu.throttle_forward_cost, measured, not the clock ratio: memory-bound
+  kernels slow less than the clock). The queue the slow seconds built is
+  left as it was, so the gain is a floor where the GPU was busy.
+- Batch window too long: each request waits for its batch no longer than the
+  window the rule's remedy starts from (5 ms, or a quarter of the median
+  forward pass if shorter). The forward pass is left as it was: at the light
+  load this cause needs, the smaller batches cost the GPU about the same time
+  each, which it has.
 """
 
 from __future__ import annotations
@@ -27,10 +41,12 @@ from diagnose.detect import SpikeAnalysis
 from diagnose.dump.model import Dump
 from diagnose.facts.coldstart import cold_requests
 from diagnose.facts.spikes import contender
+from diagnose.facts.throttle import slowed_requests
 from diagnose.gain.model import ExpectedGain, GainFigure
 
 _QUANTILES = (("p50", 0.5), ("p99", 0.99))
 _MIN_LEFT = 50  # requests left after setting the cause's aside, for a P99 worth stating
+_SHORT_WINDOW_MS = 5.0  # where batch-window-too-long's remedy starts the window
 
 
 def expected_gain(cause: str, dump: Dump, spikes: SpikeAnalysis | None = None) -> ExpectedGain | None:
@@ -77,6 +93,46 @@ def _co_located(dump: Dump, spikes: SpikeAnalysis | None) -> ExpectedGain | None
     return _without(dump, requests, during, how)
 
 
+def _throttling(dump: Dump, spikes: SpikeAnalysis | None) -> ExpectedGain | None:
+    requests = _requests(dump)
+    found = slowed_requests(dump, requests) if requests is not None else None
+    if found is None or requests is None:
+        return None
+    slowed, cost, gpu = found
+    if not slowed.any() or cost <= 1.0:
+        return None
+    forward = pd.to_numeric(requests["stage_forward_ms"], errors="coerce").to_numpy(dtype="float64")
+    latency = requests["latency_ms"].to_numpy(dtype="float64")
+    saved = np.where(slowed & np.isfinite(forward), forward * (1 - 1 / cost), 0.0)
+    how = (
+        f"the forward pass of the {int(slowed.sum()):,} requests {gpu} served while it reported a slowing "
+        f"reason made {cost:.2f}x faster, as fast as its other requests: what restoring its clocks buys "
+        "(the queue its slow seconds built is left as it was: a floor where the GPU was busy)"
+    )
+    return _changed(dump, requests, latency - saved, how, "stage_forward_ms")
+
+
+def _batch_window(dump: Dump, spikes: SpikeAnalysis | None) -> ExpectedGain | None:
+    requests = _requests(dump)
+    if requests is None or "stage_batch_wait_ms" not in requests.columns:
+        return None
+    wait = pd.to_numeric(requests["stage_batch_wait_ms"], errors="coerce").to_numpy(dtype="float64")
+    window = _SHORT_WINDOW_MS
+    if "stage_forward_ms" in requests.columns:
+        forward = pd.to_numeric(requests["stage_forward_ms"], errors="coerce").to_numpy(dtype="float64")
+        if np.isfinite(forward).any():
+            window = min(window, float(np.nanmedian(forward)) / 4)
+    saved = np.clip(np.nan_to_num(wait) - window, 0.0, None)
+    if not (saved > 0).any():
+        return None
+    latency = requests["latency_ms"].to_numpy(dtype="float64")
+    how = (
+        f"each request's wait for its batch cut to at most {window:.1f} ms, the window the remedy starts "
+        "from (forward passes as they were: at a light load the GPU has the time for smaller batches)"
+    )
+    return _changed(dump, requests, latency - saved, how, "stage_batch_wait_ms")
+
+
 def _requests(dump: Dump) -> pd.DataFrame | None:
     requests = dump.table("requests")
     if requests is None or "latency_ms" not in requests.columns or len(requests) < _MIN_LEFT:
@@ -89,11 +145,25 @@ def _without(dump: Dump, requests: pd.DataFrame, aside: np.ndarray, how: str) ->
     kept = ~aside
     if kept.sum() < _MIN_LEFT:
         return None
+    latency = requests["latency_ms"].to_numpy(dtype="float64")
+    return _figures(dump, requests, latency, kept.astype("float64"), how, "latency_ms")
+
+
+def _changed(
+    dump: Dump, requests: pd.DataFrame, changed: np.ndarray, how: str, column: str
+) -> ExpectedGain | None:
+    """P50 and P99 of every request's latency as the counterfactual changed it, against them now."""
+    return _figures(dump, requests, changed, None, how, f"latency_ms, {column}")
+
+
+def _figures(
+    dump: Dump, requests: pd.DataFrame, values: np.ndarray, weights: np.ndarray | None, how: str, cite: str
+) -> ExpectedGain | None:
     ts = requests["ts"].to_numpy(dtype="float64")
     latency = requests["latency_ms"].to_numpy(dtype="float64")
-    blocks = time_blocks(ts, latency)
+    blocks = time_blocks(ts, latency)  # the blocks the latency as it was asks for, on both sides
     salt = zlib.crc32(f"{ts.size}|{ts[0]:.3f}|{ts[-1]:.3f}".encode())
-    resampled = Resampled(latency, blocks, replicate_weights(blocks, salt), kept.astype("float64"))
+    resampled = Resampled(values, blocks, replicate_weights(blocks, salt), weights)
     qs = [q for _, q in _QUANTILES]
     now = np.quantile(latency[np.isfinite(latency)], qs)
     expected = resampled.quantiles(qs)
@@ -110,10 +180,12 @@ def _without(dump: Dump, requests: pd.DataFrame, aside: np.ndarray, how: str) ->
                 None if not np.isfinite(high) else round(float(high), 2),
             )
         )
-    return ExpectedGain(tuple(figures), how, blocks.method, f"{dump.source('requests')}: latency_ms")
+    return ExpectedGain(tuple(figures), how, blocks.method, f"{dump.source('requests')}: {cite}")
 
 
 _COUNTERFACTUALS: dict[str, Callable[[Dump, SpikeAnalysis | None], ExpectedGain | None]] = {
     "cold-start-contamination": _cold_start,
     "co-located-contention": _co_located,
+    "gpu-throttling": _throttling,
+    "batch-window-too-long": _batch_window,
 }

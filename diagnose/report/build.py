@@ -209,14 +209,20 @@ def _hypotheses(
     outcomes: list[Outcome], dump: Dump, spikes: SpikeAnalysis | None, warnings: list[str]
 ) -> tuple[Hypothesis, ...]:
     """Fired rules, strongest first; rules sharing an id appear once, with the strongest evidence; each
-    with the gain of removing its cause where a counterfactual exists (a failure of one is a warning)."""
+    with the gain of removing its cause where a counterfactual exists (a failure of one is a warning).
+
+    Of hypotheses equally likely as shown (the same score to two decimals), the fix that buys the most
+    P99 comes first: two causes both certain, the one worth fixing first leads."""
     best: dict[str, Outcome] = {}
     for outcome in outcomes:
         if outcome.status != Status.FIRED or not outcome.evidence:
             continue
         if outcome.rule.id not in best or outcome.score > best[outcome.rule.id].score:
             best[outcome.rule.id] = outcome
-    ranked = sorted(best.values(), key=lambda o: (-o.score, o.rule.id))
+    gains = {rule_id: _expected_gain(rule_id, dump, spikes, warnings) for rule_id in best}
+    ranked = sorted(
+        best.values(), key=lambda o: (-round(o.score, 2), -_p99_saved_ms(gains[o.rule.id]), o.rule.id)
+    )
     return tuple(
         Hypothesis(
             id=o.rule.id,
@@ -235,10 +241,15 @@ def _hypotheses(
             explained_by=o.explained_by,
             explanation=o.explanation or None,
             own_score=o.own_score,
-            expected_gain=_expected_gain(o.rule.id, dump, spikes, warnings),
+            expected_gain=gains[o.rule.id],
         )
         for o in ranked
     )
+
+
+def _p99_saved_ms(gain: ExpectedGain | None) -> float:
+    p99 = next((f for f in gain.figures if f.name == "p99"), None) if gain is not None else None
+    return 0.0 if p99 is None else max(0.0, p99.now_ms - p99.expected_ms)
 
 
 def _expected_gain(
