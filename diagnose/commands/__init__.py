@@ -8,7 +8,7 @@ is imported inside ``run``, so that ``--help`` and argument errors answer at onc
 
 from __future__ import annotations
 
-from diagnose.commands import archive, compare, file, fleet, formats, live, pull, record, rules
+from diagnose.commands import archive, compare, file, fleet, formats, live, pull, record, rules, verify
 
 COMMANDS = (
     file,
@@ -16,6 +16,7 @@ COMMANDS = (
     archive,
     record,
     live,
+    verify,
     pull,
     fleet,
     formats,

@@ -576,3 +576,32 @@ CATALOGUE: dict[str, FactSpec] = {
     "trace.device_alloc_share": FactSpec("ratio", _TRACE, "time in them over the host calls' span"),
     "trace.free_step_share": FactSpec("ratio", _STEPS, "share of profiler steps with a cudaFree"),
 }
+
+# What `diagnose verify` reads on the live host, by probe (diagnose/verify/probes.py): a rule's checks
+# name these beside the dump's facts. Never in a dump, so kept apart from CATALOGUE.
+_SCHEDULES = "the host's schedules: crontabs (/etc/crontab, /etc/cron.d, the users' spools), systemd timers"
+_NVML_NOW = "NVML on this host, now (nvidia-ml-py)"
+_METRICS_NOW = "the engine's /metrics now (the dump's metrics source, or verify --metrics-url)"
+LIVE: dict[str, FactSpec] = {
+    "live.schedules.count": FactSpec("count", _SCHEDULES, "scheduled jobs found on the host"),
+    "live.schedules.period_match": FactSpec(
+        "bool", _SCHEDULES, "a scheduled job runs at the contending process's period (within 15 %)"
+    ),
+    "live.schedules.command_match": FactSpec(
+        "bool", _SCHEDULES, "a scheduled job runs the contending process's command"
+    ),
+    "live.schedules.match": FactSpec("name", _SCHEDULES, "the scheduled job that matches, as written"),
+    "live.gpu.busy_now": FactSpec("bool", _NVML_NOW, "a GPU is working (utilisation of 10 % or more) now"),
+    "live.gpu.slowing_now": FactSpec("bool", _NVML_NOW, "a working GPU reports a slowing reason"),
+    "live.gpu.reason": FactSpec("name", _NVML_NOW, "the slowing reason a working GPU reports"),
+    "live.gpu.clock_ratio": FactSpec("ratio", _NVML_NOW, "a working GPU's lowest SM clock over its maximum"),
+    "live.engine.preemptions_total": FactSpec("count", _METRICS_NOW, "its preemptions since it started"),
+    "live.engine.kv_usage_pct": FactSpec("pct", _METRICS_NOW, "the KV cache in use now"),
+    "live.engine.waiting": FactSpec("count", _METRICS_NOW, "requests waiting now"),
+    "live.engine.running": FactSpec("count", _METRICS_NOW, "requests running now"),
+}
+# Each probe and the live facts it gives.
+PROBES: dict[str, tuple[str, ...]] = {
+    probe: tuple(name for name in LIVE if name.split(".")[1] == key)
+    for probe, key in (("schedules", "schedules"), ("gpu_clocks", "gpu"), ("engine_metrics", "engine"))
+}

@@ -39,6 +39,21 @@ def rule_page(rule: Rule) -> str:
     names = sorted({n for c in (*rule.conditions, *rule.contrary) for n in c.facts})
     lines += [f"| `{n}` | {CATALOGUE[n].meaning} | {CATALOGUE[n].needs} |" for n in names]
     lines += ["", "## Verify", "", *[f"{i}. {s}" for i, s in enumerate(rule.verify, 1)], ""]
+    if rule.checks:
+        lines += [
+            "## Checks `diagnose verify` runs on the live host",
+            "",
+            "| check | probe | confirms when | refutes when | weight | says |",
+            "|---|---|---|---|---:|---|",
+        ]
+        for check in rule.checks:
+            refutes = f"`{' '.join(check.refutes_text.split())}`" if check.refutes_text else "-"
+            says = " ".join(check.says.text.split()).replace("|", "\\|")
+            confirms = " ".join(check.confirms_text.split()).replace("|", "\\|")
+            lines.append(
+                f"| `{check.name}` | `{check.probe}` | `{confirms}` | {refutes} | {check.weight:g} | {says} |"
+            )
+        lines.append("")
     lines += ["## Remedy", "", *[f"{i}. {s}" for i, s in enumerate(rule.remedy, 1)], ""]
     lines += ["## Pitfalls", "", *[f"- {s}" for s in rule.pitfalls], ""]
     return "\n".join(lines)

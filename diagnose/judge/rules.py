@@ -18,14 +18,16 @@ from typing import Any
 import yaml
 
 from diagnose.errors import RuleError
-from diagnose.facts.catalogue import CATALOGUE
+from diagnose.facts.catalogue import CATALOGUE, LIVE, PROBES
 from diagnose.judge import expr, types
 from diagnose.judge.template import Template, TemplateError, compile_template
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _REQUIRED = ("id", "title", "summary", "when", "conditions", "verify", "remedy", "pitfalls")
-_OPTIONAL = ("contrary", "explained_by")
+_OPTIONAL = ("contrary", "explained_by", "checks")
 _CONDITION_KEYS = {"if", "weight", "strength", "evidence", "decisive"}
+_CHECK_KEYS = {"probe", "confirms", "refutes", "weight", "says"}
+_CHECK_REQUIRED = ("probe", "confirms", "weight", "says")
 # A decisive condition alone makes its hypothesis likely with room for contrary evidence (judge/engine.py):
 # the weight says "this would almost never hold without the cause", about 1 time in 20 or fewer.
 DECISIVE_WEIGHT = 0.8
@@ -50,6 +52,22 @@ class Condition:
 
 
 @dataclass(frozen=True)
+class Check:
+    """A read-only check ``diagnose verify`` runs on the live host: a built-in probe, what in its
+    findings (and the dump's facts) confirms the hypothesis, what refutes it, and how much either
+    moves the score."""
+
+    name: str
+    probe: str  # one of facts.catalogue.PROBES
+    confirms: expr.Node
+    confirms_text: str
+    refutes: expr.Node | None
+    refutes_text: str | None
+    weight: float
+    says: Template  # what was checked, in words; may name the probe's and the dump's facts
+
+
+@dataclass(frozen=True)
 class Rule:
     id: str
     path: str  # as shown in reports, e.g. rules/cpu-bound-stage.yaml
@@ -64,6 +82,7 @@ class Rule:
     pitfalls: tuple[str, ...]
     # causes that would produce this one's evidence as a consequence: id -> how (judge/engine.py)
     explained_by: tuple[tuple[str, str], ...] = ()
+    checks: tuple[Check, ...] = ()  # what `diagnose verify` runs on the live host
     builtin: bool = False  # shipped with diagnose: a user reads it with `diagnose rules show ID`
     source_file: str = ""  # the file on this machine it was read from
 
@@ -151,7 +170,78 @@ def _build_rule(data: dict[str, Any], file: str) -> Rule:
         remedy=_steps(data["remedy"], "remedy", fail),
         pitfalls=_steps(data["pitfalls"], "pitfalls", fail),
         explained_by=_explained_by(data.get("explained_by") or {}, rule_id, fail),
+        checks=_checks(data.get("checks") or {}, fail),
     )
+
+
+def _entry(
+    field: str,
+    kind: str,
+    name: object,
+    body: object,
+    allowed: set[str],
+    required: tuple[str, ...],
+    fail: _Fail,
+) -> str:
+    """A named entry of a rule's mapping (a condition, a check): its name, its keys; where it is."""
+    where = f"{field}.{name}"
+    if not isinstance(name, str) or not re.match(r"^[a-z][a-z0-9_]*$", name):
+        raise fail(where, f"{kind} names are lower_snake_case")
+    if not isinstance(body, dict):
+        raise fail(where, f"expected a mapping with {', '.join(required[:-1])} and {required[-1]}")
+    unknown = set(body) - allowed
+    if unknown:
+        raise fail(f"{where}.{sorted(unknown)[0]}", f"unknown field (allowed: {', '.join(sorted(allowed))})")
+    for key in required:
+        if key not in body:
+            raise fail(f"{where}.{key}", "missing")
+    return where
+
+
+def _checks(raw: object, fail: _Fail) -> tuple[Check, ...]:
+    if not isinstance(raw, dict):
+        raise fail("checks", "expected a mapping of check names to {probe, confirms, weight, says}")
+    facts = {name: types.fact_type(spec.unit) for name, spec in (CATALOGUE | LIVE).items()}
+    built = []
+    for name, body in raw.items():
+        where = _entry("checks", "check", name, body, _CHECK_KEYS, _CHECK_REQUIRED, fail)
+        probe = body["probe"]
+        if probe not in PROBES:
+            raise fail(f"{where}.probe", f"unknown probe {probe!r} (one of: {', '.join(sorted(PROBES))})")
+        weight = body["weight"]
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight < 1:
+            raise fail(f"{where}.weight", f"expected a number in (0, 1), got {weight!r}")
+        tests = {}
+        for key in ("confirms", "refutes"):
+            if key not in body:
+                continue
+            text = _text(body[key], f"{where}.{key}", fail)
+            node = _parse(text, f"{where}.{key}", fail)
+            for fact in sorted(expr.names(node)):
+                if fact not in CATALOGUE and fact not in LIVE:
+                    raise fail(f"{where}.{key}", f"unknown fact {fact!r} (see `diagnose rules facts`)")
+                if fact in LIVE and fact not in PROBES[probe]:
+                    raise fail(f"{where}.{key}", f"{fact!r} is not given by the probe {probe!r}")
+            _typed(node, facts, types.TRUTH, text, f"{where}.{key}", fail)
+            tests[key] = (node, text)
+        try:
+            says = compile_template(_text(body["says"], f"{where}.says", fail), CATALOGUE | LIVE)
+        except TemplateError as error:
+            raise fail(f"{where}.says", str(error)) from None
+        refutes = tests.get("refutes")
+        built.append(
+            Check(
+                name,
+                probe,
+                tests["confirms"][0],
+                tests["confirms"][1],
+                refutes[0] if refutes else None,
+                refutes[1] if refutes else None,
+                float(weight),
+                says,
+            )  # fmt: skip
+        )
+    return tuple(built)
 
 
 def _conditions(raw: object, field: str, fail: _Fail) -> tuple[Condition, ...]:
@@ -159,20 +249,7 @@ def _conditions(raw: object, field: str, fail: _Fail) -> tuple[Condition, ...]:
         raise fail(field, "expected a mapping of condition names to {if, weight, evidence}")
     built = []
     for name, body in raw.items():
-        where = f"{field}.{name}"
-        if not isinstance(name, str) or not re.match(r"^[a-z][a-z0-9_]*$", name):
-            raise fail(where, "condition names are lower_snake_case")
-        if not isinstance(body, dict):
-            raise fail(where, "expected a mapping with if, weight and evidence")
-        unknown = set(body) - _CONDITION_KEYS
-        if unknown:
-            raise fail(
-                f"{where}.{sorted(unknown)[0]}",
-                f"unknown field (allowed: {', '.join(sorted(_CONDITION_KEYS))})",
-            )
-        for key in ("if", "weight", "evidence"):
-            if key not in body:
-                raise fail(f"{where}.{key}", "missing")
+        where = _entry(field, "condition", name, body, _CONDITION_KEYS, ("if", "weight", "evidence"), fail)
         test_text = _text(body["if"], f"{where}.if", fail)
         weight = body["weight"]
         if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= 1:

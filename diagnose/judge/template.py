@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from diagnose.dump.timestamps import iso
-from diagnose.facts.catalogue import CATALOGUE
+from diagnose.facts.catalogue import CATALOGUE, LIVE, FactSpec
 from diagnose.facts.model import Facts, FactValue
 from diagnose.units import human_bytes, human_ms, human_rate, human_us
 
@@ -35,10 +35,11 @@ class Template:
         return [name for name, _ in self.fields]
 
 
-def compile_template(text: str) -> Template:
+def compile_template(text: str, known: dict[str, FactSpec] = CATALOGUE) -> Template:
+    """``known``: the facts it may name (a live check's text also names what its probe found)."""
     fields = tuple((m.group(1), m.group(2)) for m in _FIELD.finditer(text))
     for name, spec in fields:
-        if name not in CATALOGUE:
+        if name not in known:
             raise TemplateError(f"unknown fact {name!r}")
         if spec is not None and spec not in _NAMED_SPECS and not _NUMERIC_SPEC.match(spec):
             raise TemplateError(f"unknown format {spec!r} for {name}")
@@ -48,17 +49,24 @@ def compile_template(text: str) -> Template:
     return Template(text, fields)
 
 
-def render(template: Template, facts: Facts) -> str | None:
-    """The text with its facts filled in, or None when one of them is missing."""
+def render(template: Template, facts: Facts, missing: str | None = None) -> str | None:
+    """The text with its facts filled in, or None when one of them is missing (or, with ``missing``,
+    that word in its place: a live check's text names what its probe may not have found)."""
     names = {name for name, _ in template.fields}
     values = {name: value for name in names if (value := facts.get(name)) is not None}
-    if len(values) < len(names):
+    if len(values) < len(names) and missing is None:
         return None
-    return _FIELD.sub(lambda m: format_value(m.group(1), values[m.group(1)], m.group(2)), template.text)
+
+    def fill(m: re.Match[str]) -> str:
+        name = m.group(1)
+        return format_value(name, values[name], m.group(2)) if name in values else str(missing)
+
+    return _FIELD.sub(fill, template.text)
 
 
 def format_value(name: str, value: FactValue, spec: str | None = None) -> str:
-    unit = CATALOGUE[name].unit if name in CATALOGUE else ""
+    spec_of = CATALOGUE.get(name) or LIVE.get(name)
+    unit = spec_of.unit if spec_of is not None else ""
     if isinstance(value, str):
         return value
     if isinstance(value, bool):

@@ -1,0 +1,138 @@
+"""Verify hypotheses on the live host: run the read-only checks their rules list, and say what each found.
+
+The hypotheses are the dump's (a recording of this host, the flight
+recorder's, or ``record``'s): the likely ones and the runner-up, or those
+named. Each check of a hypothesis's rule runs its probe (once, whichever
+checks share it), and its ``confirms`` and ``refutes`` tests are evaluated on
+what the probe found beside the dump's facts. A check that confirms moves the
+score up by its weight as a condition does (1 - (1 - s)(1 - w)); one that
+refutes moves it down (s (1 - w)); one that does neither, or whose facts are
+not all there, is inconclusive; a probe that cannot run here leaves its
+checks "not run". The weights are the rule's, written beside each check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from diagnose.facts.model import Facts
+from diagnose.judge import expr
+from diagnose.judge.rules import Check
+from diagnose.judge.template import render
+from diagnose.verify.probes import Found, Host, run_probe
+
+LIKELY = 0.5
+CONFIRMS, REFUTES, INCONCLUSIVE, NOT_RUN = "confirms", "refutes", "inconclusive", "not run"
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    check: str
+    probe: str
+    outcome: str  # confirms, refutes, inconclusive, not run
+    says: str  # the check in words, its facts filled in where they are known
+    weight: float
+    test: str  # the test that decided it (confirms or refutes), or why nothing did
+    source: str  # what the probe read, or why it could not
+
+
+@dataclass(frozen=True)
+class Verified:
+    cause: str
+    score: float  # the dump's
+    verified_score: float  # after the checks
+    checks: tuple[CheckOutcome, ...]
+    note: str | None = None  # why there is nothing to check
+
+
+@dataclass(frozen=True)
+class Verification:
+    dump: str
+    verified: tuple[Verified, ...]
+    probes: tuple[Found, ...]
+
+
+def verify(
+    dump_path: str,
+    rules_dir: Path | None = None,
+    causes: list[str] | None = None,
+    host: Host | None = None,
+    metrics_url: str | None = None,
+) -> Verification:
+    from diagnose.judge import default_rules_dir, load_rules
+    from diagnose.pipeline import analyse_path
+
+    rules = {rule.id: rule for rule in load_rules(rules_dir or default_rules_dir())}
+    dump, analysis = analyse_path(dump_path, rules_dir)
+    facts = Facts()
+    for name, cited in analysis.report.facts.items():
+        facts.add(name, cited.value, cited.source)
+    scores = {h.id: float(h.score) for h in analysis.report.hypotheses}
+    chosen = causes if causes else _likely_and_runner_up(scores)
+    url = metrics_url or _metrics_url(dump.manifest.extra)
+    host = host or Host()
+    probes: dict[str, Found] = {}
+    verified = []
+    for cause in chosen:
+        rule = rules.get(cause)
+        score = scores.get(cause, 0.0)
+        if rule is None or not rule.checks:
+            verified.append(Verified(cause, score, score, (), "its rule lists no check a program can run"))
+            continue
+        outcomes = []
+        for check in rule.checks:
+            if check.probe not in probes:
+                probes[check.probe] = run_probe(check.probe, host, facts, url)
+            outcomes.append(_outcome(check, probes[check.probe], facts))
+        verified.append(Verified(cause, score, _moved(score, outcomes), tuple(outcomes)))
+    return Verification(dump_path, tuple(verified), tuple(probes.values()))
+
+
+def _likely_and_runner_up(scores: dict[str, float]) -> list[str]:
+    ranked = sorted(scores, key=lambda cause: -scores[cause])
+    likely = [cause for cause in ranked if scores[cause] >= LIKELY]
+    runner_up = [cause for cause in ranked if scores[cause] < LIKELY][:1]
+    return likely + runner_up
+
+
+def _metrics_url(manifest: dict) -> str | None:
+    sources = manifest.get("sources")
+    source = sources.get("metrics") if isinstance(sources, dict) else None
+    target = source.get("target") if isinstance(source, dict) else None
+    return target if isinstance(target, str) and target.startswith(("http://", "https://")) else None
+
+
+def _outcome(check: Check, found: Found, facts: Facts) -> CheckOutcome:
+    if found.not_run is not None:
+        return CheckOutcome(
+            check.name, check.probe, NOT_RUN, _says(check, facts), check.weight, "", found.not_run
+        )
+    both = Facts(values=dict(facts.values))
+    for name, value in found.facts.items():
+        both.add(name, value, found.source)
+    lookup = {name: fact.value for name, fact in both.values.items()}
+    says = _says(check, both)
+    if expr.evaluate(check.confirms, lookup) is True:
+        return CheckOutcome(
+            check.name, check.probe, CONFIRMS, says, check.weight, check.confirms_text, found.source
+        )
+    if check.refutes is not None and expr.evaluate(check.refutes, lookup) is True:
+        text = check.refutes_text or ""
+        return CheckOutcome(check.name, check.probe, REFUTES, says, check.weight, text, found.source)
+    return CheckOutcome(
+        check.name, check.probe, INCONCLUSIVE, says, check.weight, "neither test held", found.source
+    )
+
+
+def _says(check: Check, facts: Facts) -> str:
+    return render(check.says, facts, missing="none") or check.says.text
+
+
+def _moved(score: float, outcomes: list[CheckOutcome]) -> float:
+    for outcome in outcomes:
+        if outcome.outcome == CONFIRMS:
+            score = 1 - (1 - score) * (1 - outcome.weight)
+        elif outcome.outcome == REFUTES:
+            score *= 1 - outcome.weight
+    return score

@@ -1,0 +1,160 @@
+"""``diagnose verify``: the read-only checks of a hypothesis's rule, run against a host the test makes
+(its crontabs under a folder, its commands, NVML's rows and the engine's /metrics faked at the Host
+boundary), and what each says of the hypothesis."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from diagnose.verify import Host, verify
+from diagnose.verify.schedules import cron_period_s, crontab_lines, systemd_timers
+from tests.conftest import DUMPS
+
+
+def _host(tmp_path, crontab: str = "", commands: dict | None = None, gpus=None, metrics: str | None = None):
+    (tmp_path / "etc").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "etc" / "crontab").write_text(crontab, encoding="utf-8")
+    answers = commands or {}
+
+    def fetch(url: str, timeout_s: float) -> str:
+        if metrics is None:
+            raise OSError("connection refused")
+        return metrics
+
+    def gpu_rows():
+        if gpus is None:
+            from diagnose.collectors.gpu import NvmlUnavailable
+
+            raise NvmlUnavailable("no GPU can be read: NVML says NVML Shared Library Not Found")
+        return gpus
+
+    return Host(tmp_path, lambda argv, timeout: answers.get(argv[0]), fetch, gpu_rows)
+
+
+def _only(found, cause):
+    (item,) = [v for v in found.verified if v.cause == cause]
+    return item
+
+
+def test_the_jobs_crontab_line_confirms_co_located_contention(tmp_path):
+    """The contender the dump names is python3 /opt/jobs/refresh_features.py, every 241 s."""
+    crontab = "SHELL=/bin/sh\n*/4 * * * * root python3 /opt/jobs/refresh_features.py --upload\n"
+    found = verify(str(DUMPS / "co-located-contention"), host=_host(tmp_path, crontab))
+    item = _only(found, "co-located-contention")
+    (check,) = item.checks
+    assert check.outcome == "confirms" and "refresh_features.py" in check.says
+    assert item.verified_score == pytest.approx(1 - (1 - item.score) * 0.5)
+
+
+def test_a_schedule_at_the_jobs_period_confirms_it_too_and_none_leaves_it_unconfirmed(tmp_path):
+    by_period = "*/4 * * * * root /usr/local/bin/rotate-features\n"  # 240 s against 241 s: within 15 %
+    found = verify(str(DUMPS / "co-located-contention"), host=_host(tmp_path, by_period))
+    assert _only(found, "co-located-contention").checks[0].outcome == "confirms"
+    unrelated = "0 3 * * * root /sbin/e2scrub_all\n"
+    found = verify(str(DUMPS / "co-located-contention"), host=_host(tmp_path / "b", unrelated))
+    item = _only(found, "co-located-contention")
+    assert item.checks[0].outcome == "inconclusive" and item.verified_score == item.score
+
+
+def test_nvml_now_confirms_or_refutes_throttling_and_without_nvml_says_why(tmp_path):
+    hot = [{"gpu": 0, "util_pct": 92, "sm_clock_mhz": 1190, "max_sm_clock_mhz": 1980,
+            "throttle_reasons": "sw_thermal_slowdown"}]  # fmt: skip
+    item = _only(verify(str(DUMPS / "gpu-throttling"), host=_host(tmp_path, gpus=hot)), "gpu-throttling")
+    assert item.checks[0].outcome == "confirms" and "GPU 0: sw_thermal_slowdown" in item.checks[0].says
+    assert item.verified_score > item.score
+    cool = [{"gpu": 0, "util_pct": 92, "sm_clock_mhz": 1980, "max_sm_clock_mhz": 1980, "throttle_reasons": 0}]
+    item = _only(verify(str(DUMPS / "gpu-throttling"), host=_host(tmp_path, gpus=cool)), "gpu-throttling")
+    assert item.checks[0].outcome == "refutes" and item.verified_score == pytest.approx(item.score * 0.6)
+    item = _only(verify(str(DUMPS / "gpu-throttling"), host=_host(tmp_path)), "gpu-throttling")
+    assert item.checks[0].outcome == "not run" and "NVML Shared Library Not Found" in item.checks[0].source
+    assert item.verified_score == item.score
+
+
+def test_the_engines_preemptions_now_confirm_kv_cache_pressure(tmp_path):
+    metrics = (
+        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 48\n"
+        "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 7\n"
+        "# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc 0.99\n"
+        "# TYPE vllm:num_preemptions_total counter\nvllm:num_preemptions_total 312\n"
+    )
+    host = _host(tmp_path, metrics=metrics)
+    found = verify(str(DUMPS / "kv-cache-pressure"), host=host, metrics_url="http://127.0.0.1:8000/metrics")
+    check = _only(found, "kv-cache-pressure").checks[0]
+    assert check.outcome == "confirms" and "312 preemptions" in check.says and "99%" in check.says
+    found = verify(str(DUMPS / "kv-cache-pressure"), host=host)  # the fixture names no endpoint
+    assert _only(found, "kv-cache-pressure").checks[0].outcome == "not run"
+
+
+def test_a_healthy_dump_has_nothing_to_confirm(tmp_path, run_cli, monkeypatch):
+    found = verify(str(DUMPS / "healthy-steady"), host=_host(tmp_path, "*/4 * * * * root /opt/x.py\n"))
+    assert found.verified == ()
+    code, out, _ = run_cli("verify", DUMPS / "healthy-steady", "--format", "json")
+    assert code == 0 and json.loads(out)["verified"] == []
+    code, _, err = run_cli("verify", tmp_path / "nothing-here")
+    assert code == 2 and "no such file or folder" in err
+
+
+def test_the_runner_up_is_verified_beside_the_likely_ones_and_a_rule_without_checks_says_so(tmp_path):
+    found = verify(str(DUMPS / "kv-cache-pressure"), host=_host(tmp_path))
+    assert [v.cause for v in found.verified] == ["kv-cache-pressure", "queue-saturation"]
+    assert _only(found, "queue-saturation").note == "its rule lists no check a program can run"
+
+
+def test_cron_fields_give_a_period_only_where_they_repeat_evenly():
+    assert cron_period_s("*/5 * * * *".split()) == 300
+    assert cron_period_s("15 * * * *".split()) == 3600
+    assert cron_period_s("0,20,40 * * * *".split()) == 1200
+    assert cron_period_s("0 */6 * * *".split()) == 6 * 3600
+    assert cron_period_s("0 3 * * *".split()) == 86400
+    assert cron_period_s("0,10,45 * * * *".split()) is None
+    assert cron_period_s("0 3 * * 1".split()) is None
+    lines = crontab_lines(
+        "# m h dom mon dow\nMAILTO=x\n@hourly /bin/a\n*/2 * * * * /bin/b --c\n", "mine", False
+    )
+    assert [(s.period_s, s.command) for s in lines] == [(3600, "/bin/a"), (120, "/bin/b --c")]
+
+
+def test_systemd_timers_period_is_from_their_last_run_to_their_next():
+    text = (
+        "NEXT                        LEFT       LAST                        PASSED  UNIT              ACTIVATES\n"
+        "Sat 2026-12-05 01:15:00 UTC 4min left  Sat 2026-12-05 01:10:00 UTC 48s ago features.timer    "
+        "features.service\n"
+        "-                           -          -                           -       once.timer        once.service\n"
+    )
+    timers = systemd_timers(text)
+    assert [(t.text, t.period_s, t.command) for t in timers] == [
+        ("features.timer", 300, "features.service"),
+        ("once.timer", None, "once.service"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("check", "error"),
+    [
+        (
+            "probe: shell\n    confirms: live.gpu.slowing_now",
+            "unknown probe 'shell' (one of: engine_metrics,",
+        ),
+        (
+            "probe: schedules\n    confirms: live.gpu.slowing_now",
+            "'live.gpu.slowing_now' is not given by the probe",
+        ),
+        ("probe: gpu_clocks\n    confirms: live.gpu.hot", "unknown fact 'live.gpu.hot'"),
+    ],
+)
+def test_a_check_may_name_only_a_built_in_probe_and_the_facts_it_gives(tmp_path, check, error):
+    from diagnose.errors import RuleError
+    from diagnose.judge.rules import load_rule_file
+
+    path = tmp_path / "r.yaml"
+    path.write_text(
+        "id: gpu-throttling\ntitle: t\nsummary: s\nwhen: hot\n"
+        "conditions:\n  hot:\n    if: gpu.temp_c.max > 80\n    weight: 0.5\n    evidence: e\n"
+        f"checks:\n  now:\n    {check}\n    weight: 0.4\n    says: s\n"
+        "verify: [v]\nremedy: [r]\npitfalls: [p]\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(RuleError, match=error.replace("(", r"\(")):
+        load_rule_file(path)
