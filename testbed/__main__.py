@@ -35,6 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     run_cmd.add_argument("--out", type=Path, help=f"the run folder (default: {DEFAULT_RUNS}/SCENARIO-TIME)")
     run_cmd.add_argument("--seed", type=int, default=0, help="seed of the load and the fault timing")
+    run_cmd.add_argument(
+        "--without-fault",
+        action="store_true",
+        help="the same service, load and seed with the fault removed (what fixing it delivers)",
+    )
     commands.add_parser("list", help="the scenarios and what each injects")
     score_cmd = commands.add_parser("score", help="diagnose recorded runs and score the ranking")
     score_cmd.add_argument(
@@ -57,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
             known = ", ".join(SCENARIOS)
             print(f"testbed: unknown scenario {args.scenario!r}; one of: {known}", file=sys.stderr)
             return 2
+        if args.without_fault:
+            scenario = scenario.without_fault()
         duration = args.duration or scenario.default_duration_s
         out = args.out or DEFAULT_RUNS / f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         try:

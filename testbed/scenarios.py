@@ -8,7 +8,7 @@ run, so a short smoke run and a long benchmark run inject the same story.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import psutil
@@ -46,6 +46,9 @@ class Scenario:
     benchmark_skip: str | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
     graph_profile: bool = False  # the service writes an onnxruntime profile of its model into the dump
+    # The service's arguments with the fault fixed, where the fault is in them (a batch window, thread
+    # pools); faults injected by events (a restart, the co-located job) are fixed by leaving them out.
+    fixed_service_args: tuple[str, ...] | None = None
 
     def job_starts(self, rng: np.random.Generator, duration_s: float) -> Iterator[float]:
         """Seconds from the injector's start at which the co-located job starts: cron's ticks.
@@ -66,6 +69,23 @@ class Scenario:
             yield tick
             tick = following
 
+    def without_fault(self) -> Scenario:
+        """The same service, load and seed with the fault removed: what a fix of it would deliver."""
+        return replace(
+            self,
+            name=f"{self.name}-fixed",
+            cause=None,
+            summary=f"{self.name} with its fault removed",
+            service_args=self.fixed_service_args
+            if self.fixed_service_args is not None
+            else self.service_args,
+            restart_at=None,
+            profile_at=None,
+            hang_at=None,
+            release_memory_at=None,
+            job_period_s=None,
+        )
+
     def unavailable(self) -> str | None:
         """Why this machine cannot run the scenario, or None."""
         if "swap" in self.tags and psutil.swap_memory().total == 0:
@@ -84,6 +104,7 @@ SCENARIOS: dict[str, Scenario] = {
             "the pure-Python tokenizer path: the tokenizer thread is pegged and requests wait for it",
             rate_rps=10,
             service_args=("--slow-tokenizer",),
+            fixed_service_args=(),
         ),
         Scenario(
             "cpu-bound-stage-event-loop",
@@ -92,6 +113,7 @@ SCENARIOS: dict[str, Scenario] = {
             "loop, so every request waits for the others' tokenizing before any stage it logs begins",
             rate_rps=10,
             service_args=("--slow-tokenizer", "--tokenize-on-loop"),
+            fixed_service_args=(),
             benchmark_skip=(
                 "on this 2-core machine the fault is not yet the event-loop symptom it stands for: at 10 "
                 "requests a second the loop's thread is 26 % busy and the time in no stage 16 % of latency; "
@@ -139,6 +161,7 @@ SCENARIOS: dict[str, Scenario] = {
             "a dynamic batcher that waits up to 80 ms for a batch of 8 at a light load",
             rate_rps=8,
             service_args=("--max-batch", "8", "--batch-window-ms", "80"),
+            fixed_service_args=("--max-batch", "8", "--batch-window-ms", "5"),
         ),
         Scenario(
             "batch-window-short",
@@ -154,6 +177,7 @@ SCENARIOS: dict[str, Scenario] = {
             "only padding and latency",
             rate_rps=20,
             service_args=("--max-batch", "64", "--batch-window-ms", "5"),
+            fixed_service_args=("--max-batch", "8", "--batch-window-ms", "5"),
         ),
         Scenario(
             "profiler-overhead",
@@ -185,6 +209,7 @@ SCENARIOS: dict[str, Scenario] = {
             "recording holds the runtime's profile",
             rate_rps=8,
             service_args=("--decomposed-graph", "--graph-optimizations", "off"),
+            fixed_service_args=("--decomposed-graph", "--graph-optimizations", "all"),
             graph_profile=True,
         ),
         Scenario(
@@ -203,6 +228,7 @@ SCENARIOS: dict[str, Scenario] = {
             "a core wanting to run, onnxruntime's pools spinning while they wait for each other",
             rate_rps=10,
             service_args=("--model-workers", "4", "--intra-op-threads", "2x"),
+            fixed_service_args=("--model-workers", "1", "--intra-op-threads", "1x"),
         ),
         Scenario(
             "threads-match-cores",
@@ -219,6 +245,7 @@ SCENARIOS: dict[str, Scenario] = {
             "at the end of each run, a full garbage collection, the C heap trimmed back to the OS",
             rate_rps=8,
             service_args=("--memory-cleanup", "per-request"),
+            fixed_service_args=("--memory-cleanup", "off"),
         ),
         Scenario(
             "memory-released-once",

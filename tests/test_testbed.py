@@ -88,6 +88,16 @@ def test_the_load_keeps_the_planned_rate_and_its_story(tmp_path):
     assert 0.8 * 3000 < len(without_trace) < 1.2 * 3000
 
 
+def test_a_scenario_without_its_fault_is_the_same_service_and_load_with_nothing_injected():
+    cold = SCENARIOS["cold-start-contamination"].without_fault()
+    assert cold.cause is None and cold.restart_at is None and cold.rate_rps == 8
+    job = SCENARIOS["co-located-contention"].without_fault()
+    assert job.job_period_s is None and job.min_duration_s == 600
+    window = SCENARIOS["batch-window-too-long"].without_fault()
+    assert window.service_args == ("--max-batch", "8", "--batch-window-ms", "5")
+    assert window.name == "batch-window-too-long-fixed"
+
+
 def test_the_capacity_is_what_a_service_that_is_never_idle_completes():
     """A one-worker service that takes at least 10 ms a request can complete no more than 100 a second;
     a queue of 16 keeps it busy, so the measure is that bound or, on a loaded machine, below it."""
