@@ -101,17 +101,45 @@ def test_the_latency_with_the_throttled_seconds_at_full_speed_is_that_of_the_sam
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_the_batch_wait_cut_to_a_short_window_is_near_the_same_service_with_one(tmp_path, seed):
-    """Within 8 % of the service run with a 5 ms window, which delivers 80 % of the gain or more: the counterfactual
-    keeps the forward passes as they were, and the smaller batches of a short window queue a little for
-    the GPU, so it promises a few per cent more than the run delivers (its interval is the sampling's)."""
+def test_the_batcher_replayed_with_a_short_window_promises_no_more_than_the_simulated_service_delivers(
+    tmp_path, seed
+):
+    """The simulator's GPU overlaps 1.5 forward passes, which a replay on whole model instances cannot
+    hold: it queues more than the simulated service and promises less (over 10 seeds, 88-90 % of the
+    P50's gain and 47-62 % of the P99's). Never more than the service delivers; the real service's pair
+    is the test below."""
     scenario, gain, drawn = _scenario_gain("batch-window-too-long", seed, tmp_path)
-    assert gain is not None and "cut to at most 5.0 ms" in gain.how
+    assert gain is not None and "replayed on the dump's own arrivals with a 5.0 ms window" in gain.how
     truth = simulate(replace(scenario.service, batch_window_ms=5.0), drawn).frames["requests"]["latency_ms"]
     for figure in gain.figures:
         expected = float(np.quantile(truth.to_numpy(), 0.5 if figure.name == "p50" else 0.99))
-        assert abs(figure.expected_ms / expected - 1) <= 0.08, (figure, expected)
-        assert (figure.now_ms - expected) >= 0.8 * (figure.now_ms - figure.expected_ms) > 0
+        promised, delivered = figure.now_ms - figure.expected_ms, figure.now_ms - expected
+        assert 0.4 * delivered <= promised <= 1.05 * delivered, (figure, expected)
+
+
+def test_on_the_real_service_a_5_ms_window_delivers_the_gain_the_replay_expected(run_cli):
+    """The testbed's batcher at an 80 ms window and the same service, load and seed at 5 ms (recorded,
+    seed 30). Its CPU model pads a batch to its longest prompt, so a batch of n costs about n times its
+    longest member alone (the dump's own batches say 0.96): the smaller batches of a short window cut the
+    forward pass and the queue behind it as well as the wait, and the replay expects it."""
+    import json
+
+    from tests.conftest import ROOT
+
+    pair = ROOT / "fixtures" / "recorded"
+    before, after = (
+        pair / "batch-window-too-long-s30" / "dump",
+        pair / "batch-window-too-long-s30-fixed" / "dump",
+    )
+    code, out, err = run_cli(
+        "compare", before, after, "--expects", "batch-window-too-long", "--format", "json"
+    )
+    assert code == 0, err
+    delivery = json.loads(out)["delivery"]
+    assert delivery["verdict"] == "delivered"
+    for figure in delivery["figures"]:
+        assert figure["expected_low"] <= figure["measured"] <= figure["expected_high"], figure
+        assert 0.85 <= figure["share"] <= 1.15, figure
 
 
 def test_of_two_causes_equally_likely_the_fix_that_buys_more_p99_comes_first(report_of, tmp_path):

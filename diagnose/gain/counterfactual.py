@@ -43,6 +43,7 @@ from diagnose.facts.coldstart import cold_requests
 from diagnose.facts.spikes import contender
 from diagnose.facts.throttle import slowed_requests
 from diagnose.gain.model import ExpectedGain, GainFigure
+from diagnose.gain.replay import replay_window
 
 _QUANTILES = (("p50", 0.5), ("p99", 0.99))
 _MIN_LEFT = 50  # requests left after setting the cause's aside, for a P99 worth stating
@@ -126,9 +127,21 @@ def _batch_window(dump: Dump, spikes: SpikeAnalysis | None) -> ExpectedGain | No
     if not (saved > 0).any():
         return None
     latency = requests["latency_ms"].to_numpy(dtype="float64")
+    replayed = replay_window(requests, window)
+    if replayed is not None:
+        how = (
+            f"the batcher replayed on the dump's own arrivals with a {window:.1f} ms window, the one the "
+            f"remedy starts from: batches of up to {replayed.max_batch} on {replayed.instances} model "
+            f"instance{'s' if replayed.instances != 1 else ''}, a batch of n as long as its slowest member "
+            f"alone x n^{replayed.growth:.2f} (members alone read by input length from the "
+            f"{replayed.alone:,} requests that ran alone; the growth from the dump's own batches)"
+        )
+        columns = "stage_batch_wait_ms, stage_queue_ms, stage_forward_ms, batch_size, input_len"
+        return _changed(dump, requests, replayed.latency_ms, how, columns)
     how = (
         f"each request's wait for its batch cut to at most {window:.1f} ms, the window the remedy starts "
-        "from (forward passes as they were: at a light load the GPU has the time for smaller batches)"
+        "from (forward passes as they were: too few requests ran alone, or the log has no batch_size or "
+        "input_len, to say what smaller batches cost)"
     )
     return _changed(dump, requests, latency - saved, how, "stage_batch_wait_ms")
 
