@@ -25,10 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks.quick import add_quick  # noqa: E402
-from diagnose.errors import InputError  # noqa: E402
-from diagnose.gain.counterfactual import _COUNTERFACTUALS  # noqa: E402
-from diagnose.units import parse_duration  # noqa: E402
+from benchmarks.testbed_options import add_run_options, run_seconds  # noqa: E402
+from diagnose.gain import counterfactual_causes  # noqa: E402
 from testbed.scenarios import SCENARIOS  # noqa: E402
 
 
@@ -36,27 +34,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--duration", help="length of each run (default: each scenario's own, at least its minimum)"
-    )
-    parser.add_argument("--seeds", type=int, default=1, help="pairs of each scenario, with different seeds")
-    parser.add_argument("--first-seed", type=int, default=0, help="the first seed (default: %(default)s)")
-    parser.add_argument("--only", nargs="+", metavar="SCENARIO", help="run only these")
-    parser.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
+    add_run_options(parser)
     parser.add_argument("--score-only", action="store_true", help="score the pairs already under --out")
-    add_quick(parser)
     args = parser.parse_args()
     if args.quick:
         args.only, args.duration = args.only or ["cold-start-contamination"], args.duration or "30s"
     names = args.only or [
         name
         for name, s in SCENARIOS.items()
-        if s.cause in _COUNTERFACTUALS and not s.benchmark_skip and s.unavailable() is None
+        if s.cause in counterfactual_causes() and not s.benchmark_skip and s.unavailable() is None
     ]
-    try:
-        duration_s = parse_duration(args.duration) if args.duration else None
-    except InputError as error:
-        parser.error(f"--duration: {error}")
+    duration_s = run_seconds(parser, args)
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-gain-"))
     out.mkdir(parents=True, exist_ok=True)
     rows = []

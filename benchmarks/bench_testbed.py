@@ -28,9 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks.quick import add_quick  # noqa: E402
-from diagnose.errors import InputError  # noqa: E402
-from diagnose.units import parse_duration  # noqa: E402
+from benchmarks.testbed_options import add_run_options, run_seconds  # noqa: E402
 from testbed.scenarios import SCENARIOS  # noqa: E402
 
 
@@ -38,22 +36,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--duration",
-        help="length of every run, in seconds or as 4m (default: each scenario's own); never shorter than "
-        "a scenario's minimum (co-located-contention's job recurs every 90-150 s: 10 minutes)",
-    )
-    parser.add_argument("--seeds", type=int, default=1, help="runs of each scenario, with different seeds")
-    parser.add_argument(
-        "--first-seed",
-        type=int,
-        default=0,
-        help="the seeds are this one and the next (default: %(default)s); a seed no run has used yet "
-        "judges the rules on draws they were not mended on",
-    )
-    parser.add_argument("--only", nargs="+", metavar="SCENARIO", help="run only these")
-    parser.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
-    add_quick(parser)
+    add_run_options(parser)
     args = parser.parse_args()
     if args.quick:
         args.only, args.duration = args.only or ["healthy-low"], args.duration or "20s"
@@ -63,10 +46,7 @@ def main() -> None:
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         parser.error(f"unknown scenarios: {', '.join(unknown)}")
-    try:
-        duration_s = parse_duration(args.duration) if args.duration else None
-    except InputError as error:
-        parser.error(f"--duration: {error}")
+    duration_s = run_seconds(parser, args)
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-testbed-"))
     out.mkdir(parents=True, exist_ok=True)
     for name in names:

@@ -11,7 +11,7 @@ and a batch window too long (batch waits cut to a short window).
 
 from __future__ import annotations
 
-from diagnose.gain.counterfactual import expected_gain
+from diagnose.gain.counterfactual import counterfactual_causes, expected_gain
 from diagnose.gain.model import ExpectedGain, GainFigure
 
-__all__ = ["ExpectedGain", "GainFigure", "expected_gain"]
+__all__ = ["ExpectedGain", "GainFigure", "counterfactual_causes", "expected_gain"]

@@ -50,6 +50,11 @@ _MIN_LEFT = 50  # requests left after setting the cause's aside, for a P99 worth
 _SHORT_WINDOW_MS = 5.0  # where batch-window-too-long's remedy starts the window
 
 
+def counterfactual_causes() -> frozenset[str]:
+    """The causes that have a counterfactual here (whether a dump allows it is another matter)."""
+    return frozenset(_COUNTERFACTUALS)
+
+
 def expected_gain(cause: str, dump: Dump, spikes: SpikeAnalysis | None = None) -> ExpectedGain | None:
     """The counterfactual for ``cause`` where one exists and the evidence allows it; else None."""
     counterfactual = _COUNTERFACTUALS.get(cause)
