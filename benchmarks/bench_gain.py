@@ -90,7 +90,8 @@ def _row(name: str, cause: str, seed: int, fault: Path, fixed: Path) -> str:
     p99 = next((f for f in delivery.figures if f.name == "p99"), None) if delivery else None
     if p99 is None or p99.measured is None:
         return f"| {name} | {seed} | - | - | - | no P99 |"
-    inside = p99.expected_low is not None and p99.expected_low <= p99.measured <= (p99.expected_high or 0)
+    bounds = (p99.expected_low, p99.expected_high)
+    inside = None not in bounds and bounds[0] <= p99.measured <= bounds[1]
     share = "-" if p99.share is None else f"{p99.share:.0%}"
     return (
         f"| {name} | {seed} | {_pct(p99.expected, p99.expected_low, p99.expected_high)} | "

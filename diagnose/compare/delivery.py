@@ -102,9 +102,10 @@ def delivery_headline(found: Delivery) -> str:
     for f in found.figures:
         if not _expected_to_move(f):
             continue
+        measured = relative_text(f.measured, f.measured_low, f.measured_high, _NO_INTERVAL)
+        expected = relative_text(f.expected, f.expected_low, f.expected_high, _NO_INTERVAL)
         parts.append(
-            f"{f.name.upper()} {_pct(f.measured)} {_range(f.measured_low, f.measured_high)} "
-            f"against an expected {_pct(f.expected)} {_range(f.expected_low, f.expected_high)}: "
+            f"{f.name.upper()} {measured} against an expected {expected}: "
             + (
                 "none of the expected gain"
                 if f.verdict == NOTHING
@@ -149,9 +150,11 @@ def _delivered(
     return DeliveredFigure(figure.name, expected, e_low, e_high, measured, low, high, share, verdict)
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.1%}"
+_NO_INTERVAL = " [no interval]"
 
 
-def _range(low: float | None, high: float | None) -> str:
-    return "[no interval]" if low is None or high is None else f"[{low:+.1%}, {high:+.1%}]"
+def relative_text(value: float | None, low: float | None, high: float | None, missing: str = "") -> str:
+    """A relative change with its interval, ``-41.0% [-45.0%, -37.0%]``; ``missing`` where it has none."""
+    if value is None:
+        return "-"
+    return f"{value:+.1%}" + (missing if low is None or high is None else f" [{low:+.1%}, {high:+.1%}]")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from diagnose.compare.delivery import relative_text
 from diagnose.compare.model import Comparison, Delivery, FigureChange, GateTrip
 from diagnose.compare.verdict import change_text
 from diagnose.units import human_bytes, human_ms, human_rate, human_us
@@ -189,20 +190,13 @@ def _delivery_rows(delivery: Delivery) -> list[tuple[str, str, str, str, str]]:
     return [
         (
             f"{f.name.upper()} latency (every request)",
-            _relative(f.expected, f.expected_low, f.expected_high),
-            _relative(f.measured, f.measured_low, f.measured_high),
+            relative_text(f.expected, f.expected_low, f.expected_high),
+            relative_text(f.measured, f.measured_low, f.measured_high),
             "-" if f.share is None else f"{f.share:.0%}",
             f.verdict,
         )
         for f in delivery.figures
     ]
-
-
-def _relative(value: float | None, low: float | None, high: float | None) -> str:
-    if value is None:
-        return "-"
-    text = f"{value:+.1%}"
-    return text if low is None or high is None else f"{text} [{low:+.1%}, {high:+.1%}]"
 
 
 def _md_table(rows: Sequence[tuple[str, ...]]) -> list[str]:

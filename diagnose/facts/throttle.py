@@ -64,19 +64,11 @@ def add_throttle_facts(facts: Facts, dump: Dump) -> None:
     working = _working(gpu)
     if gpu is None or working is None:
         return
-    source = dump.source("gpu")
-    busy_rows, throttled, ids, worst, named = (
-        working.rows,
-        working.throttled,
-        working.ids,
-        working.worst,
-        working.named,
-    )
-    ratio = pd.Series(working.ratio, index=busy_rows.index)
-    mine = ids == worst
+    source, named, throttled = dump.source("gpu"), working.named, working.throttled
+    mine = working.ids == working.worst
     facts.add("gpu.throttle_gpu", named, f"{source}: the GPU with the most throttled working time")
     cite = f"{source}: sm_clock_mhz / max_sm_clock_mhz of {named} while util_pct >= {BUSY_PCT:.0f}"
-    facts.add("gpu.sm_clock_ratio.p50", float(_median(ratio.to_numpy()[mine])), cite)
+    facts.add("gpu.sm_clock_ratio.p50", float(_median(working.ratio[mine])), cite)
     if "temp_c" in gpu.columns:
         facts.add("gpu.temp_c.max", float(gpu["temp_c"].max()), f"{source}: temp_c")
     if throttled is None:
@@ -86,11 +78,11 @@ def add_throttle_facts(facts: Facts, dump: Dump) -> None:
     if throttled[mine].any():
         facts.add(
             "gpu.sm_clock_ratio.throttled_p50",
-            float(_median(ratio.to_numpy()[mine & throttled])),
+            float(_median(working.ratio[mine & throttled])),
             f"{cite}, in the samples that report a slowing reason",
         )
     counts: Counter[str] = Counter()
-    for value, rows in busy_rows.loc[mine & throttled, "throttle_reasons"].value_counts().items():
+    for value, rows in working.rows.loc[mine & throttled, "throttle_reasons"].value_counts().items():
         counts.update(dict.fromkeys(reason_names(value) & SLOWING_REASONS, int(rows)))
     if counts:
         facts.add("gpu.throttle_reason", counts.most_common(1)[0][0], cite_reasons)

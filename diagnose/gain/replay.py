@@ -18,6 +18,7 @@ GPU whose batches cost more than their slowest member) it leaves out.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,7 +78,7 @@ def replay_window(requests: pd.DataFrame, window_ms: float) -> Replayed | None:
     return Replayed(replayed, instances, max_batch, int(alone.sum()), growth)
 
 
-def _forward_alone(length: np.ndarray, forward: np.ndarray):
+def _forward_alone(length: np.ndarray, forward: np.ndarray) -> Callable[[np.ndarray], np.ndarray] | None:
     """A function of input length: the forward pass of a request run alone, from those that did."""
     if length.size < _MIN_ALONE:
         return None
@@ -112,7 +113,13 @@ def _batch_labels(started: np.ndarray, forward_ms: np.ndarray) -> np.ndarray:
     return labels
 
 
-def _batch_growth(batch, size, length, forward, alone_of) -> float:
+def _batch_growth(
+    batch: np.ndarray,
+    size: np.ndarray,
+    length: np.ndarray,
+    forward: np.ndarray,
+    alone_of: Callable[[np.ndarray], np.ndarray],
+) -> float:
     """How a batch's time grows with its size, from the dump's own batches: time = the slowest member's
     alone x size ** growth, fitted (log-log) on batches of two or more. About 1 where a batch is padded
     to its longest prompt and run on a CPU; near 0 on a GPU that amortises it. 0 without such batches."""
