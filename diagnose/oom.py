@@ -155,6 +155,10 @@ class OomMessage:
 
 
 def is_oom_message(text: str) -> bool:
+    # Every marker names memory, an OOM or an allocation: the plain test first, on every line of a log
+    lowered = text.lower()
+    if "memory" not in lowered and "oom" not in lowered and "allocat" not in lowered:
+        return False
     return bool(_OOM_MARKERS.search(text))
 
 

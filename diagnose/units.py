@@ -38,6 +38,13 @@ def human_bytes(value: float) -> str:
     return f"{value:.0f} B"
 
 
+def human_measure(value: float, unit: str) -> str | None:
+    """A time, a size or a rate in its unit's one form (``ms``, ``us``, ``bytes``, ``rps``); None for a
+    unit whose form depends on where it is shown (a share, a count)."""
+    form = {"ms": human_ms, "us": human_us, "bytes": human_bytes, "rps": human_rate}.get(unit)
+    return form(value) if form is not None else None
+
+
 def percent(share: float | None) -> str:
     return "-" if share is None else f"{share * 100:.0f}%"
 

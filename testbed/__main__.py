@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from diagnose.commands.status_line import StatusLine
 from testbed.pack import pack
 from testbed.runner import RunError, run, runs_under
 from testbed.scenarios import SCENARIOS
@@ -35,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     run_cmd.add_argument("--out", type=Path, help=f"the run folder (default: {DEFAULT_RUNS}/SCENARIO-TIME)")
     run_cmd.add_argument("--seed", type=int, default=0, help="seed of the load and the fault timing")
+    run_cmd.add_argument(
+        "--quiet", action="store_true", help="no status line while running (none is drawn off a terminal)"
+    )
     run_cmd.add_argument(
         "--without-fault",
         action="store_true",
@@ -66,14 +70,18 @@ def main(argv: list[str] | None = None) -> int:
             scenario = scenario.without_fault()
         duration = args.duration or scenario.default_duration_s
         out = args.out or DEFAULT_RUNS / f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        status = StatusLine.for_terminal(args.quiet)
         try:
-            dump = run(scenario, duration, out, seed=args.seed)
+            dump = run(scenario, duration, out, seed=args.seed, say=status.say, progress=status.show)
         except RunError as error:
+            status.clear()
             print(f"testbed: {error}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
+            status.clear()
             print("testbed: interrupted; everything it started has been stopped", file=sys.stderr)
             return 130
+        status.clear()
         print(f"testbed: recorded {dump}; score it with: python -m testbed score {out}")
         return 0
     if args.command == "pack":

@@ -132,9 +132,11 @@ async def drive(
     prompts: PromptMaker,
     stop: Callable[[], bool] = lambda: False,
     timeout_s: float = 30.0,
+    result: LoadResult | None = None,
 ) -> LoadResult:
-    """Send each request at its time; return when all are answered, failed or timed out."""
-    result = LoadResult()
+    """Send each request at its time; return when all are answered, failed or timed out. ``result``:
+    the counts to keep, read meanwhile by whoever shows the run's progress."""
+    result = result if result is not None else LoadResult()
     outstanding: set[asyncio.Task] = set()
     limits = httpx.Limits(max_connections=MAX_OUTSTANDING, max_keepalive_connections=64)
     async with httpx.AsyncClient(base_url=base_url, timeout=timeout_s, limits=limits) as client:

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +32,7 @@ import numpy as np
 import psutil
 import yaml
 
-from testbed.load import LoadPlan, PromptMaker, drive, measure_capacity, schedule
+from testbed.load import LoadPlan, LoadResult, PromptMaker, drive, measure_capacity, schedule
 from testbed.scenarios import Scenario
 from testbed.tokenizer import words
 
@@ -80,8 +80,16 @@ class RunPaths:
         return self.root / "truth.yaml"
 
 
-def run(scenario: Scenario, duration_s: float, out: Path, seed: int = 0, say=print) -> Path:
-    """Run ``scenario`` for ``duration_s`` seconds into ``out``; return the dump folder."""
+def run(
+    scenario: Scenario,
+    duration_s: float,
+    out: Path,
+    seed: int = 0,
+    say: Callable[[str], None] = print,
+    progress: Callable[[str], None] = lambda _: None,
+) -> Path:
+    """Run ``scenario`` for ``duration_s`` seconds into ``out``; return the dump folder. ``say``: the
+    run's lines; ``progress``: where it is now, several times a second (a status line on a terminal)."""
     if (reason := scenario.unavailable()) is not None:
         raise RunError(f"{scenario.name}: cannot run here: {reason}")
     paths = RunPaths(out)
@@ -91,6 +99,7 @@ def run(scenario: Scenario, duration_s: float, out: Path, seed: int = 0, say=pri
     with _Children() as children:
         port = _free_port()
         url = f"http://127.0.0.1:{port}"
+        progress(f"testbed: {scenario.name}: starting the service")
         service = _start_service(children, scenario, port, paths)
         _wait_healthy(url, service)
         if scenario.restart_at is None:
@@ -99,6 +108,7 @@ def run(scenario: Scenario, duration_s: float, out: Path, seed: int = 0, say=pri
         if scenario.ramp_to_capacity is not None:
             # Before the recorder starts (it reads the request log from its end): not in the dump.
             mix = schedule(LoadPlan(60.0, scenario.rate_rps, seed=seed))
+            progress(f"testbed: {scenario.name}: measuring what the service can serve")
             capacity = asyncio.run(measure_capacity(url, mix, PromptMaker(words(), seed)))
             ramp_to = round(scenario.ramp_to_capacity * capacity, 1)
             say(f"testbed: {scenario.name}: the service serves {capacity:.1f} requests/s; ramp to {ramp_to}")
@@ -123,8 +133,10 @@ def run(scenario: Scenario, duration_s: float, out: Path, seed: int = 0, say=pri
         )
         load_start = time.time()
         injector = _Injector(children, scenario, duration_s, port, paths, seed)
-        result = asyncio.run(_drive_and_inject(url, plan, seed, injector))
+        shown = _LoadProgress(scenario.name, progress)
+        result = asyncio.run(_drive_and_inject(url, plan, seed, injector, shown))
         say(f"testbed: {scenario.name}: {result.summary()}")
+        progress(f"testbed: {scenario.name}: waiting for the recorder to write the dump")
         if recorder.wait(timeout=duration_s + 60) != 0:
             raise RunError(f"diagnose record failed; see {paths.root / 'recorder.log'}")
     if scenario.graph_profile and paths.graph_profile.exists():  # made before the recorder's folder was
@@ -134,14 +146,42 @@ def run(scenario: Scenario, duration_s: float, out: Path, seed: int = 0, say=pri
     return paths.dump
 
 
-async def _drive_and_inject(url: str, plan: LoadPlan, seed: int, injector: _Injector):
+async def _drive_and_inject(
+    url: str, plan: LoadPlan, seed: int, injector: _Injector, shown: _LoadProgress
+) -> LoadResult:
+    result = LoadResult()
     faults = asyncio.create_task(injector.run())
+    ticker = asyncio.create_task(shown.run(plan.duration_s, result, injector))
     try:
-        return await drive(url, schedule(plan), PromptMaker(words(), seed))
+        return await drive(url, schedule(plan), PromptMaker(words(), seed), result=result)
     finally:
-        faults.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await faults
+        for task in (faults, ticker):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+@dataclass(frozen=True)
+class _LoadProgress:
+    """The load's progress, once a second: time driven, requests so far, and the faults injected."""
+
+    scenario: str
+    show: Callable[[str], None]
+
+    async def run(self, duration_s: float, result: LoadResult, injector: _Injector) -> None:
+        start = time.monotonic()
+        while True:
+            line = (
+                f"testbed: {self.scenario}: load {time.monotonic() - start:.0f} of {duration_s:.0f} s"
+                f" · sent {result.sent:,}, ok {result.ok:,}, failed {result.failed:,}"
+            )
+            windows = injector.fault_windows
+            if windows:
+                now = time.time()
+                inside = any(began <= now <= ended for began, ended in windows)
+                line += f" · fault {'on' if inside else 'off'} ({len(windows)} injected)"
+            self.show(line)
+            await asyncio.sleep(1.0)
 
 
 class _Children:

@@ -60,3 +60,14 @@ def test_no_package_imports_one_that_imports_it_back():
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": {"c"}}) is None
+
+
+def test_no_module_runs_past_500_lines_without_saying_why():
+    """A long module is split by responsibility, or its docstring says why it is one ("Over 500 lines")."""
+    long = []
+    for folder in ("diagnose", "collectors", "testbed", "fixtures", "benchmarks"):
+        for path in (ROOT / folder).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            if text.count("\n") > 500 and "Over 500 lines" not in (ast.get_docstring(ast.parse(text)) or ""):
+                long.append(str(path.relative_to(ROOT)))
+    assert not long, f"over 500 lines, with no word on why: {', '.join(sorted(long))}"

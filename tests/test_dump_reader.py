@@ -245,10 +245,10 @@ def test_reading_never_modifies_the_users_files(tmp_path):
 @pytest.mark.parametrize("code_limit", [2**62, 64])  # 64: the codes would overflow, pandas' own way is used
 def test_duplicates_are_pandas_duplicated_on_ts_and_key(monkeypatch, code_limit):
     """The integer-coded check finds exactly the rows pandas' DataFrame.duplicated(keep="last") finds."""
-    from diagnose.dump import reader
-    from diagnose.dump.reader import _duplicated_last
+    from diagnose.dump import cleaning
+    from diagnose.dump.cleaning import _duplicated_last
 
-    monkeypatch.setattr(reader, "_CODE_LIMIT", code_limit)
+    monkeypatch.setattr(cleaning, "_CODE_LIMIT", code_limit)
     rng = np.random.default_rng(0)
     for _ in range(200):
         n = int(rng.integers(1, 120))
@@ -263,7 +263,7 @@ def test_duplicates_are_pandas_duplicated_on_ts_and_key(monkeypatch, code_limit)
 
 def test_duplicates_in_a_table_that_lists_each_instants_keys_in_order():
     """A GPU table repeats GPUs 0..n every instant: the ascending codes' shortcut, and what breaks it."""
-    from diagnose.dump.reader import _duplicated_last
+    from diagnose.dump.cleaning import _duplicated_last
 
     rng = np.random.default_rng(1)
     for _ in range(200):

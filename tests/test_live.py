@@ -336,3 +336,54 @@ def test_ctrl_c_quits_as_the_help_says_even_while_replaying(tmp_path, key):
             return app.is_running
 
     assert asyncio.run(drive()) is False
+
+
+def test_a_view_with_no_latencies_says_why_where_the_findings_would_be(tmp_path):
+    """The reason the recording gives (the request log never reached) beside the empty findings, not
+    only behind the `o` key."""
+    import yaml
+
+    dump = tmp_path / "rec"
+    dump.mkdir()
+    rows = "\n".join(f"{1764460800 + i},{20 + i % 7}" for i in range(60))
+    (dump / "system.csv").write_text("ts,cpu_pct\n" + rows + "\n")
+    sources = {
+        "requests_log": {"kind": "request log", "target": "/var/log/app.jsonl", "status": "never reached"},
+        "metrics": {"kind": "metrics endpoint", "target": "http://127.0.0.1:9/metrics", "status": "lost"},
+    }
+    (dump / "manifest.yaml").write_text(yaml.safe_dump({"format": "diagnose-dump/1", "sources": sources}))
+    exports = tmp_path / "out"
+    exports.mkdir()
+
+    async def drive() -> None:
+        app = _app(dump, exports)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await _until(pilot, lambda: app.report is not None)
+            await pilot.pause(0.3)
+            detail = str(app.query_one("#detail").render())
+            assert (
+                "No request latencies in the dump: the request log /var/log/app.jsonl was never reached"
+                in detail
+            )
+            assert "metrics endpoint http://127.0.0.1:9/metrics: lost" in detail
+            assert detail.count("/var/log/app.jsonl") == 1
+
+    asyncio.run(drive())
+
+
+def test_the_export_lands_in_the_users_state_folder_unless_told(tmp_path, monkeypatch):
+    """Not the folder the view was started in (a git clone, the replayed dump's folder)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.chdir(tmp_path)
+    feed = ReplayFeed(load_dump(str(DUMPS / "healthy-steady")), speed=0.0, from_start=False)
+    app = LiveApp(feed, LiveSettings(RULES, window_s=None, refresh_s=0.5))
+
+    async def drive() -> None:
+        async with app.run_test(size=(160, 50)) as pilot:
+            await _until(pilot, lambda: app.report is not None)
+            await pilot.press("m")
+            await _until(pilot, lambda: app.exported is not None)
+
+    asyncio.run(drive())
+    assert app.exported.parent == tmp_path / "state" / "diagnose" / "exports"
+    assert app.exported.is_file() and [p.name for p in tmp_path.iterdir()] == ["state"]

@@ -113,6 +113,49 @@ def test_false_when_rules_out_and_says_why(tmp_path):
     assert outcome.reason == "gpu.util_pct.mean >= 80 is false (gpu.util_pct.mean = 20%)"
 
 
+UNMET = (
+    RULE.replace("when: busy and hot", "when: (busy and hot) or calm")
+    .replace(
+        "    evidence: GPU at {gpu.util_pct.mean}\n",
+        "    evidence: GPU at {gpu.util_pct.mean}\n    unmet: the GPU only {gpu.util_pct.mean} busy\n",
+    )
+    .replace(
+        "contrary:",
+        """  calm:
+    if: host.cpu_pct.mean < 5 and thread.busiest.cpu_pct < 5
+    weight: 0.3
+    evidence: calm
+    unmet: the busiest thread at {thread.busiest.cpu_pct}
+contrary:""",
+    )
+)
+
+
+def test_a_ruled_out_rule_says_why_in_its_conditions_own_words(tmp_path):
+    """For ``a and b`` the first condition that failed is enough; for ``a or b`` both are said."""
+    rule = _rule(tmp_path, UNMET)
+    facts = _facts(gpu__util_pct__mean=20.0, host__cpu_pct__mean=10.0, thread__busiest__cpu_pct=40.0)
+    (outcome,) = judge([rule], facts)
+    assert outcome.status == Status.RULED_OUT
+    assert outcome.reason == "the GPU only 20% busy; the busiest thread at 40%"
+
+
+def test_an_unmet_text_whose_fact_is_missing_says_what_would_measure_it(tmp_path):
+    (outcome,) = judge([_rule(tmp_path, UNMET)], _facts(gpu__util_pct__mean=20.0, host__cpu_pct__mean=10.0))
+    assert outcome.reason == "the GPU only 20% busy; calm: not measured (needs processes: max_thread_cpu_pct)"
+
+
+def test_every_builtin_condition_that_can_rule_its_rule_out_says_so_in_words():
+    from diagnose.judge import expr
+
+    for rule in load_rules(default_rules_dir()):
+        for condition in rule.conditions:
+            if condition.name in expr.names(rule.when):
+                assert condition.unmet is not None, (
+                    f"{rule.path}: condition {condition.name} has no `unmet` text (docs/extending.md#a-rule)"
+                )
+
+
 def test_undecidable_when_is_skipped_naming_the_missing_evidence(tmp_path):
     (outcome,) = judge([_rule(tmp_path)], _facts(gpu__util_pct__mean=90.0))
     assert outcome.status == Status.SKIPPED

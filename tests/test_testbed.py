@@ -166,6 +166,32 @@ def test_the_injector_starts_the_co_located_job_at_every_tick(tmp_path):
     assert all("testbed.job" in args for args in children.started)
 
 
+def test_a_run_shows_the_loads_progress_and_whether_a_fault_is_on():
+    import time
+    from types import SimpleNamespace
+
+    from testbed.load import LoadResult
+    from testbed.runner import _LoadProgress
+
+    shown: list[str] = []
+    now = time.time()
+    injector = SimpleNamespace(fault_windows=[(now - 30, now - 20), (now - 1, now + 60)])
+    result = LoadResult(sent=1234, ok=1200, failed=3)
+
+    async def one_line() -> None:
+        task = asyncio.create_task(
+            _LoadProgress("co-located-contention", shown.append).run(600, result, injector)
+        )
+        while not shown:
+            await asyncio.sleep(0.01)
+        task.cancel()
+
+    asyncio.run(asyncio.wait_for(one_line(), timeout=30))
+    assert shown[0] == (
+        "testbed: co-located-contention: load 0 of 600 s · sent 1,234, ok 1,200, failed 3 · fault on (2 injected)"
+    )
+
+
 def test_a_run_is_scored_by_the_rank_and_score_of_its_cause():
     def report(*hypotheses):
         return {"hypotheses": [{"id": i, "score": s} for i, s in hypotheses]}

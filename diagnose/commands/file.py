@@ -17,6 +17,7 @@ from diagnose.commands.options import (
     zone,
 )
 from diagnose.commands.output import pictures_beside, report_format, terminal_width
+from diagnose.commands.status_line import StatusLine, Ticker
 from diagnose.errors import ExitCode, InputError
 
 
@@ -81,6 +82,11 @@ def add_parser(commands: Subcommands) -> None:
         action="store_true",
         help="explore the dump in the full-screen view instead of printing a report",
     )
+    command.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no status line while a long read or analysis runs (none is drawn off a terminal)",
+    )
     add_view_args(command, default_window="all")
     add_debug(command)
     command.set_defaults(handler=run)
@@ -103,37 +109,25 @@ def run(args: argparse.Namespace) -> int:
     helper_process = launch.start_for_files(args.dump)
     try:
         from diagnose.pipeline import analyse_path
-        from diagnose.report import render_html, render_json, render_markdown, render_text
         from diagnose.report.evidence_lines import dead_source_lines
     except BaseException:  # the analysis takes the helper over below; until then it is ours to stop
         if helper_process is not None:
             helper_process.kill()
         raise
 
-    dump, analysis = analyse_path(
-        args.dump,
-        rules_dir=args.rules,
-        slo_p99_ms=args.slo_p99_ms,
-        tz=args.tz,
-        window_s=window_s,
-        helper=helper_process if helper_process is not None else False,  # the files were checked above
-    )
+    with Ticker(StatusLine.for_terminal(args.quiet), "diagnose") as ticker:
+        dump, analysis = analyse_path(
+            args.dump,
+            rules_dir=args.rules,
+            slo_p99_ms=args.slo_p99_ms,
+            tz=args.tz,
+            window_s=window_s,
+            helper=helper_process if helper_process is not None else False,  # the files were checked above
+            progress=ticker.step,
+        )
+        ticker.step(f"writing the {output_format} report")
+        text = _rendered(args, output_format, dump, analysis)
     report = analysis.report
-    if output_format == "text":
-        text = render_text(report, width=terminal_width() if args.output is None else 100)
-    elif output_format == "markdown":
-        with_pictures = args.output is not None and not args.no_plots
-        pictures = pictures_beside(args.output, _report_pictures(analysis, dump)) if with_pictures else None
-        text = render_markdown(report, pictures)
-    elif output_format == "html":
-        if args.no_plots:
-            text = render_html(report, [])
-        else:
-            from diagnose.pictures import in_memory
-
-            text = render_html(report, in_memory(_report_pictures(analysis, dump)))
-    else:
-        text = render_json(report)
     if args.output is not None:
         args.output.write_text(text, encoding="utf-8")
         print(f"diagnose: {output_format} report written to {args.output}", file=sys.stderr)
@@ -150,6 +144,25 @@ def run(args: argparse.Namespace) -> int:
             print(f"diagnose: --fail-on {args.fail_on:g}: {named}", file=sys.stderr)
             return ExitCode.FINDING_AT_THRESHOLD
     return ExitCode.OK
+
+
+def _rendered(args: argparse.Namespace, output_format: str, dump, analysis) -> str:
+    from diagnose.report import render_html, render_json, render_markdown, render_text
+
+    report = analysis.report
+    if output_format == "text":
+        return render_text(report, width=terminal_width() if args.output is None else 100)
+    if output_format == "markdown":
+        with_pictures = args.output is not None and not args.no_plots
+        pictures = pictures_beside(args.output, _report_pictures(analysis, dump)) if with_pictures else None
+        return render_markdown(report, pictures)
+    if output_format == "html":
+        if args.no_plots:
+            return render_html(report, [])
+        from diagnose.pictures import in_memory
+
+        return render_html(report, in_memory(_report_pictures(analysis, dump)))
+    return render_json(report)
 
 
 def _report_pictures(analysis, dump):

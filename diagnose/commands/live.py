@@ -66,11 +66,7 @@ def run_view(args: argparse.Namespace, replay: str | None, speed: float) -> int:
     from diagnose.judge import default_rules_dir, load_rules
 
     window_s = window_seconds(args.window)
-    export_dir = (args.export_dir or Path.cwd()).resolve()
-    if not export_dir.is_dir():
-        raise InputError(f"{export_dir}: not a folder; --export-dir needs an existing folder")
-    if not os.access(export_dir, os.W_OK):
-        raise InputError(f"{export_dir}: permission denied; m could not write its report there")
+    export_dir = _export_dir(args.export_dir)
     rules = load_rules(args.rules or default_rules_dir())
     feed = _replay_feed(args, replay, speed) if replay else _live_feed(args, window_s)
     from diagnose.live.app import LiveApp, LiveSettings
@@ -84,6 +80,21 @@ def run_view(args: argparse.Namespace, replay: str | None, speed: float) -> int:
     if app.exported is not None:
         print(f"diagnose: last Markdown report: {app.exported}", file=sys.stderr)
     return ExitCode.OK
+
+
+def _export_dir(given: Path | None) -> Path:
+    """The folder ``m`` writes to: the one given, checked now rather than at the first export, or the
+    user's state folder (made when first written)."""
+    if given is None:
+        from diagnose.live.export import default_export_dir
+
+        return default_export_dir()
+    folder = given.resolve()
+    if not folder.is_dir():
+        raise InputError(f"{folder}: not a folder; --export-dir needs an existing folder")
+    if not os.access(folder, os.W_OK):
+        raise InputError(f"{folder}: permission denied; m could not write its report there")
+    return folder
 
 
 def _replay_feed(args: argparse.Namespace, path: str, speed: float):

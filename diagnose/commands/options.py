@@ -124,7 +124,7 @@ def add_view_args(command: argparse.ArgumentParser, default_window: str) -> None
         type=Path,
         metavar="DIR",
         help="where m writes the Markdown report, said on screen as an absolute path "
-        "(default: the current folder)",
+        "(default: $XDG_STATE_HOME/diagnose/exports, ~/.local/state/diagnose/exports where unset)",
     )
 
 

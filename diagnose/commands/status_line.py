@@ -8,6 +8,7 @@ final summary read as usual.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import TextIO
@@ -55,3 +56,42 @@ class StatusLine:
             self._stream.write(_CLEAR)
             self._stream.flush()
             self._shown_at = None
+
+
+class Ticker:
+    """Long work's current step on the status line, with the time it has taken so far, redrawn by a
+    thread of its own: one step can be one long call (reading a 2 GB table), which says nothing
+    while it runs. Nothing is drawn in the first ``after_s`` (a quick run shows nothing), nor where
+    the status line is off. Use as a context manager; the line is cleared on leaving."""
+
+    def __init__(self, status: StatusLine, label: str, after_s: float = 2.0, clock=time.monotonic) -> None:
+        self._status, self._label, self._after_s, self._clock = status, label, after_s, clock
+        self._step = ""
+        self._started = clock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def step(self, text: str) -> None:
+        self._step = text
+
+    def __enter__(self) -> Ticker:
+        self._started = self._clock()
+        if self._status.enabled:
+            self._thread = threading.Thread(target=self._run, name="diagnose-status", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._status.clear()
+
+    def line(self) -> str:
+        what = f"{self._label}: {self._step}" if self._step else self._label
+        return f"{what} · {self._clock() - self._started:.0f} s"
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.25):
+            if self._clock() - self._started >= self._after_s:
+                self._status.show(self.line())

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from diagnose.compare.delivery import relative_text
 from diagnose.compare.model import Comparison, Delivery, FigureChange, GateTrip
 from diagnose.compare.verdict import change_text
-from diagnose.units import human_bytes, human_ms, human_rate, human_us
+from diagnose.units import human_measure
 
 
 def render(
@@ -33,14 +33,8 @@ def render(
 def value_text(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
-    if unit == "ms":
-        return human_ms(value)
-    if unit == "us":
-        return human_us(value)
-    if unit == "bytes":
-        return human_bytes(value)
-    if unit == "rps":
-        return human_rate(value)
+    if (measured := human_measure(value, unit)) is not None:
+        return measured
     if unit == "share":
         return f"{value:.2%}"
     if unit == "pct":

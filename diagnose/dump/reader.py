@@ -7,6 +7,7 @@ Only a folder with nothing usable at all is an error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from diagnose.dump.cleaning import normalised
 from diagnose.dump.formats import ReadResult, TableReadError, read_json_objects, read_table_file
 from diagnose.dump.model import Dump, Manifest
 from diagnose.dump.schema import (
@@ -22,20 +24,23 @@ from diagnose.dump.schema import (
     MANIFEST_FILE,
     TABLES,
     TRACE_TABLES,
-    is_numeric_column,
     split_table_name,
 )
 from diagnose.dump.timestamps import parse_ts
 from diagnose.errors import DumpError
+from diagnose.units import human_bytes
+
+Progress = Callable[[str], None]  # told what is being read now (a status line on a terminal)
 
 KNOWN_TABLES = (*TABLES, EVENTS_TABLE, *TRACE_TABLES)
 
 
-def load_dump(path: str, tz: str | None = None) -> Dump:
+def load_dump(path: str, tz: str | None = None, progress: Progress | None = None) -> Dump:
     """A dump folder, or one file read as a dump of that file alone (``diagnose file vllm.log``).
 
     ``tz``: the zone of times that foreign files write without an offset (UTC when None).
     """
+    progress = progress or _quiet
     given = Path(path)
     if not given.exists():
         raise DumpError(f"{path}: no such file or folder")
@@ -68,6 +73,7 @@ def load_dump(path: str, tz: str | None = None) -> Dump:
             problems.append(f"{names}: both hold table '{name}'; keep one. Table skipped")
             continue
         file, suffix = found[0]
+        progress(f"reading {file.name} ({_size(file)})")
         try:
             frame = _load_table(name, file, suffix, warnings)
         except TableReadError as error:
@@ -84,7 +90,7 @@ def load_dump(path: str, tz: str | None = None) -> Dump:
     if written:
         by_trace[", ".join(file for _, file in written.values())] = written
     environment: dict[str, str] = {}
-    imported = _import_foreign(folder, not_used, tables, by_trace, files, warnings, environment, tz)
+    imported = _import_foreign(folder, not_used, tables, by_trace, files, warnings, environment, tz, progress)
     traces = _one_trace(by_trace, files, warnings)
     if environment:
         stated = manifest.extra.get("environment", {})
@@ -115,6 +121,17 @@ def load_dump(path: str, tz: str | None = None) -> Dump:
     return Dump(str(path), tables, files, manifest, warnings, not_used, imported, traces)
 
 
+def _quiet(_: str) -> None:
+    pass
+
+
+def _size(file: Path) -> str:
+    try:
+        return human_bytes(file.stat().st_size)
+    except OSError:
+        return "size unknown"
+
+
 def _dumps_inside(folder: Path) -> list[Path]:
     """The folders right inside ``folder`` that hold a dump's tables or manifest (a recording kept as
     ``RUN/dump/`` beside its notes, a wrapper folder around an incident's dump)."""
@@ -139,6 +156,7 @@ def _import_foreign(
     warnings: list[str],
     environment: dict[str, str],
     tz: str | None = None,
+    progress: Progress = lambda _: None,
 ) -> list[dict[str, Any]]:
     """Offer every file that is not a dump table to the importers; merge what they read.
 
@@ -165,6 +183,7 @@ def _import_foreign(
         importer = recognise(mend(head).text) if head is not None else recognise_binary(path)
         if importer is None:
             continue
+        progress(f"reading {name} ({_size(path)}) as {importer.name}")
         try:
             if isinstance(importer, FileImporter):  # read as it streams from the file: no mending
                 mended: tuple[str, ...] = ()
@@ -191,7 +210,7 @@ def _import_foreign(
             # The same cleaning as a table file's: times, numbers, latency from stages, duplicates.
             read = ReadResult(frame.reset_index(drop=True), 1, rows_only=True)
             try:
-                frame = _normalised(table, read, f"{name} ({table})", warnings)
+                frame = normalised(table, read, f"{name} ({table})", warnings)
             except TableReadError as error:
                 warnings.append(f"{name}: its {table} rows are not used: {error}")
                 continue
@@ -248,7 +267,7 @@ def _load_table(name: str, file: Path, suffix: str, warnings: list[str]) -> pd.D
     else:
         result = read_table_file(file, suffix)
     warnings.extend(f"{file.name}: {w}" for w in result.warnings)
-    return _normalised(name, result, file.name, warnings)
+    return normalised(name, result, file.name, warnings)
 
 
 def table_from_rows(
@@ -258,182 +277,10 @@ def table_from_rows(
     if not rows:
         return None
     try:
-        return _normalised(name, ReadResult(pd.DataFrame.from_records(rows), 1), label, warnings)
+        return normalised(name, ReadResult(pd.DataFrame.from_records(rows), 1), label, warnings)
     except TableReadError as error:
         warnings.append(f"{label}: {error}")
         return None
-
-
-def _normalised(name: str, result: ReadResult, label: str, warnings: list[str]) -> pd.DataFrame:
-    frame = result.frame
-    frame.columns = [str(c).strip() for c in frame.columns]
-    if name in TRACE_TABLES and not TRACE_TABLES[name].timed:
-        return _coerce_numbers(name, frame, label, result, warnings).reset_index(drop=True)
-    if "ts" not in frame.columns:
-        shown = ", ".join(frame.columns[:8]) + (", ..." if len(frame.columns) > 8 else "")
-        raise TableReadError(f"no 'ts' column (columns found: {shown})")
-    if name in TRACE_TABLES:  # the trace's own clock, in microseconds: read as it is
-        frame = _coerce_numbers(name, _with_trace_ts(frame, label, result, warnings), label, result, warnings)
-        for column in frame.columns:  # a few hundred names repeated millions of times: kept once each
-            if frame[column].dtype == object:
-                frame[column] = frame[column].astype("category")
-        return frame.sort_values("ts", kind="stable", ignore_index=True)
-    frame = _with_epoch_ts(frame, label, result, warnings)
-    frame = _coerce_numbers(name, frame, label, result, warnings)
-    if name == "requests":
-        frame = _ensure_latency(frame, label, warnings)
-    if name == EVENTS_TABLE and "kind" not in frame.columns:
-        raise TableReadError("no 'kind' field in any event")
-    if not frame["ts"].is_monotonic_increasing:
-        frame = frame.sort_values("ts", kind="stable", ignore_index=True)
-    else:
-        frame = frame.reset_index(drop=True)
-    return _drop_duplicates(name, frame, label, warnings)
-
-
-def _with_epoch_ts(frame: pd.DataFrame, file: str, result: ReadResult, warnings: list[str]) -> pd.DataFrame:
-    parsed = parse_ts(frame["ts"])
-    if parsed.naive:
-        warnings.append(f"{file}: timestamps without a UTC offset read as UTC")
-    if parsed.milliseconds:
-        warnings.append(f"{file}: 'ts' values are too large for epoch seconds; read as milliseconds")
-    frame = frame.assign(ts=parsed.seconds)
-    unreadable = np.flatnonzero(~np.isfinite(parsed.seconds))
-    if unreadable.size:
-        first = int(unreadable[0])
-        if unreadable.size == len(frame):
-            raise TableReadError(
-                f"{result.where(first)}, column ts: no readable timestamps "
-                "(expected epoch seconds or ISO-8601 with an offset)"
-            )
-        warnings.append(
-            f"{file} {result.where(first)}, column ts: {unreadable.size} row(s) without a "
-            "readable timestamp skipped (expected epoch seconds or ISO-8601 with an offset)"
-        )
-        frame = frame.drop(index=frame.index[unreadable])
-    return frame
-
-
-def _with_trace_ts(frame: pd.DataFrame, file: str, result: ReadResult, warnings: list[str]) -> pd.DataFrame:
-    """A trace table's ts: microseconds on the trace's own clock, any origin."""
-    seconds = pd.to_numeric(frame["ts"], errors="coerce").astype("float64")
-    unreadable = np.flatnonzero(~np.isfinite(seconds.to_numpy()))
-    if unreadable.size == len(frame):
-        raise TableReadError(f"{result.where(0)}, column ts: no readable times (expected microseconds)")
-    if unreadable.size:
-        warnings.append(
-            f"{file} {result.where(int(unreadable[0]))}, column ts: {unreadable.size} row(s) without a "
-            "readable time skipped (expected microseconds)"
-        )
-    return frame.assign(ts=seconds).drop(index=frame.index[unreadable])
-
-
-def _coerce_numbers(
-    name: str, frame: pd.DataFrame, file: str, result: ReadResult, warnings: list[str]
-) -> pd.DataFrame:
-    for column in frame.columns:
-        if not is_numeric_column(name, column):
-            continue
-        original = frame[column]
-        if not pd.api.types.is_numeric_dtype(original):
-            numbers = pd.to_numeric(original, errors="coerce")
-            bad = numbers.isna() & original.notna()
-            if bad.any():
-                positions = np.flatnonzero(bad.to_numpy())
-                row = frame.index[positions[0]]
-                value = str(original.iloc[positions[0]])[:40]
-                warnings.append(
-                    f"{file} {result.where(int(row))}, column {column}: expected a number, got "
-                    f"{value!r}; {positions.size} such value(s) read as missing"
-                )
-            frame[column] = numbers.astype("float64")
-        frame[column] = _without_absurd(frame[column], column, file, result, warnings)
-    return frame
-
-
-# A duration beyond these is no measurement (inf, 1e308: a sentinel, an overflow, a unit gone wrong),
-# and one such value makes every mean and sum infinite: a century in ms, or in s.
-_LONGEST = {"_ms": 3.2e12, "_us": 3.2e15, "_s": 3.2e9}
-
-
-def _without_absurd(
-    values: pd.Series, column: str, file: str, result: ReadResult, warnings: list[str]
-) -> pd.Series:
-    """Infinities, and durations longer than a century, read as missing and said."""
-    if not pd.api.types.is_float_dtype(values):
-        return values
-    limit = next((v for suffix, v in _LONGEST.items() if column.endswith(suffix)), np.inf)
-    numbers = values.to_numpy()
-    absurd = np.isinf(numbers) | (np.abs(np.nan_to_num(numbers)) > limit)
-    if not absurd.any():
-        return values
-    positions = np.flatnonzero(absurd)
-    row = int(values.index[positions[0]])
-    warnings.append(
-        f"{file} {result.where(row)}, column {column}: {float(numbers[positions[0]]):g} is no "
-        f"measurement; {positions.size} such value(s) read as missing"
-    )
-    return values.mask(absurd)
-
-
-def _ensure_latency(frame: pd.DataFrame, file: str, warnings: list[str]) -> pd.DataFrame:
-    if "latency_ms" in frame.columns:
-        return frame
-    stages = [c for c in frame.columns if c.startswith("stage_") and c.endswith("_ms")]
-    if not stages:
-        raise TableReadError("no 'latency_ms' column and no stage_<name>_ms columns to sum")
-    warnings.append(f"{file}: no 'latency_ms' column; latency is the sum of {len(stages)} stage(s)")
-    return frame.assign(latency_ms=frame[stages].sum(axis=1, min_count=1))
-
-
-def _drop_duplicates(name: str, frame: pd.DataFrame, file: str, warnings: list[str]) -> pd.DataFrame:
-    """Keep the last of rows sharing (ts, key); the frame is already sorted by ts, stably."""
-    spec = TABLES.get(name)
-    if name == EVENTS_TABLE or spec is None:  # events, and an importer's extension tables (series)
-        return frame
-    key = [c for c in spec.key if c in frame.columns]
-    if spec.per_request and not key:
-        return frame  # two requests may arrive in the same instant; without ids both are real
-    ts = frame["ts"].to_numpy()
-    repeated = ts[1:] == ts[:-1]
-    if not repeated.any():
-        return frame
-    # Only rows whose ts repeats can be duplicates; checking just those keeps this cheap.
-    candidate = np.zeros(ts.size, dtype=bool)
-    candidate[1:] |= repeated
-    candidate[:-1] |= repeated
-    rows = np.flatnonzero(candidate)
-    duplicated = frame.index[rows[_duplicated_last(ts[rows], [frame[c].iloc[rows] for c in key])]]
-    if duplicated.size:
-        warnings.append(
-            f"{file}: {duplicated.size} duplicate (ts, {', '.join(key) or 'row'}) row(s); kept the last"
-        )
-        frame = frame.drop(index=duplicated).reset_index(drop=True)
-    return frame
-
-
-_CODE_LIMIT = 2**62  # the combined codes stay below this (int64)
-
-
-def _duplicated_last(ts: np.ndarray, keys: list[pd.Series]) -> np.ndarray:
-    """``DataFrame.duplicated(keep="last")`` of (ts, *keys) for rows sorted by ts, without hashing tuples.
-
-    A GPU table repeats every instant once per GPU, so every row is a candidate: the instant's run
-    number and each key's code make one integer per row, and integers hash fast (a day of eight
-    GPUs: 55 ms instead of 120). Where those integers already ascend, as when every instant lists
-    its GPUs in the same order, they are distinct without hashing (12 ms).
-    """
-    combined = np.concatenate(([0], np.cumsum(ts[1:] != ts[:-1]))).astype("int64")
-    for column in keys:
-        codes, uniques = pd.factorize(column, use_na_sentinel=False)
-        width = max(len(uniques), 1)
-        if combined.size and int(combined.max()) >= _CODE_LIMIT // width:  # would overflow: the general way
-            frame = pd.DataFrame({"ts": ts, **{f"k{i}": k.to_numpy() for i, k in enumerate(keys)}})
-            return frame.duplicated(keep="last").to_numpy()
-        combined = combined * width + codes
-    if np.all(combined[1:] > combined[:-1]):  # each instant's keys in one order (GPUs 0..7): all distinct
-        return np.zeros(combined.size, dtype=bool)
-    return pd.Series(combined).duplicated(keep="last").to_numpy()
 
 
 def _read_manifest(file: Path, warnings: list[str]) -> Manifest:

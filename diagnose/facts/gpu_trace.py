@@ -27,7 +27,9 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.model import Dump
+from diagnose.facts import intervals
 from diagnose.facts.cpu_graph import CHAIN, in_runs
+from diagnose.facts.intervals import Intervals
 from diagnose.facts.model import Facts
 
 SHORT_KERNEL_US = 10.0  # below this a kernel costs about what launching it does (a few µs)
@@ -54,7 +56,6 @@ _CLASSES = (  # kernel classes by name, first match wins: the libraries' own nam
 )
 
 
-Intervals = tuple[np.ndarray, np.ndarray]  # disjoint, sorted: starts and ends, in µs
 # What the host was doing while the GPU idled, in the order an idle microsecond is given to them: a
 # thread issuing work (launching, in other runtime calls, in operators) before a thread blocked, since
 # while one thread waits on the GPU another may be what the GPU waits for.
@@ -96,8 +97,8 @@ class GpuTimeline:
         """Per instant: -1 while a kernel runs, else the index of its state in IDLE_STATES."""
         state = np.full(at.shape, len(IDLE_STATES) - 1)
         for index in reversed(range(len(self.layers))):
-            state[_inside(self.layers[index], at)] = index
-        state[_inside(self.busy, at)] = -1
+            state[intervals.inside(self.layers[index], at)] = index
+        state[intervals.inside(self.busy, at)] = -1
         return state
 
 
@@ -119,16 +120,16 @@ def gpu_timeline(dump: Dump) -> GpuTimeline | None:
     if host is not None:
         blocked = host.sync_record | host.sync_call
         launch = host.intervals(host.launch)
-        runtime = _union_of(launch, host.issuing(host.runtime & ~blocked, blocked))
-        operator = _union_of(runtime, host.issuing(host.operator, blocked))
-        layers = (launch, runtime, operator, _union_of(operator, host.intervals(blocked)))
+        runtime = intervals.union_of(launch, host.issuing(host.runtime & ~blocked, blocked))
+        operator = intervals.union_of(runtime, host.issuing(host.operator, blocked))
+        layers = (launch, runtime, operator, intervals.union_of(operator, host.intervals(blocked)))
     return GpuTimeline(
         gpu,
         float(starts.min()),
         float(ends.max()),
         activity[on_gpu],
         kernels,
-        _union(starts, ends),
+        intervals.union(starts, ends),
         layers,
         host,
     )
@@ -139,27 +140,6 @@ def _host(dump: Dump) -> _Host | None:
     if calls is None or not len(calls) or not {"kind", "name", "dur_us"} <= set(calls.columns):
         return None
     return _Host(calls, dump.traces.get("gpu_activity"))
-
-
-def _union_of(a: Intervals, b: Intervals) -> Intervals:
-    return _union(np.concatenate((a[0], b[0])), np.concatenate((a[1], b[1])))
-
-
-def _difference(a: Intervals, b: Intervals) -> Intervals:
-    """The time in ``a`` and not in ``b`` (both disjoint and sorted)."""
-    if not a[0].size or not b[0].size:
-        return a
-    points = np.unique(np.concatenate((a[0], a[1], b[0], b[1])))
-    low, high = points[:-1], points[1:]
-    middle = (low + high) / 2
-    keep = _inside(a, middle) & ~_inside(b, middle)
-    return _union(low[keep], high[keep])
-
-
-def _inside(intervals: Intervals, at: np.ndarray) -> np.ndarray:
-    starts, ends = intervals
-    index = np.searchsorted(starts, at, side="right") - 1
-    return (index >= 0) & (at < ends[np.clip(index, 0, None)]) if starts.size else np.zeros(at.shape, bool)
 
 
 def add_trace_facts(facts: Facts, dump: Dump) -> None:
@@ -219,19 +199,19 @@ class _Host:
         self.sync_call = self.runtime & (matches(calls["name"], SYNC) | blocking_copy)
 
     def intervals(self, mask: np.ndarray) -> Intervals:
-        return _union(self.ts[mask], self.ts[mask] + self.dur[mask])
+        return intervals.union(self.ts[mask], self.ts[mask] + self.dur[mask])
 
     def issuing(self, mask: np.ndarray, blocked: np.ndarray) -> Intervals:
         """The time of ``mask``'s calls less, thread by thread, the time that thread was blocked in
         them (an operator around a synchronising call is waiting, not issuing work)."""
         parts = [
-            _difference(self.intervals(mask & mine), self.intervals(blocked & mine))
+            intervals.difference(self.intervals(mask & mine), self.intervals(blocked & mine))
             for thread in pd.unique(self.thread[mask])
             if (mine := self.thread == thread).any()
         ]
         if not parts:
             return np.zeros(0), np.zeros(0)
-        return _union(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+        return intervals.union(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
 
 
 def _pageable_correlations(activity: pd.DataFrame | None) -> np.ndarray:
@@ -287,55 +267,16 @@ def _busiest_gpu(activity: pd.DataFrame, is_kernel: np.ndarray) -> float | None:
     return float(busiest) if isinstance(busiest, int | float) else None
 
 
-def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint, sorted intervals covering the same time as the given ones."""
-    if not starts.size:
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
-    new = np.concatenate(([True], starts[1:] > reach[:-1]))
-    first = np.flatnonzero(new)
-    last = np.concatenate((first[1:] - 1, [starts.size - 1]))
-    return starts[first], reach[last]
-
-
-def _covered_before(union: tuple[np.ndarray, np.ndarray], at: np.ndarray) -> np.ndarray:
-    """Time covered by the disjoint intervals ``union`` before each instant of ``at``."""
-    starts, ends = union
-    if not starts.size:
-        return np.zeros(at.shape)
-    lengths = np.concatenate(([0.0], np.cumsum(ends - starts)))
-    index = np.searchsorted(starts, at, side="right")  # intervals starting at or before the instant
-    previous = np.clip(index - 1, 0, None)
-    inside = np.clip(at - starts[previous], 0, None)
-    partial = np.where(index > 0, np.minimum(inside, (ends - starts)[previous]), 0.0)
-    return lengths[previous] * (index > 0) + partial
-
-
-def _overlap(gaps: tuple[np.ndarray, np.ndarray], union: tuple[np.ndarray, np.ndarray]) -> float:
-    """Total time where the disjoint ``gaps`` and the disjoint ``union`` overlap."""
-    return float((_covered_before(union, gaps[1]) - _covered_before(union, gaps[0])).sum())
-
-
-def _gaps(busy: tuple[np.ndarray, np.ndarray], begin: float, end: float) -> tuple[np.ndarray, np.ndarray]:
-    starts, ends = busy
-    gap_starts = np.concatenate(([begin], ends))
-    gap_ends = np.concatenate((starts, [end]))
-    keep = gap_ends > gap_starts
-    return gap_starts[keep], gap_ends[keep]
-
-
 def _add_idle_split(facts: Facts, timeline: GpuTimeline, cite: str) -> None:
     """Each idle microsecond goes to the first of: a thread launching, in another runtime call
     (allocation, queries), in an operator (less its own blocked time), blocked in a synchronising
     call or copy, and last in nothing traced."""
     begin, end = timeline.begin, timeline.end
-    gaps = _gaps(timeline.busy, begin, end)
+    gaps = intervals.gaps(timeline.busy, begin, end)
     idle = float((gaps[1] - gaps[0]).sum())
     if idle <= 0:
         return
-    covered = [_overlap(gaps, layer) for layer in timeline.layers]
+    covered = [intervals.overlap(gaps, layer) for layer in timeline.layers]
     launching, runtime, in_ops, blocked = (covered[0], *np.diff(covered))
     source = f"{cite}: GPU idle time by what the host's threads were doing"
     facts.add("trace.idle_sync_share", blocked / idle, source)

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 import pandas as pd
 
-from diagnose.importers.mend import mend
+from diagnose.importers.mend import Mended, mend
 
 HEAD_BYTES = 65_536
 
@@ -27,26 +29,133 @@ class Imported:
         return sum(len(frame) for frame in self.tables.values())
 
 
-@dataclass(frozen=True)
-class Source:
-    """A file offered to the importers: its text as its format wrote it, and its modification time.
+# A file larger than this is never held whole: its lines are read in pieces of PIECE_BYTES, each
+# mended on its own (a log of days runs to gigabytes; held as text, then mended, then split into
+# lines, it would take four times its size). A gzip file counts at a quarter of it: it inflates.
+STREAM_BYTES = 32 * 2**20
+PIECE_BYTES = 8 * 2**20
 
-    ``mended`` says what :func:`~diagnose.importers.mend.mend` undid to get that text (a prefix
-    on every line, a hard wrap, ...), for the report.
+
+class Source:
+    """A file offered to the importers: its lines as its format wrote them, and its modification time.
+
+    ``mended`` says what :func:`~diagnose.importers.mend.mend` undid to get them (a prefix on every
+    line, a hard wrap, ...), for the report; ``prefixes``, who wrote the lines, from the prefixes
+    taken off them. An importer reads :meth:`lines` (a file of any size, in bounded memory) or, for a
+    format that is one document (a JSON file, a memory summary, a profiler table), :attr:`text`.
     """
 
-    name: str
-    text: str
-    mtime: float  # the only clock a line without a wall-clock stamp has
-    mended: tuple[str, ...] = ()
-    prefixes: tuple[str, ...] = ()  # who wrote the lines, from the prefixes taken off them
+    def __init__(
+        self, name: str, text: str, mtime: float, mended: tuple[str, ...] = (), prefixes: tuple[str, ...] = ()
+    ) -> None:
+        self.name = name
+        self.mtime = mtime  # the only clock a line without a wall-clock stamp has
+        self._text = text
+        self._mended = dict.fromkeys(mended)
+        self._prefixes = dict.fromkeys(prefixes)
+
+    @property
+    def text(self) -> str:
+        return self._text
+
+    def lines(self) -> Iterator[str]:
+        """The lines, read afresh at each call: an importer may pass over them twice."""
+        return iter(self._text.splitlines())
+
+    @property
+    def mended(self) -> tuple[str, ...]:
+        return tuple(self._mended)
+
+    @property
+    def prefixes(self) -> tuple[str, ...]:
+        return tuple(self._prefixes)
 
     @classmethod
     def from_path(cls, path: Path) -> Source:
         with open_maybe_gzipped(path) as handle:
+            if isinstance(handle, gzip.GzipFile):
+                streamed = os.stat(path).st_size > STREAM_BYTES // 4
+            else:
+                streamed = os.stat(path).st_size > STREAM_BYTES
+            if streamed:
+                return StreamedSource(path)
             text = handle.read().decode("utf-8", errors="replace")
         mended = mend(text)
         return cls(path.name, mended.text, os.stat(path).st_mtime, mended.undone, mended.prefixes)
+
+
+class StreamedSource(Source):
+    """A large file, read from disk in pieces each time its lines are asked for. Each piece is mended
+    on its own: what pasting or shipping did to a file (a prefix, a wrap width) is the same throughout
+    it, and a piece holds thousands of lines to judge it by. What was undone is known for the first
+    piece at once and for the rest as they are read. Its :attr:`text` is made whole only when an
+    importer of a one-document format asks for it."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path.name, "", os.stat(path).st_mtime)
+        self._path = path
+        self._counts: dict[str, int] = {}  # what was undone, its count of lines taken out: summed over pieces
+        self._counted = 0  # the pieces counted so far (the lines are read again by each pass over them)
+        for _ in self._mended_pieces(first_only=True):
+            pass
+
+    @property
+    def mended(self) -> tuple[str, ...]:
+        return tuple(said.replace(_HOLE, str(count)) for said, count in self._counts.items())
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines())
+
+    def lines(self) -> Iterator[str]:
+        for piece in self._mended_pieces():
+            yield from piece.splitlines()
+
+    def _mended_pieces(self, first_only: bool = False) -> Iterator[str]:
+        # Later pieces are put through what the first needed (most steps cost more than the importer's
+        # reading): only a file's last line can be cut, and its common indent is its format's unless the
+        # first piece's was taken off.
+        dedent, steps = True, None
+        with open_maybe_gzipped(self._path) as handle:
+            for number, raw in enumerate(_pieces(handle, PIECE_BYTES)):
+                mended = mend(raw.decode("utf-8", errors="replace"), dedent, steps)
+                if steps is None:
+                    steps = frozenset({*mended.steps, "cut_end"})
+                    dedent = any(said.startswith("removed a common indentation") for said in mended.undone)
+                if number == self._counted:
+                    self._counted += 1
+                    self._count(mended)
+                yield mended.text
+                if first_only:
+                    return
+
+    def _count(self, mended: Mended) -> None:
+        self._prefixes.update(dict.fromkeys(mended.prefixes))
+        for said in mended.undone:
+            found = _COUNT.search(said)
+            key = _COUNT.sub(_HOLE, said, count=1)
+            self._counts[key] = self._counts.get(key, 0) + (int(found.group(0)) if found else 0)
+
+
+# The count in what mend says it undid ("from 12 line(s)", "rejoined 3 line break(s)"): the pieces' add up
+_COUNT = re.compile(r"\b\d+(?=\D*\bline)")
+_HOLE = "\x00"  # where the count goes back
+
+
+def _pieces(handle: IO[bytes] | gzip.GzipFile, size: int) -> Iterator[bytes]:
+    """The file's bytes in pieces of about ``size``, each ending at a line's end (the last piece at
+    the file's): no line is cut, and a UTF-8 character never spans two pieces."""
+    rest = b""
+    while block := handle.read(size):
+        block = rest + block
+        end = block.rfind(b"\n")
+        if end < 0:
+            rest = block
+            continue
+        rest = block[end + 1 :]
+        yield block[: end + 1]
+    if rest:
+        yield rest
 
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -135,6 +244,6 @@ def zone_note(what: str, tz: str | None) -> str:
     return f"{what} have no UTC offset: read as UTC (give their zone with --tz)"
 
 
-def data_lines(text: str) -> list[str]:
+def data_lines(lines: Iterable[str]) -> Iterator[str]:
     """Lines without the blank ones and without ``#`` comments (the corpus's source lines among them)."""
-    return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("# source:")]
+    return (line for line in lines if line.strip() and not line.lstrip().startswith("# source:"))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import html
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
@@ -124,26 +125,50 @@ class Mended:
     undone: tuple[str, ...] = ()
     # The distinct prefixes taken off (a few): who wrote the lines, "(VllmWorkerProcess pid=7)"
     prefixes: tuple[str, ...] = ()
+    steps: tuple[str, ...] = ()  # the steps of :data:`STEPS` that undid something
 
 
-def mend(text: str) -> Mended:
-    """``text`` with the damage of pasting undone; a clean text comes back unchanged."""
+def mend(text: str, dedent: bool = True, steps: frozenset[str] | None = None) -> Mended:
+    """``text`` with the damage of pasting undone; a clean text comes back unchanged.
+
+    ``dedent`` False: an indentation common to every line is kept (a piece of a file whose first piece
+    was not indented: its lines are indented by their format, a section of ``nvidia-smi -q``).
+    ``steps``: only these of :data:`STEPS` (a later piece of a file needs what its first piece did).
+    """
     undone: list[str] = []
-    text = _characters(text, undone)
-    if _is_json(text):
-        return Mended(_json_unwrapped(text, undone), tuple(undone))
+    acted: list[str] = []
+
+    def step(name: str, undo: Callable[[list[str], list[str]], list[str]], lines: list[str]) -> list[str]:
+        if steps is not None and name not in steps:
+            return lines
+        before = len(undone)
+        lines = undo(lines, undone)
+        if len(undone) > before and name not in acted:
+            acted.append(name)
+        return lines
+
+    if steps is None or "characters" in steps:
+        before = len(undone)
+        text = _characters(text, undone)
+        acted += ["characters"] if len(undone) > before else []
+    if (steps is None or "json" in steps) and _is_json(text):
+        return Mended(_json_unwrapped(text, undone), tuple(undone), steps=(*acted, "json"))
     lines = text.split("\n")
-    lines = _without_cut_end(lines, undone)
-    lines = _without_fences(lines, undone)
+    lines = step("cut_end", _without_cut_end, lines)
+    lines = step("fences", _without_fences, lines)
     prefixes: dict[str, None] = {}
     # A terminal wraps what the log shipper prefixed (the pieces carry no prefix), a Markdown
     # indent prefixes what a terminal wrapped: rejoin before the prefixes go and after.
-    lines = _unwrapped(lines, undone)
-    lines = _without_prefixes(lines, undone, prefixes)
-    lines = _without_noise(lines, undone)
-    lines = _unglued(lines, undone)
-    lines = _unwrapped(lines, undone)
-    return Mended("\n".join(lines), tuple(undone), tuple(prefixes))
+    lines = step("unwrap", _unwrapped, lines)
+    lines = step("prefixes", lambda lines, undone: _without_prefixes(lines, undone, prefixes, dedent), lines)
+    lines = step("noise", _without_noise, lines)
+    lines = step("unglue", _unglued, lines)
+    lines = step("unwrap", _unwrapped, lines)
+    return Mended("\n".join(lines), tuple(undone), tuple(prefixes), tuple(acted))
+
+
+# What mend undoes, each a step: a later piece of a file is put through the steps its first piece needed
+STEPS = frozenset({"characters", "json", "cut_end", "fences", "unwrap", "prefixes", "noise", "unglue"})
 
 
 def _without_cut_end(lines: list[str], undone: list[str]) -> list[str]:
@@ -233,7 +258,9 @@ def _without_fences(lines: list[str], undone: list[str]) -> list[str]:
     return kept
 
 
-def _without_prefixes(lines: list[str], undone: list[str], prefixes: dict[str, None]) -> list[str]:
+def _without_prefixes(
+    lines: list[str], undone: list[str], prefixes: dict[str, None], dedent: bool = True
+) -> list[str]:
     """Peel per-line prefixes, layer by layer (a compose service, then a process tag)."""
     for _ in range(4):
         filled = [line for line in lines if line.strip()]
@@ -254,7 +281,7 @@ def _without_prefixes(lines: list[str], undone: list[str], prefixes: dict[str, N
                 lines = [f"# {line}" if line.startswith(("HELP ", "TYPE ")) else line for line in lines]
             undone.append(f'removed a {prefix.what} prefix ("{_elided(shown)}") from {carried} line(s)')
             peeled = True
-        indent = _common_indent(lines)
+        indent = _common_indent(lines) if dedent else 0
         if indent:
             lines = [line[indent:] for line in lines]
             undone.append(f"removed a common indentation of {indent} character(s)")
@@ -337,6 +364,12 @@ def _unwrapped(lines: list[str], undone: list[str]) -> list[str]:
         return lines
     if _is_csv(lines):
         return _csv_unwrapped(lines, width, undone)
+    wrapped = (
+        len(line) == width and after.strip() and not _starts_record(after)
+        for line, after in zip(lines, lines[1:], strict=False)
+    )
+    if not any(wrapped):  # every full-width line is followed by a record's start, or by nothing
+        return lines
     starts = {
         _shape(line)
         for previous, line in zip(["", *lines], lines, strict=False)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections.abc import Iterable
+from itertools import islice
 
 import numpy as np
 import pandas as pd
@@ -107,31 +109,33 @@ def header_kind(line: str) -> str | None:
     return None
 
 
-def csv_blocks(text: str, tz: str | None) -> tuple[list[tuple[str, _Table]], int]:
+def csv_blocks(lines: Iterable[str], tz: str | None) -> tuple[list[tuple[str, _Table]], int]:
     """Every header-and-rows block in pasted text, and how many other lines were passed over.
 
     People paste the command above the output, a banner, notes between two runs,
     or a --query-gpu and a --query-compute-apps table one after the other.
     """
-    lines = data_lines(text)
     blocks: list[tuple[str, _Table]] = []
-    skipped, stamp, index = 0, None, 0
-    while index < len(lines):
-        kind = header_kind(lines[index])
+    skipped, stamp = 0, None
+    block: list[str] = []  # the open block's header and rows
+    block_kind, block_stamp = "", None
+    for line in data_lines(lines):
+        if block:
+            if "," in line and header_kind(line) is None and not _COMMAND.search(line):
+                block.append(line)
+                continue
+            blocks.append((block_kind, _Table(block, block_stamp)))
+            block = []
+        kind = header_kind(line)
         if kind is None:
-            found = _ISO.search(lines[index])
+            found = _ISO.search(line)
             epoch = local_epoch(found.group(0), tz) if found else float("nan")
             stamp = epoch if epoch == epoch else stamp
             skipped += 1
-            index += 1
             continue
-        end = index + 1
-        while end < len(lines) and "," in lines[end] and header_kind(lines[end]) is None:
-            if _COMMAND.search(lines[end]):
-                break
-            end += 1
-        blocks.append((kind, _Table(lines[index:end], stamp)))
-        index = end
+        block, block_kind, block_stamp = [line], kind, stamp
+    if block:
+        blocks.append((block_kind, _Table(block, block_stamp)))
     return blocks, skipped
 
 
@@ -184,13 +188,14 @@ class NvidiaSmiComputeAppsImporter(Importer):
 
 
 def _first_kind(head: str) -> str | None:
-    return next((kind for line in data_lines(head)[:30] if (kind := header_kind(line))), None)
+    first = islice(data_lines(head.splitlines()), 30)
+    return next((kind for line in first if (kind := header_kind(line))), None)
 
 
 def _read_blocks(source: Source, tz: str | None) -> Imported:
     """Both kinds of table, as many blocks as the file holds; GPUs named by index, bus id or UUID."""
     result = Imported()
-    blocks, skipped = csv_blocks(source.text, tz)
+    blocks, skipped = csv_blocks(source.lines(), tz)
     if skipped:
         result.warnings.append(f"passed over {skipped} line(s) outside the tables (a prompt, notes)")
     identity: dict[str, int] = {}

@@ -19,6 +19,8 @@ file's modification time, with a warning.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pandas as pd
 
 from diagnose.importers.base import Imported, Importer, Source, local_epoch, zone_note
@@ -38,11 +40,11 @@ _DMON = {
 _PMON = {"sm": ("sm_pct", 1.0), "mem": ("mem_pct", 1.0), "fb": ("mem_used_bytes", MIB)}
 
 
-def _header(text: str) -> tuple[list[str], list[list[str]]] | None:
+def _header(lines: Iterable[str]) -> tuple[list[str], list[list[str]]] | None:
     """The column names (from the first ``# ... gpu ...`` line) and the data rows."""
     columns: list[str] | None = None
     rows = []
-    for line in text.splitlines():
+    for line in lines:
         stripped = line.strip()
         if stripped.startswith("#"):
             names = stripped.lstrip("#").split()
@@ -68,14 +70,14 @@ class _MonitorImporter(Importer):
     mapping: dict[str, tuple[str, float]] = {}
 
     def recognise(self, head: str) -> bool:
-        parsed = _header(head)
+        parsed = _header(head.splitlines())
         return parsed is not None and len(parsed[0]) >= 4 and self._columns_fit(set(parsed[0]))
 
     def _columns_fit(self, columns: set[str]) -> bool:
         raise NotImplementedError
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
-        columns, rows = _header(source.text) or ([], [])
+        columns, rows = _header(source.lines()) or ([], [])
         result = Imported()
         if not rows:
             return result

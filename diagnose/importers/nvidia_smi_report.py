@@ -70,7 +70,7 @@ class NvidiaSmiTableImporter(Importer):
         stamp: str | None = None
         current: _Snapshot | None = None
         gpu_line: dict | None = None
-        for line in source.text.splitlines():
+        for line in source.lines():
             if date := _DATE.match(line):
                 stamp = date.group(1)
                 continue
@@ -117,7 +117,7 @@ class NvidiaSmiQueryImporter(Importer):
         gpu: dict | None = None
         process: dict | None = None
         sections: list[tuple[int, str]] = []
-        for line in source.text.splitlines():
+        for line in source.lines():
             if "NVSMI LOG" in line:
                 snapshots.append(_Snapshot(stamp))
                 gpu = process = None

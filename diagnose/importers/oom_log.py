@@ -11,6 +11,9 @@ the file's year) is used when there is one, else the file's modification time.
 from __future__ import annotations
 
 import re
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pandas as pd
@@ -40,7 +43,7 @@ class OomLogImporter(Importer):
     def read(self, source: Source, tz: str | None = None) -> Imported:
         # a serving engine's process tag, taken off every line, still says who ran out of memory
         engine = True if any(_ENGINE_LOG.search(tag) for tag in source.prefixes) else None
-        events = oom_events(source.text.splitlines(), source.mtime, serving_engine=engine, tz=tz)
+        events = oom_events(source.lines(), source.mtime, serving_engine=engine, tz=tz)
         return Imported({"events": pd.DataFrame(events)} if events else {})
 
 
@@ -55,45 +58,106 @@ _ENGINE_LOG = re.compile(
 
 
 def oom_events(
-    lines: list[str], fallback: float, serving_engine: bool | None = None, tz: str | None = None
+    lines: Iterable[str], fallback: float, serving_engine: bool | None = None, tz: str | None = None
 ) -> list[dict]:
-    """One ``oom`` event per OOM message in the lines (shared with the vLLM log importer).
+    """One ``oom`` event per OOM message in the lines.
 
     ``serving_engine`` None: judged per message from vLLM/SGLang markers on its line.
     """
-    year = datetime.fromtimestamp(fallback, UTC).year
-    events = []
-    for index, line in enumerate(lines):
+    scanner = OomScanner(fallback, serving_engine, tz)
+    for line in lines:
+        scanner.feed(line)
+    return scanner.events()
+
+
+class OomScanner:
+    """OOM messages in lines given one at a time: an engine log's importer feeds it the lines it reads,
+    so the log is read once. A message's continuation lines and wraps are read from the few lines after
+    it (held back until they come), a BFC allocator's stats from the report printed after it."""
+
+    _AHEAD = 11  # a message's block (up to 7 lines) and the wrapped figures after it (4)
+
+    def __init__(self, fallback: float, serving_engine: bool | None = None, tz: str | None = None) -> None:
+        self._fallback, self._serving_engine, self._tz = fallback, serving_engine, tz
+        self._year = datetime.fromtimestamp(fallback, UTC).year
+        self._ahead: deque[str] = deque()
+        self._number = 0  # of the line held longest
+        self._events: list[dict | None] = []
+        self._waiting: list[_BfcReport] = []  # BFC messages still gathering the stats printed after them
+
+    def feed(self, line: str) -> None:
+        self._ahead.append(line)
+        if len(self._ahead) > self._AHEAD:
+            self._next()
+
+    def events(self) -> list[dict]:
+        while self._ahead:
+            self._next()
+        for report in self._waiting:
+            self._events[report.slot] = report.event()
+        self._waiting = []
+        return [event for event in self._events if event is not None]
+
+    def _next(self) -> None:
+        line = self._ahead.popleft()
+        self._number += 1
+        for report in list(self._waiting):
+            if not report.take(line):
+                self._waiting.remove(report)
+                self._events[report.slot] = report.event()
         if not is_oom_message(line):
-            continue
+            return
+        following = list(self._ahead)
         block = [line]
-        for following in lines[index + 1 : index + 8]:
-            if not _CONTINUATION.match(following):
+        for after in following[:7]:
+            if not _CONTINUATION.match(after):
                 break
-            block.append(following)
-        message = _unwrapped("\n".join(block), lines[index + len(block) : index + len(block) + 4])
-        if _BFC_OOM.search(line):
-            message += _bfc_stats(lines[index + 1 : index + 1 + _BFC_DUMP_LINES])
-        oom = parse_oom_message(message)
-        if oom is None or (oom.requested_bytes is None and not _ERROR_FORM.search(line)):
-            continue  # prose that mentions an OOM ("I meet CUDA out of memory when ...") is no event
-        ts, ts_source = engine_stamp(line, year, tz) or leading_iso_stamp(line, tz), "log line"
-        if ts is None:
-            ts, ts_source = fallback, "file modification time"
-        engine = bool(_ENGINE_LOG.search(line)) if serving_engine is None else serving_engine
-        verdict, reason = explain_oom(oom, engine)
-        events.append(
-            {
-                "ts": ts,
-                "kind": "oom",
-                "message": message[:2000],
-                "ts_source": ts_source,
-                "oom_class": verdict,
-                "oom_reason": reason,
-                "line": index + 1,
-            }
+            block.append(after)
+        message = _unwrapped("\n".join(block), following[len(block) - 1 : len(block) + 3])
+        found = _OomLine(
+            line, self._number, message, self._year, self._fallback, self._serving_engine, self._tz
         )
-    return events
+        if _BFC_OOM.search(line):
+            self._waiting.append(_BfcReport(found, len(self._events)))
+            self._events.append(None)  # its place, kept until its stats are read
+        else:
+            self._events.append(found.event())
+
+
+@dataclass(frozen=True)
+class _OomLine:
+    """An OOM message found on a line: what it says, once its figures are all there."""
+
+    line: str
+    number: int
+    message: str
+    year: int
+    fallback: float
+    serving_engine: bool | None
+    tz: str | None
+
+    def event(self, extra: str = "") -> dict | None:
+        message = self.message + extra
+        oom = parse_oom_message(message)
+        if oom is None or (oom.requested_bytes is None and not _ERROR_FORM.search(self.line)):
+            return None  # prose that mentions an OOM ("I meet CUDA out of memory when ...") is no event
+        ts, ts_source = (
+            engine_stamp(self.line, self.year, self.tz) or leading_iso_stamp(self.line, self.tz),
+            "log line",
+        )
+        if ts is None:
+            ts, ts_source = self.fallback, "file modification time"
+        engine = bool(_ENGINE_LOG.search(self.line)) if self.serving_engine is None else self.serving_engine
+        verdict, reason = explain_oom(oom, engine)
+        return {
+            "ts": ts,
+            "kind": "oom",
+            "message": message[:2000],
+            "ts_source": ts_source,
+            "oom_class": verdict,
+            "oom_reason": reason,
+            "line": self.number,
+        }
 
 
 # TensorFlow's and XLA's BFC allocator print their stats after a dump of every chunk (thousands of
@@ -103,15 +167,26 @@ _BFC_STAT = re.compile(r"^\W*(?:Limit|InUse|LargestFreeBlock):\s+\d+\s*$")
 _BFC_DUMP_LINES = 20_000
 
 
-def _bfc_stats(following: list[str]) -> str:
-    """The stats lines of the BFC allocator's report, up to the next OOM message."""
-    stats = []
-    for line in following:
+class _BfcReport:
+    """A BFC allocator's OOM, taking the stats lines of its report as they come: up to the next OOM
+    message, or _BFC_DUMP_LINES lines on."""
+
+    def __init__(self, found: _OomLine, slot: int) -> None:
+        self.found, self.slot = found, slot
+        self.stats: list[str] = []
+        self.left = _BFC_DUMP_LINES
+
+    def take(self, line: str) -> bool:
+        """Whether the report goes on past this line."""
         if is_oom_message(line) and not _BFC_STAT.match(line):
-            break
+            return False
         if _BFC_STAT.match(line):
-            stats.append(line.strip())
-    return "\n" + "\n".join(stats) if stats else ""
+            self.stats.append(line.strip())
+        self.left -= 1
+        return self.left > 0
+
+    def event(self) -> dict | None:
+        return self.found.event("\n" + "\n".join(self.stats) if self.stats else "")
 
 
 def _unwrapped(message: str, following: list[str]) -> str:

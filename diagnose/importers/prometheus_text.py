@@ -12,6 +12,7 @@ modification time is the scrape's time, with a warning.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -60,48 +61,56 @@ class PrometheusTextImporter(Importer):
     example = 'vllm:num_requests_waiting{model_name="llama"} 3.0'
 
     def recognise(self, head: str) -> bool:
-        text, _ = exposition_text(head)
-        samples = len(_SAMPLE_LINE.findall(text))
-        return samples >= 3 or (samples >= 1 and ("# TYPE " in text or "# HELP " in text))
+        kept = list(exposition_lines(head.splitlines(), []))
+        samples = sum(1 for line in kept if not line.startswith("#"))
+        return samples >= 3 or (
+            samples >= 1 and any(line.startswith(("# TYPE ", "# HELP ")) for line in kept)
+        )
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
+        """One scrape at a time, each turned into rows as it is read: a file of a day's scrapes is
+        never held whole."""
         result = Imported()
-        text, skipped = exposition_text(source.text)
+        skipped: list[int] = []
+        rows = _ScrapeRows()
+        scrapes = 0
+        last: tuple[dict, list[Metric]] | None = (
+            None  # the last scrape, for a file whose scrapes have no time
+        )
+        untimed = 0
+        for number, scrape in enumerate(_scrapes(exposition_lines(source.lines(), skipped)), start=1):
+            try:
+                families = list(parse_families(scrape))  # parsed once, read thrice
+            except ValueError as error:
+                result.warnings.append(f"scrape {number}: not valid exposition text ({error}); skipped")
+                continue
+            scrapes += 1
+            stamp, samples = _scrape_time(families), sum_samples(families)
+            last = (samples, families)
+            if stamp is None:
+                untimed += 1
+            elif not untimed:
+                rows.add(stamp, samples, families)
         if skipped:
             shown = ", ".join(map(str, skipped[:5])) + (" ..." if len(skipped) > 5 else "")
             result.warnings.append(
                 f"skipped {len(skipped)} line(s) that are not exposition text (a shell prompt, a line cut "
                 f"short): line {shown}"
             )
-        scrapes = _split_scrapes(text)
-        parsed = []
-        for number, scrape in enumerate(scrapes, start=1):
-            try:
-                families = list(parse_families(scrape))  # parsed once, read thrice
-            except ValueError as error:
-                result.warnings.append(f"scrape {number}: not valid exposition text ({error}); skipped")
-                continue
-            parsed.append((_scrape_time(families), sum_samples(families), families))
-        if not parsed:
+        if last is None:
             return result
-        if any(stamp is None for stamp, _, _ in parsed):
-            if len(parsed) > 1:
-                result.warnings.append(f"{len(parsed)} scrapes without timestamps: only the last is used")
+        if untimed:
+            if scrapes > 1:
+                result.warnings.append(f"{scrapes} scrapes without timestamps: only the last is used")
             result.warnings.append(
                 "no sample timestamps: the scrape is taken at the file's modification time"
             )
-            parsed = [(source.mtime, parsed[-1][1], parsed[-1][2])]
-        timed = [(stamp, samples, families) for stamp, samples, families in parsed if stamp is not None]
-        server_rows, gpu_rows = [], []
-        engine = detect_engine(timed[0][1])
-        previous: tuple[float, dict] | None = None
-        lifetime = len(timed) == 1
-        for stamp, samples, families in timed:
-            if engine in ENGINES:
-                before, elapsed = (previous[1], stamp - previous[0]) if previous else (None, 0.0)
-                server_rows.append(engine_row(ENGINES[engine], stamp, samples, before, elapsed, lifetime))
-            gpu_rows += _dcgm_rows(families, stamp) + _triton_gpu_rows(families, stamp)
-            previous = (stamp, samples)
+            rows = _ScrapeRows()
+            rows.add(source.mtime, *last)
+        server_rows, gpu_rows, engine = rows.server, rows.gpu, rows.engine
+        lifetime = rows.scrapes == 1
+        if lifetime and engine in ENGINES:  # one scrape: its counters' means are over the server's life
+            server_rows = [engine_row(ENGINES[engine], rows.first_stamp, rows.first_samples, None, 0.0, True)]
         filled = [row for row in server_rows if any(v is not None for k, v in row.items() if k != "ts")]
         if lifetime and filled:
             result.warnings.append(
@@ -125,16 +134,15 @@ _TYPE_LINE = re.compile(
 _HELP_LINE = re.compile(r"^# HELP [A-Za-z_:][A-Za-z0-9_:]*(?: .*)?$")
 
 
-def exposition_text(text: str) -> tuple[str, list[int]]:
-    """The exposition lines of pasted text, and the numbers of the lines dropped.
+def exposition_lines(lines: Iterable[str], skipped: list[int]) -> Iterator[str]:
+    """The exposition lines of pasted text; the numbers of the lines dropped go to ``skipped``.
 
     Quotes, fences and prompts are gone already (:mod:`diagnose.importers.mend`); what
     is left that is not exposition text (a line cut short, a cut ``# TYPE``, notes)
     would make the whole scrape unparsable: blank lines go silently, the rest are
     dropped and counted.
     """
-    kept, skipped = [], []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         stripped = line.strip()
         if not stripped:
             continue
@@ -143,28 +151,54 @@ def exposition_text(text: str) -> tuple[str, list[int]]:
             if (is_type and not _TYPE_LINE.match(stripped)) or (is_help and not _HELP_LINE.match(stripped)):
                 skipped.append(number)
                 continue
-            kept.append(stripped)
+            yield stripped
         elif _SAMPLE_LINE.match(stripped):
-            kept.append(stripped)
+            yield stripped
         else:
             skipped.append(number)
-    return "\n".join(kept) + "\n", skipped
 
 
-def _split_scrapes(text: str) -> list[str]:
-    """A new scrape starts where the file's first ``# HELP``/``# TYPE`` line comes again."""
-    lines = [line for line in text.splitlines() if not line.startswith("# source:")]
-    first = next((line for line in lines if line.startswith(("# HELP", "# TYPE"))), None)
-    scrapes: list[str] = []
+def _scrapes(lines: Iterable[str]) -> Iterator[str]:
+    """Each scrape's text: a new scrape starts where the file's first ``# HELP``/``# TYPE`` line comes
+    again (a scrape without them is one scrape to the end)."""
+    first: str | None = None
     current: list[str] = []
     for line in lines:
-        if line == first and current:
-            scrapes.append("\n".join(current) + "\n")
+        if line.startswith("# source:"):
+            continue
+        if first is None and line.startswith(("# HELP", "# TYPE")):
+            first = line
+        elif line == first and current:
+            yield "\n".join(current) + "\n"
             current = []
         current.append(line)
     if current:
-        scrapes.append("\n".join(current) + "\n")
-    return scrapes
+        yield "\n".join(current) + "\n"
+
+
+class _ScrapeRows:
+    """The rows of timed scrapes, made as each is read: the engine's (from the difference with the
+    scrape before) and the GPUs'. The engine is told from the first scrape."""
+
+    def __init__(self) -> None:
+        self.server: list[dict] = []
+        self.gpu: list[dict] = []
+        self.engine: str | None = None
+        self.scrapes = 0
+        self.first_stamp = 0.0
+        self.first_samples: dict[str, float] = {}
+        self._previous: tuple[float, dict] | None = None
+
+    def add(self, stamp: float, samples: dict, families: list[Metric]) -> None:
+        if self.scrapes == 0:
+            self.engine, self.first_stamp, self.first_samples = detect_engine(samples), stamp, samples
+        self.scrapes += 1
+        if self.engine in ENGINES:
+            previous = self._previous
+            before, elapsed = (previous[1], stamp - previous[0]) if previous else (None, 0.0)
+            self.server.append(engine_row(ENGINES[self.engine], stamp, samples, before, elapsed, False))
+        self.gpu += _dcgm_rows(families, stamp) + _triton_gpu_rows(families, stamp)
+        self._previous = (stamp, samples)
 
 
 def _scrape_time(families: list[Metric]) -> float | None:

@@ -10,9 +10,9 @@ lost, and the report counts its rows.
 from __future__ import annotations
 
 import csv
-import io
 import json
 import re
+from itertools import chain, islice
 
 import pandas as pd
 
@@ -137,7 +137,7 @@ class GrafanaCsvImporter(Importer):
     example = '"Series";"Time";"Value"'
 
     def recognise(self, head: str) -> bool:
-        lines = data_lines(head)
+        lines = list(islice(data_lines(head.splitlines()), 2))
         if not lines:
             return False
         first = lines[0].replace('"', "").lower()
@@ -146,9 +146,10 @@ class GrafanaCsvImporter(Importer):
         )
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
-        lines = data_lines(source.text)
-        delimiter = ";" if ";" in lines[0] else ","
-        rows = [r for r in csv.reader(io.StringIO("\n".join(lines)), delimiter=delimiter) if r]
+        lines = data_lines(source.lines())
+        first = next(lines, "")
+        delimiter = ";" if ";" in first else ","
+        rows = [r for r in csv.reader(chain([first], lines), delimiter=delimiter) if r]
         header = [h.strip().lower() for h in rows[0]]
         body = rows[1:]
         result = Imported()

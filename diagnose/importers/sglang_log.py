@@ -41,7 +41,7 @@ import pandas as pd
 
 from diagnose.engine_failures import SGLANG_DEAD, STALLED
 from diagnose.importers.base import Imported, Importer, Source, local_epoch, zone_note
-from diagnose.importers.oom_log import oom_events
+from diagnose.importers.oom_log import OomScanner
 
 # "[2025-02-27 04:46:39 TP0] ", "[16:43:29 TP0] ", "[2025-05-14 09:31:43] ", "[... DP1 TP1 EP1] ";
 # the opening bracket may be cut off a pasted first line.
@@ -81,27 +81,37 @@ class SglangLogImporter(Importer):
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()
         clock = _Clock(source.mtime, tz)
-        lines = source.text.splitlines()
-        parsed = [_parse(line) for line in lines]
-        ranks = {rank for _, rank, _ in parsed if rank is not None}
+        ooms = OomScanner(source.mtime, serving_engine=True, tz=tz)
+        ranks: set[str] = set()
+        said: list[tuple[str | None, dict]] = []  # (rank, a batch row or an event), in the log's order
+        for number, line in enumerate(source.lines(), start=1):
+            ooms.feed(line)
+            stamped, rank, body = _parse(line)
+            ranks |= {rank} if rank is not None else set()
+            ts = clock.stamp(stamped)
+            stamp = ts if ts is not None else source.mtime
+            if (batch := _BATCH.search(body)) and (row := _batch_row(batch.group(1), body[batch.end() :])):
+                said.append((rank, {"ts": stamp, **row}))
+            kind, extra = _event(body)
+            if kind is not None:
+                event = {"ts": stamp, "kind": kind, **extra, "message": line.strip()[:500], "line": number}
+                said.append((rank, event))
+        # Each rank logs its own copy of a batch: the lowest rank's are read, known once every line is.
         lead = min(ranks, key=_rank_order) if ranks else None
         rows: list[dict] = []
         events: list[dict] = []
-        for number, (line, (stamped, rank, body)) in enumerate(zip(lines, parsed, strict=True), start=1):
-            ts = clock.stamp(stamped)
-            stamp = ts if ts is not None else source.mtime
+        for rank, entry in said:
             from_lead = rank is None or rank == lead
-            if from_lead and (batch := _BATCH.search(body)):
-                row = _batch_row(batch.group(1), body[batch.end() :])
-                if row:
-                    rows.append({"ts": stamp, **row})
-            kind, extra = _event(body)
-            if kind is None or (kind in ("preemption", "kv_cache_config") and not from_lead):
+            kind = entry.get("kind")
+            if kind is None:
+                rows += [entry] if from_lead else []
                 continue
-            if any(e["kind"] == kind and abs(e["ts"] - stamp) < _window(kind) for e in events[-8:]):
+            if kind in ("preemption", "kv_cache_config") and not from_lead:
+                continue
+            if any(e["kind"] == kind and abs(e["ts"] - entry["ts"]) < _window(kind) for e in events[-8:]):
                 continue  # the same event logged by another rank, or a restart's second line
-            events.append({"ts": stamp, "kind": kind, **extra, "message": line.strip()[:500], "line": number})
-        events += oom_events(lines, source.mtime, serving_engine=True, tz=tz)
+            events.append(entry)
+        events += ooms.events()
         if rows:
             result.tables["server"] = pd.DataFrame(rows)
         if events:

@@ -32,7 +32,7 @@ import re
 import pandas as pd
 
 from diagnose.importers.base import Imported, Importer, Source
-from diagnose.importers.oom_log import oom_events
+from diagnose.importers.oom_log import OomScanner
 from diagnose.importers.stamps import leading_iso_stamp
 
 _TARGETS = re.compile(r"text_generation_(?:launcher|router|server)|text_embeddings_router")
@@ -60,12 +60,6 @@ _SAME_START_S = 300.0
 _SAME_FAILURE_S = 5.0
 
 
-def _carried(stamps: list[float | None], fallback: float) -> list[float]:
-    """Each line's time: its own stamp, else the last stamped line's (a traceback's), else the next's."""
-    known = pd.Series(stamps, dtype="float64")
-    return known.ffill().bfill().fillna(fallback).tolist()
-
-
 class TgiLogImporter(Importer):
     name = "tgi-log"
     description = "TGI / TEI logs: each request's timings from the router, the launcher's starts and failures"
@@ -78,30 +72,42 @@ class TgiLogImporter(Importer):
         return _TARGETS.search(head) is not None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
-        lines = source.text.splitlines()
-        own = [leading_iso_stamp(line, tz, within=60) for line in lines]
         requests: list[dict] = []
-        events: list[dict] = []
-        carried = _carried(own, source.mtime)
-        for number, (line, ts, stamp) in enumerate(zip(lines, own, carried, strict=True), start=1):
+        said: list[tuple[str, float, str, int]] = []  # kind, seconds before the line's time, line, number
+        times: list[float | None] = []  # the time of each event's line, once known
+        last: float | None = None  # a line with no stamp of its own: the last stamped line's (a traceback's)
+        skipped = 0
+        ooms = OomScanner(source.mtime, serving_engine=True, tz=tz)
+        for number, line in enumerate(source.lines(), start=1):
+            ooms.feed(line)
+            ts = leading_iso_stamp(line, tz, within=60)
+            if ts is not None:
+                if last is None:  # the lines before the first stamp: its time
+                    times = [ts if time is None else time for time in times]
+                last = ts
             timings = {name: float(value) * _UNIT_MS[unit] for name, value, unit in _TIMING.findall(line)}
-            if "total_time" in timings and ts is not None:
-                requests.append(_request(ts, timings))
-                continue
-            kind, at = _event(line, stamp)
-            if kind is None:
-                continue
+            if "total_time" in timings:
+                if ts is not None:
+                    requests.append(_request(ts, timings))
+                    continue
+                skipped += 1
+            kind, before = _event(line)
+            if kind is not None:
+                said.append((kind, before, line.strip()[:500], number))
+                times.append(last)
+        events: list[dict] = []
+        for (kind, before, message, number), time in zip(said, times, strict=True):
+            at = (time if time is not None else source.mtime) - before
             window = _SAME_START_S if kind == "restart" else _SAME_FAILURE_S
             if any(e["kind"] == kind and abs(e["ts"] - at) < window for e in events):
                 continue  # one start (the arguments, every shard ready) or one failure said on several lines
-            events.append({"ts": at, "kind": kind, "message": line.strip()[:500], "line": number})
-        events += oom_events(lines, source.mtime, serving_engine=True, tz=tz)
+            events.append({"ts": at, "kind": kind, "message": message, "line": number})
+        events += ooms.events()
         result = Imported()
         if requests:
             result.tables["requests"] = pd.DataFrame(requests).sort_values("ts", kind="stable")
         if events:
             result.tables["events"] = pd.DataFrame(events)
-        skipped = sum(1 for line in lines if "total_time" in line) - len(requests)
         if skipped > 0:
             result.warnings.append(f"{skipped} request line(s) with timings but no time stamp were left out")
         return result
@@ -117,15 +123,16 @@ def _request(ts: float, timings: dict[str, float]) -> dict[str, float]:
     return row
 
 
-def _event(line: str, stamp: float) -> tuple[str | None, float]:
+def _event(line: str) -> tuple[str | None, float]:
+    """The event the line says, and how many seconds before its own time it happened."""
     if _ARGS.search(line):
-        return "restart", stamp
+        return "restart", 0.0
     if m := _SHARD_READY.search(line):
-        return "restart", stamp - float(m.group(1))
+        return "restart", float(m.group(1))
     if _START_FAILED.search(line):
-        return "engine_start_failed", stamp
+        return "engine_start_failed", 0.0
     if _DEAD.search(line):
-        return "engine_dead", stamp
+        return "engine_dead", 0.0
     if _CONNECTED.search(line) and "text_generation_router" in line:
-        return "warmup_end", stamp
-    return None, stamp
+        return "warmup_end", 0.0
+    return None, 0.0

@@ -33,7 +33,7 @@ import pandas as pd
 
 from diagnose.engine_failures import STALLED, VLLM_DEAD, VLLM_STALLED
 from diagnose.importers.base import Imported, Importer, Source, zone_note
-from diagnose.importers.oom_log import oom_events
+from diagnose.importers.oom_log import OomScanner
 from diagnose.importers.stamps import engine_stamp
 
 _FIELDS = {
@@ -60,6 +60,16 @@ _WARMED_UP = re.compile(
 _SAME_START_S = 300.0  # the API server's line and the engine's, a few seconds apart, are one start
 # A traceback's frames and the exception repeated in them name the error again: one event, not many.
 _IN_TRACEBACK = re.compile(r'^\W*(?:\S+\s+){0,6}?\s*File "|raise \w+|^\s+\w+Error')
+_EVENTS = (
+    (_STARTUP, "kv_cache_config"),
+    (STALLED, "engine_stall"),
+    (VLLM_DEAD, "engine_dead"),
+    (_FAILED_START, "engine_start_failed"),
+    (_STARTED, "restart"),
+    (_WARMED_UP, "warmup_end"),
+)
+_ANY_EVENT = re.compile("|".join(f"(?:{pattern.pattern})" for pattern, _ in _EVENTS))
+_MAY_HOLD_STATS = re.compile(r" reqs|tokens/s|cache usage|hit rate")
 _PREEMPTED = re.compile(
     r"is preempted by PreemptionMode\.(\w+).*?(?:total_num_cumulative_preemption=(\d+))?$"
 )
@@ -76,27 +86,29 @@ class VllmLogImporter(Importer):
         return any(m in head for m in markers) or any(p.search(head) for p in patterns)
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
-        lines = source.text.splitlines()
         fallback = source.mtime
         default_year = datetime.fromtimestamp(fallback, UTC).year
         rows: list[dict] = []
         events: list[dict] = []
-        for number, line in enumerate(lines, start=1):
-            stats = {
-                column: float(m.group(1))
-                for column, m in ((c, p.search(line)) for c, p in _FIELDS.items())
-                if m
-            }
-            preempted = _PREEMPTED.search(line)
+        ooms = OomScanner(fallback, serving_engine=True, tz=tz)
+        for number, line in enumerate(source.lines(), start=1):
+            ooms.feed(line)
+            # Most lines of a serving log are requests: plain tests first, then the patterns they allow
+            stats = (
+                {
+                    column: float(m.group(1))
+                    for column, m in ((c, p.search(line)) for c, p in _FIELDS.items())
+                    if m
+                }
+                if _MAY_HOLD_STATS.search(line)
+                else {}
+            )
+            preempted = _PREEMPTED.search(line) if "preempted" in line else None
+            said = _EVENTS if _ANY_EVENT.search(line) else ()
+            if not stats and not preempted and not said:
+                continue
             ts = engine_stamp(line, default_year, tz)
-            for pattern, kind in (
-                (_STARTUP, "kv_cache_config"),
-                (STALLED, "engine_stall"),
-                (VLLM_DEAD, "engine_dead"),
-                (_FAILED_START, "engine_start_failed"),
-                (_STARTED, "restart"),
-                (_WARMED_UP, "warmup_end"),
-            ):
+            for pattern, kind in said:
                 if pattern.search(line) and not _IN_TRACEBACK.search(line):
                     stamp = ts if ts is not None else fallback
                     if kind == "restart" and any(
@@ -128,7 +140,7 @@ class VllmLogImporter(Importer):
                         "line": number,
                     }
                 )
-        events += oom_events(lines, fallback, serving_engine=True, tz=tz)
+        events += ooms.events()
         result = Imported()
         if rows:
             result.tables["server"] = pd.DataFrame(rows)

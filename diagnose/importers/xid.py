@@ -58,7 +58,7 @@ class XidImporter(Importer):
         fallback = source.mtime
         year = datetime.fromtimestamp(fallback, UTC).year
         events = []
-        for number, line in enumerate(source.text.splitlines(), start=1):
+        for number, line in enumerate(source.lines(), start=1):
             match = _XID.search(line)
             if match:
                 code = int(match.group(2))

@@ -27,6 +27,7 @@ score on its own evidence is kept and shown, under the cause.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -186,22 +187,62 @@ def _evidence(condition: Condition, facts: Facts) -> Line | None:
 
 
 def _missing_evidence(conditions: list[Condition], facts: Facts) -> list[str]:
-    missing: dict[str, None] = {}
-    for condition in conditions:
-        for name in sorted(expr.names(condition.test)):
-            if name not in facts.values:
-                missing[facts.absent.get(name, CATALOGUE[name].needs)] = None
-    return list(missing)
+    names = [name for condition in conditions for name in sorted(expr.names(condition.test))]
+    return _needs(names, facts)
+
+
+def _needs(names: Iterable[str], facts: Facts) -> list[str]:
+    """What the evidence for the absent ``names`` needs, each said once: of "server: running" and
+    "server: queue_depth and running", only the second."""
+    absent = [name for name in names if name not in facts.values]
+    needs = list(dict.fromkeys(facts.absent.get(name, CATALOGUE[name].needs) for name in absent))
+    columns = {need: _columns(need) for need in needs}
+    return [
+        need
+        for need in needs
+        if not any(
+            other != need and columns[need] and columns[other] and columns[need] < columns[other]
+            for other in needs
+        )
+    ]
+
+
+def _columns(need: str) -> set[str]:
+    """``table: a, b and c (where from)`` as {table.a, table.b, table.c}; empty for any other wording."""
+    table, colon, rest = re.sub(r"\s*\([^)]*\)", "", need).partition(": ")
+    if not colon or " or " in rest or " " in table:
+        return set()
+    columns = (column.strip() for column in rest.replace(" and ", ", ").split(","))
+    return {f"{table}.{column}" for column in columns if column}
 
 
 def _why_not(rule: Rule, states: dict[str, bool | None], facts: Facts) -> str:
-    parts = []
-    for condition in rule.conditions:
-        if condition.name not in expr.names(rule.when) or states[condition.name] is not False:
-            continue
-        shown = ", ".join(
-            f"{n} = {format_value(n, facts.values[n].value)}" if n in facts.values else f"no {n} in this dump"
-            for n in sorted(expr.names(condition.test))
-        )
-        parts.append(f"{condition.test_text} is false ({shown})")
-    return "; ".join(parts)
+    """What made ``when`` false, in the rule's own words (each condition's ``unmet``)."""
+    by_name = {condition.name: condition for condition in rule.conditions}
+    return "; ".join(_unmet(by_name[name], facts) for name in dict.fromkeys(_failed(rule.when, states)))
+
+
+def _failed(node: expr.Node, states: dict[str, bool | None]) -> list[str]:
+    """The conditions whose falsehood makes ``node`` false: for ``a and b`` the first that failed (one is
+    enough to say why), for ``a or b`` those of both."""
+    if node.op == "name":
+        return [str(node.value)] if states.get(str(node.value)) is False else []
+    if node.op == "and":
+        first = next((arg for arg in node.args if _truth(expr.evaluate(arg, states)) is False), None)
+        return _failed(first, states) if first is not None else []
+    if node.op == "or":
+        return [name for arg in node.args for name in _failed(arg, states)]
+    return sorted(name for name in expr.names(node) if states.get(name) is False)
+
+
+def _unmet(condition: Condition, facts: Facts) -> str:
+    if condition.unmet is not None:
+        absent = [name for name in dict.fromkeys(condition.unmet.facts) if name not in facts.values]
+        if not absent:
+            return render(condition.unmet, facts) or condition.unmet.text
+        return f"{condition.name.replace('_', ' ')}: not measured (needs {'; '.join(_needs(absent, facts))})"
+    shown = ", ".join(
+        f"{n} = {format_value(n, facts.values[n].value)}" if n in facts.values else f"no {n} in this dump"
+        for n in sorted(expr.names(condition.test))
+    )
+    return f"{condition.test_text} is false ({shown})"

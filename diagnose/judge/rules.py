@@ -25,7 +25,7 @@ from diagnose.judge.template import Template, TemplateError, compile_template
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _REQUIRED = ("id", "title", "summary", "when", "conditions", "verify", "remedy", "pitfalls")
 _OPTIONAL = ("contrary", "explained_by", "checks")
-_CONDITION_KEYS = {"if", "weight", "strength", "evidence", "decisive"}
+_CONDITION_KEYS = {"if", "weight", "strength", "evidence", "decisive", "unmet"}
 _CHECK_KEYS = {"probe", "confirms", "refutes", "weight", "says"}
 _CHECK_REQUIRED = ("probe", "confirms", "weight", "says")
 # A decisive condition alone makes its hypothesis likely with room for contrary evidence (judge/engine.py):
@@ -44,10 +44,12 @@ class Condition:
     evidence: Template
     strength_text: str | None = None
     decisive: bool = False  # settles the rule on its own (judge/engine.py)
+    # What the evidence shows where the condition does not hold, for a ruled-out rule's reason
+    unmet: Template | None = None
 
     @property
     def facts(self) -> set[str]:
-        found = expr.names(self.test) | set(self.evidence.facts)
+        found = expr.names(self.test) | set(self.evidence.facts) | set(self.unmet.facts if self.unmet else ())
         return found | (expr.names(self.strength) if self.strength else set())
 
 
@@ -256,10 +258,8 @@ def _conditions(raw: object, field: str, fail: _Fail) -> tuple[Condition, ...]:
             raise fail(f"{where}.weight", f"expected a number in (0, 1], got {weight!r}")
         strength = body.get("strength")
         decisive = _decisive(body.get("decisive", False), weight, strength, field, where, fail)
-        try:
-            evidence = compile_template(_text(body["evidence"], f"{where}.evidence", fail))
-        except TemplateError as error:
-            raise fail(f"{where}.evidence", str(error)) from None
+        evidence = _template(body["evidence"], f"{where}.evidence", fail)
+        unmet = _template(body["unmet"], f"{where}.unmet", fail) if "unmet" in body else None
         condition = Condition(
             name=name,
             test=_parse(test_text, f"{where}.if", fail),
@@ -271,6 +271,7 @@ def _conditions(raw: object, field: str, fail: _Fail) -> tuple[Condition, ...]:
             evidence=evidence,
             strength_text=str(strength).strip() if strength is not None else None,
             decisive=decisive,
+            unmet=unmet,
         )
         for fact in sorted(condition.facts):
             if fact not in CATALOGUE:
@@ -289,6 +290,13 @@ def _conditions(raw: object, field: str, fail: _Fail) -> tuple[Condition, ...]:
             _one_threshold(condition, f"{where}.strength", fail)
         built.append(condition)
     return tuple(built)
+
+
+def _template(value: object, field: str, fail: _Fail) -> Template:
+    try:
+        return compile_template(_text(value, field, fail))
+    except TemplateError as error:
+        raise fail(field, str(error)) from None
 
 
 def _explained_by(raw: object, rule_id: str, fail: _Fail) -> tuple[tuple[str, str], ...]:

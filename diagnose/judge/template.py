@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from diagnose.dump.timestamps import iso
 from diagnose.facts.catalogue import CATALOGUE, LIVE, FactSpec
 from diagnose.facts.model import Facts, FactValue
-from diagnose.units import human_bytes, human_ms, human_rate, human_us
+from diagnose.units import human_measure
 
 _FIELD = re.compile(r"\{([A-Za-z0-9_.]+)(?::([A-Za-z0-9.,%]+))?\}")
 _NUMERIC_SPEC = re.compile(r"^,?\.?\d*[fdeg%]?$")
@@ -83,12 +83,8 @@ def format_value(name: str, value: FactValue, spec: str | None = None) -> str:
         return f"{value * 100:.0f}%"
     if unit == "pct":
         return f"{value:.0f}%"
-    if unit == "ms":
-        return human_ms(value)
-    if unit == "us":
-        return human_us(value)
-    if unit == "bytes":
-        return human_bytes(value)
+    if (measured := human_measure(value, unit)) is not None:
+        return measured
     if unit == "s":
         return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
     if unit == "time":
@@ -103,6 +99,4 @@ def format_value(name: str, value: FactValue, spec: str | None = None) -> str:
         return f"{value:.0f}"
     if unit == "count":
         return f"{value:,.0f}"
-    if unit == "rps":
-        return human_rate(value)
     return f"{value:.3g}"

@@ -10,7 +10,7 @@ slow analysis delays the findings, never the screen.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
@@ -29,8 +29,17 @@ from diagnose.detect.signals import Signal, build_signals, server_pids
 from diagnose.dump.model import Dump
 from diagnose.judge.rules import Rule
 from diagnose.live.chart import SeriesChart
+from diagnose.live.export import default_export_dir, export_path
 from diagnose.live.feed import FeedState
-from diagnose.live.panels import Chart, cited_signals, episodes, stage_rows, standard_charts, top_processes
+from diagnose.live.panels import (
+    Chart,
+    cited_signals,
+    episodes,
+    missing_evidence_lines,
+    stage_rows,
+    standard_charts,
+    top_processes,
+)
 from diagnose.pipeline import Analysis, analyse_dump
 from diagnose.report.markdown import render_hypothesis, render_markdown, render_not_found, render_sources
 from diagnose.report.model import Hypothesis, Report
@@ -54,7 +63,7 @@ class LiveSettings:
     window_s: float | None = 900.0
     refresh_s: float = 5.0  # how often the analysis re-runs
     slo_p99_ms: float | None = None
-    export_dir: Path = Path(".")
+    export_dir: Path = field(default_factory=default_export_dir)
 
 
 class Sampled(Message):
@@ -348,6 +357,8 @@ class LiveApp(App[None]):
                 detail.append("✗ against: ", style="yellow")
                 detail.append(line.text + "\n")
         elif self.report is not None:
+            for said in missing_evidence_lines(self.report):
+                detail.append(said + "\n", style="yellow")
             not_fired = len(self.report.ruled_out) + len(self.report.not_run)
             detail.append(f"{not_fired} rule(s) ruled out or not checked; press o to see why", style="dim")
         self.query_one("#detail", Static).update(detail)
@@ -421,7 +432,7 @@ class LiveApp(App[None]):
             self.notify("no analysis yet; nothing to export", severity="warning", timeout=4)
             return
         state = self._state
-        path = _free_path(
+        path = export_path(
             self.settings.export_dir, state.host if state else "host", state.position if state else None
         )
         self._export(path, *self._analysed)
@@ -432,6 +443,7 @@ class LiveApp(App[None]):
         from diagnose.pictures import beside, render_pictures
 
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)  # the default folder is made on first use
             _, pictures = beside(
                 path, lambda folder: render_pictures(analysis.report, analysis.spikes, window, folder)
             )
@@ -480,18 +492,3 @@ def _position_label(state: FeedState, paused: bool) -> str:
 def _duration(seconds: float) -> str:
     seconds = int(max(seconds, 0))
     return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-
-
-def _free_path(folder: Path, host: str, at: float | None) -> Path:
-    """A new file name in ``folder``, absolute: the notice says exactly where the report went. Named by
-    the time it shows (a replayed dump's own time, not the wall clock's)."""
-    folder = folder.resolve()
-    stamp = (datetime.fromtimestamp(at, UTC) if at is not None else datetime.now(UTC)).strftime(
-        "%Y%m%d-%H%M%S"
-    )
-    path = folder / f"diagnose-{host}-{stamp}.md"
-    counter = 1
-    while path.exists():
-        counter += 1
-        path = folder / f"diagnose-{host}-{stamp}-{counter}.md"
-    return path

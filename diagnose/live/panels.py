@@ -14,6 +14,7 @@ import numpy as np
 
 from diagnose.detect.signals import Signal
 from diagnose.dump.model import Dump
+from diagnose.report.evidence_lines import dead_source_lines, no_latency_line, source_lines
 from diagnose.report.model import Hypothesis, Report
 from diagnose.units import human_bytes, human_ms, percent
 
@@ -165,3 +166,13 @@ def top_processes(window: Dump, count: int = 5) -> tuple[list[tuple[str, ...]], 
 def _pid(row: object) -> str:
     pid = getattr(row, "pid", float("nan"))
     return "-" if pid != pid else f"{pid:.0f}"
+
+
+def missing_evidence_lines(report: Report) -> list[str]:
+    """Why no finding can come from evidence the view should have: no latencies (and why, where the
+    recording says), a source that never delivered or was lost."""
+    if report.summary.latency_ms:
+        return dead_source_lines(report.evidence)
+    told = no_latency_line(report.evidence)  # names the request log's failure itself
+    others = tuple(s for s in report.evidence.dead_sources if s.source != "requests_log")
+    return [told, *source_lines(others)]
