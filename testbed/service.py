@@ -82,6 +82,9 @@ class Settings:
     model_workers: int = 1  # forwards run at once, each on a session of its own
     intra_op_threads: int = 1  # each session's thread pool
     memory_cleanup: str = "off"  # off | per-request (the pseudo-optimisation) | on-demand
+    # Times a prompt is tokenized, as a service does that tokenizes to check the length, applies a chat
+    # template and tokenizes again for the model: the weight of the pre-processing
+    tokenize_passes: int = 1
 
 
 @dataclass
@@ -160,7 +163,8 @@ class Service:
     def tokenize(self, prompt: str) -> tuple[list[int], float, float]:
         started = time.perf_counter()
         codec = self.ready()
-        ids = codec.encode(prompt, slow=self.settings.slow_tokenizer)
+        for _ in range(self.settings.tokenize_passes):
+            ids = codec.encode(prompt, slow=self.settings.slow_tokenizer)
         return ids, started, time.perf_counter()
 
     def forward(self, batch: list[list[int]]) -> tuple[np.ndarray, float, float]:
@@ -396,6 +400,12 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="fault: tokenize in the request handler, on the event loop (with --slow-tokenizer: slowly)",
     )
+    parser.add_argument(
+        "--tokenize-passes",
+        type=int,
+        default=1,
+        help="times each prompt is tokenized (a length check, a chat template, then the model's input)",
+    )
     parser.add_argument("--profile", action="store_true", help="fault: a deterministic profiler left on")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument(
@@ -444,6 +454,7 @@ def main(argv: list[str] | None = None) -> None:
         args.model_workers,
         args.intra_op_threads,
         args.memory_cleanup,
+        max(1, args.tokenize_passes),
     )
     app = make_app(Service(settings))
     config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)

@@ -342,14 +342,15 @@ def test_a_real_change_on_the_real_testbed_service_is_an_improvement(run_cli):
 
 def test_a_before_side_measured_in_a_second_process_gives_the_same_comparison(monkeypatch):
     from diagnose.compare import compare_dumps, parallel
+    from diagnose.processes import beside
 
     before, after = str(PAIRS / "shorter-mix" / "before"), str(PAIRS / "shorter-mix" / "after")
     monkeypatch.setattr(parallel, "MIN_BYTES", 10**15)
     here = compare_dumps(before, after).to_dict()
     monkeypatch.setattr(parallel, "MIN_BYTES", 0)
     started = []
-    original = parallel.subprocess.Popen
-    monkeypatch.setattr(parallel.subprocess, "Popen", lambda *a, **k: started.append(a) or original(*a, **k))
+    original = beside.subprocess.Popen
+    monkeypatch.setattr(beside.subprocess, "Popen", lambda *a, **k: started.append(a) or original(*a, **k))
     assert compare_dumps(before, after).to_dict() == here
     assert len(started) == 1 and "diagnose.compare.side_process" in started[0][0]
 
@@ -371,11 +372,12 @@ def test_evidence_survives_its_json_form(run_cli):
 
 def test_a_second_process_that_fails_costs_only_time(monkeypatch):
     from diagnose.compare import compare_dumps, parallel
+    from diagnose.processes import beside
 
     before, after = str(PAIRS / "no-change" / "before"), str(PAIRS / "no-change" / "after")
     expected = compare_dumps(before, after).to_dict()
     monkeypatch.setattr(parallel, "MIN_BYTES", 0)
-    monkeypatch.setattr(parallel.sys, "executable", "/bin/false")
+    monkeypatch.setattr(beside.sys, "executable", "/bin/false")
     assert compare_dumps(before, after).to_dict() == expected
 
 

@@ -30,6 +30,7 @@ from diagnose.detect.signals import Signal
 from diagnose.dump import load_dump
 from diagnose.judge import default_rules_dir, load_rules
 from diagnose.pipeline import analyse_dump
+from diagnose.processes import beside
 from diagnose.report import render_json
 
 DUMPS = Path(__file__).resolve().parents[1] / "fixtures" / "dumps"
@@ -108,7 +109,7 @@ def test_the_helper_waits_for_signals_still_being_built_and_ends_when_the_queue_
 def helper_always(monkeypatch):
     """A helper for any dump, on any machine: the thresholds exist for speed, not for correctness."""
     monkeypatch.setattr(helper_module, "MIN_ROWS", 0)
-    monkeypatch.setattr(launch_module, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(beside, "usable_cpus", lambda: 2)
     returned: list[int] = []
     collect = SpikeHelper.collect
 
@@ -146,7 +147,10 @@ def test_the_report_is_the_same_whoever_searched(helper_always):
 )
 def test_a_helper_that_fails_costs_nothing_but_time(helper_always, monkeypatch, script):
     alone = _report(helper=False)
-    monkeypatch.setattr(launch_module, "_COMMAND", (sys.executable, "-c", script))
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
+    monkeypatch.setattr(
+        launch_module, "start_process", lambda: subprocess.Popen([sys.executable, "-c", script], **pipes)
+    )
     shared = _report(helper=True)
     assert helper_always == [0]
     assert shared == alone
@@ -154,7 +158,7 @@ def test_a_helper_that_fails_costs_nothing_but_time(helper_always, monkeypatch, 
 
 
 def test_no_helper_where_one_core_is_all_there_is(monkeypatch):
-    monkeypatch.setattr(launch_module, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(beside, "usable_cpus", lambda: 1)
     assert SpikeHelper.start() is None
 
 

@@ -131,3 +131,40 @@ def test_a_wait_that_names_no_stage_is_not_counted_for_one(report_of, tmp_path):
     facts = {name: fact["value"] for name, fact in report["facts"].items()}
     assert facts["cpu_stage.wait_share"] == 0 and facts["cpu_stage.cost_share"] < 0.3
     assert "cpu-bound-stage" not in {h["id"] for h in report["hypotheses"] if h["score"] >= 0.5}
+
+
+def test_time_in_no_stage_is_set_against_the_cpu_work_that_arrived_just_before():
+    """On an event loop, a request waits for the CPU work of those that came just before it: with
+    prompts of very different costs and steady arrivals, that work predicts the wait and their number
+    does not."""
+    import numpy as np
+    import pandas as pd
+
+    from diagnose.facts.model import Facts
+    from diagnose.facts.stages import add_stage_facts
+
+    rng = np.random.default_rng(3)
+    n = 2000
+    ts = 1_700_000_000 + np.arange(n) * 0.1  # ten a second, evenly: the count in any second is the same
+    tokenize = rng.lognormal(np.log(20), 1.0, n)  # ms, on the loop
+    done = np.concatenate(([0.0], np.cumsum(tokenize)))
+    first = np.searchsorted(ts, ts - 1.0, side="left")
+    ahead = done[np.arange(n)] - done[first]
+    waited = 0.5 * ahead + rng.normal(0, 5, n).clip(0)  # what the loop had left to do of that work
+    forward = np.full(n, 10.0)
+    requests = pd.DataFrame(
+        {
+            "ts": ts,
+            "stage_tokenize_ms": tokenize,
+            "stage_forward_ms": forward,
+            "latency_ms": tokenize + forward + waited,
+        }
+    )
+    facts = Facts()
+    add_stage_facts(facts, requests, "requests.csv")
+    assert facts.values["stages.unaccounted_load_corr"].value > 0.8
+    assert "stage_tokenize_ms" in facts.values["stages.unaccounted_load_corr"].source
+
+    facts = Facts()  # without a CPU stage logged, only the arrivals' number is there to go by
+    add_stage_facts(facts, requests.drop(columns=["stage_tokenize_ms"]), "requests.csv")
+    assert abs(facts.values["stages.unaccounted_load_corr"].value) < 0.2

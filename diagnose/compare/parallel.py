@@ -15,14 +15,11 @@ imports then overlap, and the second side is ready as soon as the first.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from diagnose.processes.environment import child_environment, usable_cpus
+from diagnose.processes import beside
 
 if TYPE_CHECKING:
     from diagnose.compare.evidence import Evidence
@@ -32,11 +29,7 @@ MIN_BYTES = 16 * 2**20
 
 
 def worth_it(path: str) -> bool:
-    if usable_cpus() < 2:
-        return False
-    target = Path(path)
-    files = [target] if target.is_file() else [p for p in target.rglob("*") if p.is_file()]
-    return sum(p.stat().st_size for p in files) >= MIN_BYTES
+    return beside.second_core() and beside.files_bytes(path, nested=True) >= MIN_BYTES
 
 
 def start_if_worth_it(path: str, rules_dir: Path | None, tz: str | None) -> Elsewhere | None:
@@ -50,24 +43,16 @@ class Elsewhere:
     def __init__(self, path: str, rules_dir: Path | None, tz: str | None) -> None:
         self._folder = tempfile.TemporaryDirectory(prefix="diagnose-compare-")
         self._out = Path(self._folder.name) / "evidence.json"
-        command = [
-            sys.executable,
-            "-m",
-            "diagnose.compare.side_process",
-            path,
-            str(self._out),
-        ]
-        command += ["--rules", str(rules_dir)] if rules_dir else []
-        command += ["--tz", tz] if tz else []
-        self._process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_environment(os.environ)
-        )
+        args = [path, str(self._out)]
+        args += ["--rules", str(rules_dir)] if rules_dir else []
+        args += ["--tz", tz] if tz else []
+        self._process = beside.start_module("diagnose.compare.side_process", args)
 
     def result(self) -> Evidence | None:
         from diagnose.compare.side_process import from_json
 
         try:
-            if self._process.wait() != 0 or not self._out.exists():
+            if self._process is None or self._process.wait() != 0 or not self._out.exists():
                 return None
             return from_json(json.loads(self._out.read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError):
@@ -76,7 +61,7 @@ class Elsewhere:
             self._folder.cleanup()
 
     def stop(self) -> None:
-        if self._process.poll() is None:
+        if self._process is not None and self._process.poll() is None:
             self._process.kill()
             self._process.wait()
         self._folder.cleanup()

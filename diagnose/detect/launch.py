@@ -9,44 +9,25 @@ helper.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-from diagnose.processes.environment import child_environment, usable_cpus
+from diagnose.processes import beside
 
 # Before the dump is read: table files this big may hold enough rows for the helper to pay for itself
 # (Parquet packs a 1 Hz row in 10-30 bytes); it is closed once the dump proves smaller.
 MIN_TABLE_BYTES = 4 * 2**20
-_COMMAND = (sys.executable, "-m", "diagnose.detect.helper")
+_MODULE = "diagnose.detect.helper"
 
 
 def may_help_files(path: str | Path) -> bool:
     """Before the dump is read: are its files big enough that a helper may pay for itself?"""
-    folder = Path(path)
-    if not folder.is_dir():
-        return False
-    try:
-        return sum(f.stat().st_size for f in folder.iterdir() if f.is_file()) >= MIN_TABLE_BYTES
-    except OSError:
-        return False
+    return Path(path).is_dir() and beside.files_bytes(path) >= MIN_TABLE_BYTES
 
 
 def start_process() -> subprocess.Popen | None:
     """The helper's process, reading signals on its stdin; None where a second one cannot help or start."""
-    if usable_cpus() < 2:
-        return None
-    try:
-        return subprocess.Popen(
-            list(_COMMAND),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=child_environment(os.environ),
-        )
-    except OSError:
-        return None
+    return beside.start_module(_MODULE, talk=True) if beside.second_core() else None
 
 
 def start_for_files(path: str | Path) -> subprocess.Popen | None:

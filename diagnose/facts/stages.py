@@ -7,6 +7,8 @@ the tail. The two often differ, and the tail is what users feel.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pandas as pd
 
@@ -134,7 +136,8 @@ def add_stage_facts(
     unaccounted = max(0.0, 1.0 - sum(r.share for r in rows.values()))
     facts.summary.unaccounted_share = unaccounted
     facts.add("stages.unaccounted_share", unaccounted, f"{cite}: latency in no stage")
-    _add_unaccounted_load(facts, requests, columns, valid, f"{cite}: latency in no stage")
+    cpu_columns = [columns[n] for n in rows if rows[n].kind == "cpu"]
+    _add_unaccounted_load(facts, requests, columns, cpu_columns, valid, f"{cite}: latency in no stage")
     cpu = [n for n in rows if rows[n].kind == "cpu"]
     kinds = ", ".join(f"{name} ({row.kind})" for name, row in rows.items())
     have = f"{source} has {kinds}"
@@ -177,23 +180,39 @@ _MIN_REQUESTS_FOR_LOAD = 100
 
 
 def _add_unaccounted_load(
-    facts: Facts, requests: pd.DataFrame, columns: dict[str, str], valid: np.ndarray, cite: str
+    facts: Facts,
+    requests: pd.DataFrame,
+    columns: dict[str, str],
+    cpu_columns: list[str],
+    valid: np.ndarray,
+    cite: str,
 ) -> None:
-    """Does the time in no stage grow with the arrivals just before each request? An event loop that
-    does CPU work serves its handlers one at a time, so a request waits for every one that came in
-    just before it, before any timer of its own starts: that wait follows the recent arrivals. A fixed
-    cost the stages miss (the network, a proxy) does not."""
+    """Does the time in no stage grow with the work that arrived just before each request? An event
+    loop that does CPU work serves its handlers one at a time, so a request waits for the CPU work of
+    every one that came in just before it, before any timer of its own starts. That work is the CPU
+    stages' time of those requests where the log has such stages (a long prompt costs the loop more
+    than a short one), else their number. A fixed cost the stages miss (the network, a proxy) follows
+    neither."""
     if int(valid.sum()) < _MIN_REQUESTS_FOR_LOAD:
         return
     ts = requests["ts"].to_numpy(dtype="float64")[valid]
-    stages = sum(
-        np.nan_to_num(requests[c].to_numpy(dtype="float64")[valid], nan=0.0) for c in columns.values()
-    )
-    unaccounted = requests["latency_ms"].to_numpy(dtype="float64")[valid] - stages
+
+    def summed(names: Iterable[str]) -> np.ndarray:
+        return sum(
+            (np.nan_to_num(requests[c].to_numpy(dtype="float64")[valid], nan=0.0) for c in names),
+            np.zeros(ts.size),
+        )
+
+    unaccounted = requests["latency_ms"].to_numpy(dtype="float64")[valid] - summed(columns.values())
     # the dump's rows are sorted by ts (dump/model.py), so the arrivals before each are a search away
-    recent = np.arange(ts.size) - np.searchsorted(ts, ts - _LOAD_WINDOW_S, side="left")
+    first = np.searchsorted(ts, ts - _LOAD_WINDOW_S, side="left")
+    if cpu_columns:
+        done = np.concatenate(([0.0], np.cumsum(summed(cpu_columns))))
+        ahead, what = done[np.arange(ts.size)] - done[first], f"their {', '.join(cpu_columns)}"
+    else:
+        ahead, what = (np.arange(ts.size) - first).astype("float64"), "their number"
     facts.add(
         "stages.unaccounted_load_corr",
-        spearman(recent.astype("float64"), unaccounted),
-        f"{cite}, against the requests that arrived in the {_LOAD_WINDOW_S:g} s before each",
+        spearman(ahead, unaccounted),
+        f"{cite}, against the requests that arrived in the {_LOAD_WINDOW_S:g} s before each ({what})",
     )
