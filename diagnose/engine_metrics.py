@@ -52,6 +52,12 @@ def _histogram(name: str, scale: float = 1000.0) -> _Ratio:
     return _Ratio(f"{name}_sum", f"{name}_count", scale)
 
 
+# Triton's TensorRT-LLM backend names what a sample counts by a label: request_type="active",
+# "scheduled" (and in newer backends "waiting"), kv_cache_block_type="max", "used" (and "fraction")
+_TRT_REQUESTS = "nv_trt_llm_request_metrics"
+_TRT_BLOCKS = "nv_trt_llm_kv_cache_block_metrics"
+_BY_LABEL = {_TRT_REQUESTS: "request_type", _TRT_BLOCKS: "kv_cache_block_type"}
+
 ENGINES: dict[str, EngineMap] = {
     "vllm": EngineMap(
         gauges={
@@ -77,7 +83,13 @@ ENGINES: dict[str, EngineMap] = {
         fallbacks={"tpot_ms": _histogram("vllm:inter_token_latency_seconds")},  # its newer name
     ),
     "triton": EngineMap(
-        gauges={"queue_depth": (("nv_inference_pending_request_count",), 1.0)},
+        gauges={
+            # The TensorRT-LLM backend batches in flight: its own waiting requests are the queue, not
+            # Triton's (which hands requests straight to it)
+            "queue_depth": ((f"{_TRT_REQUESTS}:waiting", "nv_inference_pending_request_count"), 1.0),
+            "running": ((f"{_TRT_REQUESTS}:scheduled",), 1.0),
+            "kv_cache_usage_pct": ((f"{_TRT_BLOCKS}:fraction",), 100.0),
+        },
         rates={"throughput_rps": "nv_inference_request_success_total"},
         ratios={
             "batch_size": _Ratio("nv_inference_count_total", "nv_inference_exec_count_total", 1.0),
@@ -200,12 +212,27 @@ def sum_samples(families: Iterable[Metric]) -> dict[str, float]:
     """:func:`parse_samples` of families already parsed."""
     totals: dict[str, float] = {}
     for family in families:
+        label = _BY_LABEL.get(family.name)
         for sample in family.samples:
             name = sample.name
             if family.type == "counter" and not name.endswith(("_total", "_created")):
                 name += "_total"  # older exporters (Triton) leave the suffix off
+            if label is not None and label in sample.labels:
+                name = f"{name}:{sample.labels[label]}"
             totals[name] = totals.get(name, 0.0) + float(sample.value)
+    _derive_tensorrt_llm(totals)
     return totals
+
+
+def _derive_tensorrt_llm(totals: dict[str, float]) -> None:
+    """What older TensorRT-LLM backends leave for the reader to work out: the requests active but not
+    scheduled (waiting) and the used share of the KV blocks."""
+    active, scheduled = totals.get(f"{_TRT_REQUESTS}:active"), totals.get(f"{_TRT_REQUESTS}:scheduled")
+    if active is not None and scheduled is not None:
+        totals.setdefault(f"{_TRT_REQUESTS}:waiting", max(0.0, active - scheduled))
+    used, most = totals.get(f"{_TRT_BLOCKS}:used"), totals.get(f"{_TRT_BLOCKS}:max")
+    if used is not None and most:
+        totals.setdefault(f"{_TRT_BLOCKS}:fraction", used / most)
 
 
 def detect_engine(samples: dict[str, float]) -> str | None:

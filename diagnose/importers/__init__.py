@@ -28,6 +28,7 @@ from diagnose.importers.sglang_log import SglangLogImporter
 from diagnose.importers.tgi_log import TgiLogImporter
 from diagnose.importers.torch_memory import TorchMemoryImporter
 from diagnose.importers.traces import TraceImporter
+from diagnose.importers.triton_log import TritonLogImporter
 from diagnose.importers.vllm_log import VllmLogImporter
 from diagnose.importers.xid import XidImporter
 
@@ -48,6 +49,7 @@ IMPORTERS: tuple[Importer, ...] = (
     PromQueryImporter(),
     GrafanaCsvImporter(),
     PrometheusTextImporter(),
+    TritonLogImporter(),
     XidImporter(),
     TgiLogImporter(),
     SglangLogImporter(),

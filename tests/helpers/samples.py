@@ -74,13 +74,13 @@ FIELD_EXPECTED = {
     "prom": ("prometheus-text",),
     "smi": _NVIDIA_SMI,  # every nvidia-smi form, a folder of them
     "tgi": ("tgi-log",),
-    "triton": (),
+    "triton": ("triton-log",),
     "vllm": ("vllm-log",),
     "xid": ("kernel-xid",),
 }
-# Refused: Triton's own server logs (no importer reads them yet), a vLLM log cut before any line the
-# importer reads, and kernel logs with NVIDIA lines but no Xid (a GSP timeout, a reset request).
-FIELD_UNREAD = {("triton", name) for name in ("01.log", "02.log", "03.log")} | {
+# Refused: a vLLM log cut before any line the importer reads, and kernel logs with NVIDIA lines but no
+# Xid (a GSP timeout, a reset request).
+FIELD_UNREAD = {
     ("vllm", "13.log"),
     ("xid", "06_gsp_timeout_no_xid.log"),
     ("xid", "07_sichek_reset_required_no_xid.log"),
