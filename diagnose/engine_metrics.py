@@ -156,6 +156,27 @@ ENGINES: dict[str, EngineMap] = {
         },
         rates={"throughput_rps": "request_success_total", "tokens_per_s": "generation_tokens_total"},
     ),
+    # Ray Serve's own metrics (an LLM served through ray.serve.llm also exports vLLM's, read as vLLM's)
+    "ray-serve": EngineMap(
+        gauges={
+            "queue_depth": (("ray_serve_deployment_queued_queries",), 1.0),
+            "running": (
+                ("ray_serve_replica_processing_queries", "ray_serve_num_ongoing_requests_at_replicas"),
+                1.0,
+            ),
+        },
+        rates={"throughput_rps": "ray_serve_deployment_request_counter_total"},
+        ratios={
+            "compute_ms": _histogram("ray_serve_deployment_processing_latency_ms", 1.0),
+            "e2e_ms": _histogram("ray_serve_http_request_latency_ms", 1.0),
+        },
+    ),
+    # KServe's Python model servers (sklearn, xgboost, huggingface, custom): a histogram per stage
+    "kserve": EngineMap(
+        gauges={},
+        rates={"throughput_rps": "request_predict_seconds_count"},
+        ratios={"compute_ms": _histogram("request_predict_seconds")},
+    ),
 }
 
 
@@ -191,9 +212,29 @@ def custom_map(metric_to_column: dict[str, str]) -> EngineMap:
     return EngineMap(gauges, rates, ratios)
 
 
-_PREFIXES = {"vllm:": "vllm", "nv_inference_": "triton", "tgi_": "tgi", "sglang:": "sglang"}
+_PREFIXES = {
+    "vllm:": "vllm",
+    "nv_inference_": "triton",
+    "tgi_": "tgi",
+    "sglang:": "sglang",
+    "ray_serve_": "ray-serve",
+}
 # Engines whose metrics carry no prefix are known by names only they use together.
-_UNPREFIXED = {"mindie": ("request_success_total", "num_requests_running")}
+_UNPREFIXED = {
+    "mindie": ("request_success_total", "num_requests_running"),
+    "kserve": ("request_predict_seconds_count",),
+}
+# An engine's metrics under another spelling, read as its own: Ray re-exports a served engine's metrics
+# with "ray_" before them and "_" for ":" (ray.serve.llm's vLLM), as do OpenTelemetry's exporters
+# and some SGLang releases.
+_SPELLINGS = (("ray_vllm_", "vllm:"), ("ray_sglang_", "sglang:"), ("vllm_", "vllm:"), ("sglang_", "sglang:"))
+
+
+def _canonical(name: str) -> str:
+    for written, canonical in _SPELLINGS:
+        if name.startswith(written):
+            return canonical + name[len(written) :]
+    return name
 
 
 def parse_samples(text: str) -> dict[str, float]:
@@ -219,6 +260,7 @@ def sum_samples(families: Iterable[Metric]) -> dict[str, float]:
                 name += "_total"  # older exporters (Triton) leave the suffix off
             if label is not None and label in sample.labels:
                 name = f"{name}:{sample.labels[label]}"
+            name = _canonical(name)
             totals[name] = totals.get(name, 0.0) + float(sample.value)
     _derive_tensorrt_llm(totals)
     return totals

@@ -145,3 +145,45 @@ def test_triton_scrapes_of_the_tensorrt_llm_backend_give_its_batch_queue_and_kv_
     assert server["running"].tolist() == [60.0, 62.0]
     assert server["queue_depth"].tolist() == [4.0, 0.0]  # active less scheduled, not Triton's own queue
     assert server["kv_cache_usage_pct"].tolist() == [98.0, 99.0]
+
+
+def test_vllm_under_ray_serve_is_read_as_vllm_and_ray_serve_alone_by_its_own_map():
+    from diagnose.engine_metrics import ENGINES, detect_engine, engine_row, parse_samples
+
+    served = (
+        'ray_serve_deployment_queued_queries{application="llm",deployment="LLMServer"} 3\n'
+        'ray_vllm_num_requests_running{model_name="llama"} 12\n'
+        'ray_vllm_num_requests_waiting{model_name="llama"} 5\n'
+        'ray_vllm_kv_cache_usage_perc{model_name="llama"} 0.97\n'
+    )
+    samples = parse_samples(served)
+    assert detect_engine(samples) == "vllm"
+    row = engine_row(ENGINES["vllm"], 0.0, samples)
+    assert (row["running"], row["queue_depth"], row["kv_cache_usage_pct"]) == (12.0, 5.0, 97.0)
+
+    plain = (
+        'ray_serve_deployment_queued_queries{deployment="Model"} 2\n'
+        'ray_serve_replica_processing_queries{deployment="Model",replica="a"} 3\n'
+        'ray_serve_replica_processing_queries{deployment="Model",replica="b"} 4\n'
+    )
+    samples = parse_samples(plain)
+    assert detect_engine(samples) == "ray-serve"
+    row = engine_row(ENGINES["ray-serve"], 0.0, samples)
+    assert (row["running"], row["queue_depth"]) == (7.0, 2.0)
+
+
+def test_kserve_model_servers_give_their_rate_and_predict_time():
+    from diagnose.engine_metrics import ENGINES, detect_engine, engine_row, parse_samples
+
+    def page(count: int, seconds: float) -> str:
+        return (
+            "# TYPE request_predict_seconds histogram\n"
+            f'request_predict_seconds_bucket{{model_name="m",le="+Inf"}} {count}\n'
+            f'request_predict_seconds_count{{model_name="m"}} {count}\n'
+            f'request_predict_seconds_sum{{model_name="m"}} {seconds}\n'
+        )
+
+    before, after = parse_samples(page(100, 2.0)), parse_samples(page(300, 10.0))
+    assert detect_engine(after) == "kserve"
+    row = engine_row(ENGINES["kserve"], 10.0, after, before, elapsed=10.0)
+    assert row["throughput_rps"] == 20.0 and row["compute_ms"] == 40.0

@@ -18,7 +18,11 @@ from diagnose.importers.nsys_sqlite import NsysSqliteImporter
 from diagnose.importers.nsys_stats import NsysStatsImporter
 from diagnose.importers.nvidia_smi import NvidiaSmiComputeAppsImporter, NvidiaSmiQueryGpuImporter
 from diagnose.importers.nvidia_smi_monitor import DmonImporter, PmonImporter
-from diagnose.importers.nvidia_smi_report import NvidiaSmiQueryImporter, NvidiaSmiTableImporter
+from diagnose.importers.nvidia_smi_report import (
+    NvidiaSmiQueryImporter,
+    NvidiaSmiTableImporter,
+    NvidiaSmiXmlImporter,
+)
 from diagnose.importers.oom_log import OomLogImporter
 from diagnose.importers.profiler_table import ProfilerTableImporter
 from diagnose.importers.profiler_trace import KinetoTraceImporter, OrtProfileImporter
@@ -34,6 +38,7 @@ from diagnose.importers.xid import XidImporter
 
 # Most specific first: a kernel log with an OOM-killer line is still a kernel log.
 IMPORTERS: tuple[Importer, ...] = (
+    NvidiaSmiXmlImporter(),
     NvidiaSmiQueryImporter(),
     NvidiaSmiTableImporter(),
     NvidiaSmiComputeAppsImporter(),

@@ -1,16 +1,22 @@
-"""The two nvidia-smi forms people paste most: the default table and ``nvidia-smi -q`` -> gpu tables.
+"""The nvidia-smi forms people paste most: the default table, ``nvidia-smi -q`` and its XML form
+``-q -x`` -> gpu tables.
 
-Both are read line by line with patterns for the lines that carry figures, so
+The first two are read line by line with patterns for the lines that carry figures, so
 a table cut short, a pasted prompt above it or several snapshots in one file
-still give what they hold. The time of a snapshot is its date line (the
-default table's first line, ``-q``'s ``Timestamp``), local time without an
-offset (``--tz``); without one, the file's modification time, with a warning.
+still give what they hold. The XML is read a document at a time (``-q -x -l 1`` writes one a
+second), its elements named as ``-q``'s sections and keys, so one reading serves both.
+
+The time of a snapshot is its date line (the default table's first line, ``-q``'s ``Timestamp``,
+the XML's ``<timestamp>``), local time without an offset (``--tz``); without one, the file's
+modification time, with a warning.
 The driver and CUDA versions go to the dump's environment.
 """
 
 from __future__ import annotations
 
 import re
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -153,6 +159,100 @@ class NvidiaSmiQueryImporter(Importer):
             process = _query_field(gpu, snapshots[-1], process, path_keys, value)
         _tables(result, snapshots, source.mtime, tz)
         return result
+
+
+class NvidiaSmiXmlImporter(Importer):
+    name = "nvidia-smi-xml"
+    description = "`nvidia-smi -q -x` (the XML form of -q: one document, or one a second with -l)"
+    example = '<nvidia_smi_log><timestamp>...</timestamp><gpu id="00000000:07:00.0"><product_name>...'
+
+    def recognise(self, head: str) -> bool:
+        return "<nvidia_smi_log>" in head
+
+    def read(self, source: Source, tz: str | None = None) -> Imported:
+        result = Imported()
+        snapshots: list[_Snapshot] = []
+        skipped = 0
+        for document in _xml_documents(source.lines()):
+            if "<!ENTITY" in document or "<!DOCTYPE" in document:
+                skipped += 1  # a document declaring entities is not nvidia-smi's: never expanded
+                continue
+            try:
+                root = ElementTree.fromstring(document)
+            except ElementTree.ParseError:
+                skipped += 1
+                continue
+            snapshots.append(_xml_snapshot(root, result))
+        if skipped:
+            result.warnings.append(f"{skipped} XML document(s) cut short or not nvidia-smi's: left out")
+        _tables(result, snapshots, source.mtime, tz)
+        return result
+
+
+def _xml_documents(lines: Iterable[str]) -> Iterator[str]:
+    """Each ``<nvidia_smi_log>`` document's text (its prolog and DOCTYPE left out: nothing needs them)."""
+    current: list[str] | None = None
+    for line in lines:
+        if current is None:
+            start = line.find("<nvidia_smi_log>")
+            if start < 0:
+                continue
+            current, line = [], line[start:]
+        end = line.find("</nvidia_smi_log>")
+        if end >= 0:
+            current.append(line[: end + len("</nvidia_smi_log>")])
+            yield "\n".join(current)
+            current = None
+        else:
+            current.append(line)
+
+
+# An element's path in -q -x, as -q names its section and key (what _query_field reads)
+_XML_FIELDS = {
+    "product_name": ("Product Name",),
+    "fb_memory_usage/total": ("FB Memory Usage", "Total"),
+    "fb_memory_usage/used": ("FB Memory Usage", "Used"),
+    "utilization/gpu_util": ("Utilization", "Gpu"),
+    "utilization/memory_util": ("Utilization", "Memory"),
+    "clocks/sm_clock": ("Clocks", "SM"),
+    "max_clocks/sm_clock": ("Max Clocks", "SM"),
+    "temperature/gpu_temp": ("Temperature", "GPU Current Temp"),
+    "power_readings/power_draw": ("Power Readings", "Power Draw"),
+    "power_readings/power_limit": ("Power Readings", "Power Limit"),
+    "power_readings/current_power_limit": ("Power Readings", "Current Power Limit"),
+    "power_readings/default_power_limit": ("Power Readings", "Default Power Limit"),
+    "gpu_power_readings/power_draw": ("GPU Power Readings", "Power Draw"),
+    "gpu_power_readings/instant_power_draw": ("GPU Power Readings", "Instantaneous Power Draw"),
+    "gpu_power_readings/current_power_limit": ("GPU Power Readings", "Current Power Limit"),
+    "gpu_power_readings/default_power_limit": ("GPU Power Readings", "Default Power Limit"),
+}
+_XML_PROCESS = {"pid": "Process ID", "process_name": "Name", "used_memory": "Used GPU Memory"}
+_XML_REASON = re.compile(r"^clocks_(?:throttle|event)_reason_(\w+)$")
+
+
+def _xml_snapshot(root: ElementTree.Element, result: Imported) -> _Snapshot:
+    snapshot = _Snapshot(_query_stamp(root.findtext("timestamp") or ""))
+    result.environment.update(_versions(root.findtext("driver_version"), root.findtext("cuda_version")))
+    for element in root.findall("gpu"):
+        gpu: dict = {"gpu": len(snapshot.gpus), "bus": element.get("id"), "reasons": []}
+        snapshot.gpus.append(gpu)
+        for path, keys in _XML_FIELDS.items():
+            value = element.findtext(path)
+            if value is not None and value.strip():
+                _query_field(gpu, snapshot, None, keys, value.strip())
+        for reasons in (element.find("clocks_throttle_reasons"), element.find("clocks_event_reasons")):
+            for reason in reasons if reasons is not None else ():
+                named = _XML_REASON.match(reason.tag)
+                if named and (reason.text or "").strip() == "Active":
+                    words = {"gpu_idle": "idle"}.get(named.group(1), named.group(1).replace("_", " "))
+                    _query_field(gpu, snapshot, None, ("Clocks Event Reasons", words), "Active")
+        for info in element.findall("processes/process_info"):
+            process: dict | None = None
+            for tag, key in _XML_PROCESS.items():
+                value = info.findtext(tag)
+                if value is not None and value.strip():
+                    process = _query_field(gpu, snapshot, process, ("Processes", key), value.strip())
+    return snapshot
 
 
 def _query_field(
