@@ -190,6 +190,17 @@ def _engine_rho(
     return rho, f"{source}: running over its highest ({ceiling:.0f})"
 
 
+RECOMMENDED = 0.7  # of the knee: the rate to run at, with room for bursts
+
+
+def knee_of(found: QueueWindows) -> float | None:
+    """The arrival rate at which the queue wait first doubles the quietest quarter's, or None."""
+    rate, wait = found.rate_rps, found.wait_ms
+    quiet = wait[rate <= np.percentile(rate, 25)].mean()
+    bent = np.flatnonzero(wait >= 2 * quiet)
+    return float(np.sort(rate[bent])[0]) if bent.size else None
+
+
 def add_queue_facts(facts: Facts, dump: Dump) -> None:
     found = queue_windows(dump, facts.number("batch.capacity_items_per_s"))
     if found is None:
@@ -202,11 +213,10 @@ def add_queue_facts(facts: Facts, dump: Dump) -> None:
     busy = wait[rate >= np.percentile(rate, 75)].mean()
     if quiet > 0:
         facts.add("queue.wait_growth", float(busy / quiet), source)
-    bent = np.flatnonzero(wait >= 2 * quiet)
-    if bent.size:
-        knee = float(np.sort(rate[bent])[0])
-        facts.add("queue.knee_rps", knee, source)
-        facts.add("queue.recommended_rps", 0.7 * knee, source)
+    bent = knee_of(found)
+    if bent is not None:
+        facts.add("queue.knee_rps", bent, source)
+        facts.add("queue.recommended_rps", RECOMMENDED * bent, source)
     if found.rho is None:
         facts.cannot(_RHO_FACTS, found.rho_how)
         return

@@ -21,6 +21,10 @@ assume:
   seconds (gpu.throttle_forward_cost, measured, not the clock ratio: memory-bound
   kernels slow less than the clock). The queue the slow seconds built is
   left as it was, so the gain is a floor where the GPU was busy.
+- Queue saturation: each request's queue wait at most the mean wait of the
+  dump's own windows whose arrivals were at or below 70 % of the knee (the rate
+  the remedy runs at): what capacity for the busiest windows buys, said as the
+  factor of today's capacity it takes.
 - Batch window too long: each request waits for its batch no longer than the
   window the rule's remedy starts from (5 ms, or a quarter of the median
   forward pass if shorter). The forward pass is left as it was: at the light
@@ -40,6 +44,7 @@ from diagnose.bootstrap import Resampled, interval, replicate_weights, time_bloc
 from diagnose.detect import SpikeAnalysis
 from diagnose.dump.model import Dump
 from diagnose.facts.coldstart import cold_requests
+from diagnose.facts.queueing import RECOMMENDED, QueueWindows, knee_of, queue_windows
 from diagnose.facts.spikes import contender
 from diagnose.facts.throttle import slowed_requests
 from diagnose.gain.model import ExpectedGain, GainFigure
@@ -151,6 +156,30 @@ def _batch_window(dump: Dump, spikes: SpikeAnalysis | None) -> ExpectedGain | No
     return _changed(dump, requests, latency - saved, how, "stage_batch_wait_ms")
 
 
+def _queue(dump: Dump, spikes: SpikeAnalysis | None) -> ExpectedGain | None:
+    requests = _requests(dump)
+    found = queue_windows(dump) if requests is not None and "stage_queue_ms" in requests.columns else None
+    if requests is None or not isinstance(found, QueueWindows):
+        return None
+    knee = knee_of(found)
+    calm = found.wait_ms[found.rate_rps <= RECOMMENDED * knee] if knee is not None else np.array([])
+    if knee is None or not calm.size:
+        return None
+    target, calm_wait = RECOMMENDED * knee, float(calm.mean())
+    queue = np.nan_to_num(
+        pd.to_numeric(requests["stage_queue_ms"], errors="coerce").to_numpy(dtype="float64")
+    )
+    latency = requests["latency_ms"].to_numpy(dtype="float64")
+    how = (
+        f"each request's queue wait at most {calm_wait:.1f} ms, the mean wait of the dump's own windows "
+        "whose "
+        f"arrivals were at or below {target:.1f}/s ({RECOMMENDED:.0%} of the knee at {knee:.1f}/s): what "
+        f"capacity for the busiest windows buys, {float(found.rate_rps.max()) / target:.1f}x what served "
+        "them, as replicas or a faster model (a floor: that capacity leaves the other windows calmer still)"
+    )
+    return _changed(dump, requests, latency - queue + np.minimum(queue, calm_wait), how, "stage_queue_ms")
+
+
 def _requests(dump: Dump) -> pd.DataFrame | None:
     requests = dump.table("requests")
     if requests is None or "latency_ms" not in requests.columns or len(requests) < _MIN_LEFT:
@@ -206,4 +235,5 @@ _COUNTERFACTUALS: dict[str, Callable[[Dump, SpikeAnalysis | None], ExpectedGain 
     "co-located-contention": _co_located,
     "gpu-throttling": _throttling,
     "batch-window-too-long": _batch_window,
+    "queue-saturation": _queue,
 }
