@@ -95,6 +95,8 @@ _PROCESS = re.compile(r"\bProcess (\d+) has\b")
 _OOM_MARKERS = re.compile(
     r"(?:CUDA|XPU|HIP|MPS backend) out of memory|OutOfMemoryError|allocation failed with OOM"
     r"|would exceed allowed memory|CUDA error: out of memory|CUDA_ERROR_OUT_OF_MEMORY"
+    # cuBLAS or cuDNN could not allocate its handle's or its workspace's device memory
+    r"|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED"
     r"|Tried to allocate [\d.]+\s*\w+ \(GPU \d+;|ran out of memory trying to allocate"
     r"|OOM when allocating tensor|RESOURCE_EXHAUSTED: Out of memory|Failed to allocate request for",
     re.IGNORECASE,
@@ -155,9 +157,9 @@ class OomMessage:
 
 
 def is_oom_message(text: str) -> bool:
-    # Every marker names memory, an OOM or an allocation: the plain test first, on every line of a log
+    # Every marker names memory, an OOM or an allocation (alloc...): the plain test first, on every line
     lowered = text.lower()
-    if "memory" not in lowered and "oom" not in lowered and "allocat" not in lowered:
+    if "memory" not in lowered and "oom" not in lowered and "alloc" not in lowered:
         return False
     return bool(_OOM_MARKERS.search(text))
 

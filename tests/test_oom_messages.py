@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from diagnose.importers.oom_log import oom_events
 from diagnose.oom import (
     ANOMALOUS,
     EXHAUSTION,
@@ -93,6 +94,22 @@ def test_each_classification_outcome(message, kind):
 
 def test_text_without_an_oom_is_not_parsed():
     assert parse_oom_message("INFO model loaded in 12.3 s, 14.2 GiB") is None
+    assert parse_oom_message("INFO allocated the KV cache: 14.2 GiB") is None
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        "RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+    ],
+)
+def test_a_math_library_that_could_not_allocate_is_an_oom_with_no_figures(message):
+    """cuBLAS and cuDNN allocate their handles' and workspaces' device memory themselves: their failure to
+    is the device out of memory, said without a request size."""
+    assert classify_oom(parse_oom_message(message)) == UNKNOWN
+    events = oom_events(["Traceback (most recent call last):", message], 1_765_000_000.0)
+    assert [e["oom_class"] for e in events] == [UNKNOWN]
 
 
 SAMPLES = SHARED_DATA / "real-samples" / "formats" / "pytorch_oom"

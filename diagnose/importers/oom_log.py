@@ -32,6 +32,7 @@ class OomLogImporter(Importer):
     name = "pytorch-oom"
     description = (
         "out-of-memory messages in any log or traceback: PyTorch CUDA (torch 1.0 to 2.9 wordings), "
+        "cuBLAS/cuDNN allocation failures, "
         "and XPU, MPS, TensorFlow and JAX/XLA ones, named as such with their allocator's figures "
         "(HIP read like CUDA)"
     )
