@@ -230,7 +230,12 @@ _UNPREFIXED = {
 _SPELLINGS = (("ray_vllm_", "vllm:"), ("ray_sglang_", "sglang:"), ("vllm_", "vllm:"), ("sglang_", "sglang:"))
 
 
+_SPELLED_OTHERWISE = tuple(written for written, _ in _SPELLINGS)
+
+
 def _canonical(name: str) -> str:
+    if not name.startswith(_SPELLED_OTHERWISE):  # nearly every sample of every scrape: one test
+        return name
     for written, canonical in _SPELLINGS:
         if name.startswith(written):
             return canonical + name[len(written) :]

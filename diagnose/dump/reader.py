@@ -156,7 +156,7 @@ def _import_foreign(
     warnings: list[str],
     environment: dict[str, str],
     tz: str | None = None,
-    progress: Progress = lambda _: None,
+    progress: Progress = _quiet,
 ) -> list[dict[str, Any]]:
     """Offer every file that is not a dump table to the importers; merge what they read.
 

@@ -125,7 +125,7 @@ class Mended:
     undone: tuple[str, ...] = ()
     # The distinct prefixes taken off (a few): who wrote the lines, "(VllmWorkerProcess pid=7)"
     prefixes: tuple[str, ...] = ()
-    steps: tuple[str, ...] = ()  # the steps of :data:`STEPS` that undid something
+    steps: tuple[str, ...] = ()  # the steps that undid something (see :func:`mend`)
 
 
 def mend(text: str, dedent: bool = True, steps: frozenset[str] | None = None) -> Mended:
@@ -133,7 +133,8 @@ def mend(text: str, dedent: bool = True, steps: frozenset[str] | None = None) ->
 
     ``dedent`` False: an indentation common to every line is kept (a piece of a file whose first piece
     was not indented: its lines are indented by their format, a section of ``nvidia-smi -q``).
-    ``steps``: only these of :data:`STEPS` (a later piece of a file needs what its first piece did).
+    ``steps``: only these of its steps, by name: characters, json, cut_end, fences, unwrap, prefixes,
+    noise, unglue (a later piece of a file needs what its first piece did).
     """
     undone: list[str] = []
     acted: list[str] = []
@@ -165,10 +166,6 @@ def mend(text: str, dedent: bool = True, steps: frozenset[str] | None = None) ->
     lines = step("unglue", _unglued, lines)
     lines = step("unwrap", _unwrapped, lines)
     return Mended("\n".join(lines), tuple(undone), tuple(prefixes), tuple(acted))
-
-
-# What mend undoes, each a step: a later piece of a file is put through the steps its first piece needed
-STEPS = frozenset({"characters", "json", "cut_end", "fences", "unwrap", "prefixes", "noise", "unglue"})
 
 
 def _without_cut_end(lines: list[str], undone: list[str]) -> list[str]:

@@ -185,18 +185,14 @@ def _stat_time(stat: dict, tz: str | None) -> float | None:
 
 def _rows(stats: list[tuple[float | None, dict]], mtime: float) -> tuple[list[dict], list[dict], int]:
     """Server rows and preemption events; how many iterations had to be placed by latencies."""
-    untimed = [i for i, (ts, _) in enumerate(stats) if ts is None]
+    untimed = sum(ts is None for ts, _ in stats)
     times = [ts for ts, _ in stats]
-    if untimed:
-        # Backwards from the file's time: each iteration ends its latency after the one before it.
-        clock = mtime
-        for index in reversed(range(len(stats))):
-            if times[index] is None:
-                times[index] = clock
-            clock = (
-                float(times[index] or clock)
-                - (_figure(stats[index][1], (None, "iterLatencyMS")) or 0.0) / 1e3
-            )
+    clock = mtime  # backwards from the file's time: each iteration ends its latency after the one before
+    for index in reversed(range(len(stats)) if untimed else range(0)):
+        at = times[index]
+        at = clock if at is None else at
+        times[index] = at
+        clock = at - (_figure(stats[index][1], (None, "iterLatencyMS")) or 0.0) / 1e3
     rows, events = [], []
     paused_before = 0.0
     for ts, (_, stat) in zip(times, stats, strict=True):
@@ -220,4 +216,4 @@ def _rows(stats: list[tuple[float | None, dict]], mtime: float) -> tuple[list[di
             said = f"TensorRT-LLM paused {more:.0f} more request(s) for KV cache blocks"
             events.append({"ts": ts, "kind": "preemption", "requests": more, "message": said})
         paused_before = paused
-    return rows, events, len(untimed)
+    return rows, events, untimed
