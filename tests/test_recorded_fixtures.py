@@ -22,7 +22,7 @@ LIKELY = 0.5
 # scenario -> why the diagnosis misses it (see docs/testbed.md, "Latest scores")
 KNOWN_MISSES: dict[str, str] = {
     "profiler-overhead": (
-        "ranked first, but not likely (0.40): the profiler costs 1.19x median latency here, within the "
+        "ranked first, but not likely (0.09, a certainty of 0.40): the profiler costs 1.19x median latency here, within the "
         "machine's own drift (0.92x-1.19x over six runs), and the step at its start is no larger than "
         "60 s windows vary (p = 0.44); the benchmark leaves this scenario out (docs/testbed.md)"
     ),
