@@ -585,6 +585,11 @@ CATALOGUE: dict[str, FactSpec] = {
 _SCHEDULES = "the host's schedules: crontabs (/etc/crontab, /etc/cron.d, the users' spools), systemd timers"
 _NVML_NOW = "NVML on this host, now (nvidia-ml-py)"
 _METRICS_NOW = "the engine's /metrics now (the dump's metrics source, or verify --metrics-url)"
+_PROC_NOW = (
+    "/proc on this host, read every second for five: the dump's server (its pid, else its name and "
+    "command line)"
+)
+_HOST_NOW = "/proc on this host, read every second for five (stat, vmstat, meminfo)"
 LIVE: dict[str, FactSpec] = {
     "live.schedules.count": FactSpec("count", _SCHEDULES, "scheduled jobs found on the host"),
     "live.schedules.period_match": FactSpec(
@@ -602,9 +607,42 @@ LIVE: dict[str, FactSpec] = {
     "live.engine.kv_usage_pct": FactSpec("pct", _METRICS_NOW, "the KV cache in use now"),
     "live.engine.waiting": FactSpec("count", _METRICS_NOW, "requests waiting now"),
     "live.engine.running": FactSpec("count", _METRICS_NOW, "requests running now"),
+    "live.server.found": FactSpec("bool", _PROC_NOW, "the dump's server runs now"),
+    "live.server.process": FactSpec("name", _PROC_NOW, "its pid(s) and name now"),
+    "live.server.cpu_pct": FactSpec("pct", _PROC_NOW, "its CPU now, in % of a core"),
+    "live.server.busiest_thread_pct": FactSpec(
+        "pct", _PROC_NOW, "its busiest thread's CPU in its busiest second, % of a core"
+    ),
+    "live.server.main_thread_pct": FactSpec(
+        "pct", _PROC_NOW, "its main thread (an async server's event loop) in its busiest second, % of a core"
+    ),
+    "live.server.threads": FactSpec("count", _PROC_NOW, "its threads now"),
+    "live.server.involuntary_share": FactSpec(
+        "ratio", _PROC_NOW, "its threads' context switches that were forced (preempted), not chosen"
+    ),
+    "live.server.minor_faults_per_s": FactSpec("number", _PROC_NOW, "pages it faults in a second now"),
+    "live.server.age_s": FactSpec("s", _PROC_NOW, "how long it has run (its oldest process)"),
+    "live.server.started_in_dump": FactSpec(
+        "bool", _PROC_NOW, "it started within the dump (after its first sample): it was (re)started in it"
+    ),
+    "live.host.run_queue_per_core": FactSpec(
+        "ratio", _HOST_NOW, "threads running or runnable per core now (median of the reads)"
+    ),
+    "live.host.swap_traffic_per_s": FactSpec("bytes", _HOST_NOW, "swap in and out a second now"),
+    "live.host.swap_total_bytes": FactSpec("bytes", _HOST_NOW, "swap space configured"),
+    "live.other.busiest": FactSpec("name", _PROC_NOW, "the busiest process that is not the server, now"),
+    "live.other.busiest_pct": FactSpec("pct", _PROC_NOW, "its CPU now, in % of a core"),
+    "live.other.contender_pct": FactSpec(
+        "pct", _PROC_NOW, "CPU now of the processes that run the dump's contending command"
+    ),
 }
 # Each probe and the live facts it gives.
 PROBES: dict[str, tuple[str, ...]] = {
-    probe: tuple(name for name in LIVE if name.split(".")[1] == key)
-    for probe, key in (("schedules", "schedules"), ("gpu_clocks", "gpu"), ("engine_metrics", "engine"))
+    probe: tuple(name for name in LIVE if name.split(".")[1] in keys)
+    for probe, keys in (
+        ("schedules", ("schedules",)),
+        ("gpu_clocks", ("gpu",)),
+        ("engine_metrics", ("engine",)),
+        ("processes_now", ("server", "host", "other")),
+    )
 }

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from diagnose.facts.model import Facts, FactValue
+from diagnose.verify.processes_now import SAMPLE_S, SAMPLES, ServerIdentity, read_processes_now
 from diagnose.verify.schedules import Schedule, crontab_lines, systemd_timers
 
 PERIOD_TOLERANCE = 0.15  # a schedule within 15 % of the contender's period runs at it (cron jitter, load)
@@ -59,6 +60,20 @@ class Host:
     fetch: Callable[[str, float], str] = _fetch
     gpu_rows: Callable[[], list[dict]] = _gpu_rows
     timeout_s: float = 5.0
+    sleep: Callable[[float], None] = time.sleep  # between the two reads of /proc
+    clock: Callable[[], float] = time.time
+    sample_s: float = SAMPLE_S  # between reads of /proc
+    samples: int = SAMPLES  # intervals read
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the probes need of the dump: its facts, its metrics endpoint, its server and when it began."""
+
+    facts: Facts
+    metrics_url: str | None = None
+    server: ServerIdentity | None = None
+    span: tuple[float, float] | None = None  # the dump's first and last sample, epoch s
 
 
 @dataclass(frozen=True)
@@ -72,14 +87,34 @@ class Found:
     not_run: str | None = None
 
 
-def run_probe(name: str, host: Host, facts: Facts, metrics_url: str | None) -> Found:
+def run_probe(name: str, host: Host, context: Context) -> Found:
     if name == "schedules":
-        return _schedules(host, facts)
+        return _schedules(host, context.facts)
     if name == "gpu_clocks":
         return _gpu_clocks(host)
     if name == "engine_metrics":
-        return _engine_metrics(host, metrics_url)
+        return _engine_metrics(host, context.metrics_url)
+    if name == "processes_now":
+        return _processes_now(host, context)
     raise ValueError(f"no probe {name!r}")
+
+
+def _processes_now(host: Host, context: Context) -> Found:
+    contender = context.facts.get("spikes.contender.cmdline") or context.facts.get("spikes.contender.process")
+    reading = read_processes_now(
+        host.root,
+        context.server,
+        context.span,
+        contender if isinstance(contender, str) else None,
+        host.sleep,
+        host.clock,
+        host.sample_s,
+        host.samples,
+    )
+    if reading.not_run is not None:
+        return Found("processes_now", not_run=reading.not_run)
+    read = f"/proc, read every {host.sample_s:g} s for {host.sample_s * host.samples:g} s"
+    return Found("processes_now", reading.facts, read, reading.details)
 
 
 def _schedules(host: Host, facts: Facts) -> Found:

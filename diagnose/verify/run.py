@@ -16,11 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
+from diagnose.dump.model import Dump
 from diagnose.facts.model import Facts
 from diagnose.judge import expr
 from diagnose.judge.rules import Check
 from diagnose.judge.template import render
-from diagnose.verify.probes import Found, Host, run_probe
+from diagnose.verify.probes import Context, Found, Host, run_probe
+from diagnose.verify.processes_now import ServerIdentity
 
 LIKELY = 0.5
 CONFIRMS, REFUTES, INCONCLUSIVE, NOT_RUN = "confirms", "refutes", "inconclusive", "not run"
@@ -70,7 +74,7 @@ def verify(
         facts.add(name, cited.value, cited.source)
     scores = {h.id: float(h.score) for h in analysis.report.hypotheses}
     chosen = causes if causes else _likely_and_runner_up(scores)
-    url = metrics_url or _metrics_url(dump.manifest.extra)
+    context = Context(facts, metrics_url or _metrics_url(dump.manifest.extra), _server(dump), dump.span())
     host = host or Host()
     probes: dict[str, Found] = {}
     verified = []
@@ -83,7 +87,7 @@ def verify(
         outcomes = []
         for check in rule.checks:
             if check.probe not in probes:
-                probes[check.probe] = run_probe(check.probe, host, facts, url)
+                probes[check.probe] = run_probe(check.probe, host, context)
             outcomes.append(_outcome(check, probes[check.probe], facts))
         verified.append(Verified(cause, score, _moved(score, outcomes), tuple(outcomes)))
     return Verification(dump_path, tuple(verified), tuple(probes.values()))
@@ -94,6 +98,25 @@ def _likely_and_runner_up(scores: dict[str, float]) -> list[str]:
     likely = [cause for cause in ranked if scores[cause] >= LIKELY]
     runner_up = [cause for cause in ranked if scores[cause] < LIKELY][:1]
     return likely + runner_up
+
+
+def _server(dump: Dump) -> ServerIdentity | None:
+    """The dump's server: its pids, and the name and command line of its last row in the process table."""
+    from diagnose.detect.signals import server_pids
+
+    pids = {pid for pid in server_pids(dump) if pid > 0}  # a group of processes has a negative id
+    if not pids:
+        return None
+    processes = dump.table("processes")
+    name = cmdline = None
+    if processes is not None and "pid" in processes.columns:
+        mine = processes[pd.to_numeric(processes["pid"], errors="coerce").isin(list(pids))]
+        if len(mine):
+            last = mine.iloc[-1]
+            name = str(last["name"]) if "name" in mine.columns and pd.notna(last["name"]) else None
+            known = "cmdline" in mine.columns and pd.notna(last["cmdline"])
+            cmdline = str(last["cmdline"]) if known else None
+    return ServerIdentity(frozenset(pids), name, cmdline)
 
 
 def _metrics_url(manifest: dict) -> str | None:
