@@ -95,6 +95,21 @@ def test_tiny_kernels_whose_gpu_waits_on_a_blocked_host_are_a_sync_first_and_unf
     assert facts["trace.blocked_idle_share"]["value"] > 2 * facts["trace.launch_bound_idle_share"]["value"]
 
 
+def test_the_busy_share_is_measured_step_by_step_too(tmp_path):
+    """Steps alike: each step's share is the span's; a data loader's wait at each step's start makes
+    every step less busy, and the median step says so as the span does."""
+    shares = {}
+    for name, model in (("alike", TracedModel()), ("waiting", TracedModel(data_wait_us=30_000))):
+        facts = compute_facts(
+            load_dump(str(_write(tmp_path / f"{name}.json.gz", simulate_trace(model, seed=2))))
+        )
+        p50, least = facts.number("trace.step_busy_share.p50"), facts.number("trace.step_busy_share.min")
+        assert least <= p50 <= 1.0
+        assert p50 == pytest.approx(facts.number("trace.gpu_busy_share"), abs=0.05)
+        shares[name] = p50
+    assert shares["waiting"] < 0.6 < 0.95 < shares["alike"]
+
+
 @needs_traces
 def test_a_trace_with_the_gpu_kept_busy_gets_no_finding(report_of):
     report = report_of(_trace_named("ns_resolution_trace"))

@@ -503,6 +503,10 @@ CATALOGUE: dict[str, FactSpec] = {
         "ms", _STEPS, "median step time on the GPU: from a step's first kernel to the next step's"
     ),
     "trace.step_cv": FactSpec("ratio", _STEPS, "step time's standard deviation over its mean"),
+    "trace.step_busy_share.p50": FactSpec(
+        "ratio", _STEPS, "the GPU's busy share within a step (first kernel to the next step's), median"
+    ),
+    "trace.step_busy_share.min": FactSpec("ratio", _STEPS, "the same in the least busy step"),
     "trace.kernels_per_step": FactSpec("count", _STEPS, "kernels launched per step (median)"),
     "trace.sync_per_step": FactSpec("factor", _STEPS, "synchronising calls per step"),
     "trace.copies": FactSpec("count", _COPIES, "copies on the GPU analysed"),

@@ -331,6 +331,11 @@ def _add_steps(facts: Facts, host: _Host, timeline: GpuTimeline, syncs: np.ndarr
                 float(np.median(np.diff(firsts))) / 1000,
                 f"{cite}: from each step's first kernel to the next step's (median)",
             )
+            # Busy share step by step: one slow step (a sync, a data wait) shows apart from the rest.
+            busy = np.diff(intervals.covered_before(timeline.busy, firsts)) / np.diff(firsts)
+            how = f"{cite}: kernel time within each step on the GPU, {busy.size} steps whole in the trace"
+            facts.add("trace.step_busy_share.p50", float(np.median(busy)), f"{how} (median)")
+            facts.add("trace.step_busy_share.min", float(busy.min()), f"{how} (the least busy)")
     in_steps = int((syncs & np.isfinite(host.step)).sum())
     facts.add(
         "trace.sync_per_step",
