@@ -20,12 +20,11 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks.testbed_options import add_run_options, run_seconds  # noqa: E402
+from benchmarks.testbed_options import add_run_options, planned_runs  # noqa: E402
 from diagnose.gain import counterfactual_causes  # noqa: E402
 from testbed.scenarios import SCENARIOS  # noqa: E402
 
@@ -44,25 +43,20 @@ def main() -> None:
         for name, s in SCENARIOS.items()
         if s.cause in counterfactual_causes() and not s.benchmark_skip and s.unavailable() is None
     ]
-    duration_s = run_seconds(parser, args)
-    out = args.out or Path(tempfile.mkdtemp(prefix="bench-gain-"))
-    out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for name in names:
-        scenario = SCENARIOS[name]
-        for seed in range(args.first_seed, args.first_seed + args.seeds):
-            length = max(duration_s or scenario.default_duration_s, scenario.min_duration_s)
-            pair = [out / f"{name}-s{seed}", out / f"{name}-s{seed}-fixed"]
-            if not args.score_only:
-                for folder, fixed in zip(pair, (False, True), strict=True):
-                    if folder.exists():
-                        continue
-                    command = [sys.executable, "-m", "testbed", "run", name, "--out", str(folder)]
-                    command += ["--seed", str(seed), "--duration", f"{length:.0f}s"]
-                    command += ["--without-fault"] if fixed else []
-                    print(f"$ {' '.join(command[1:])}", flush=True)
-                    subprocess.run(command, cwd=ROOT, check=False)
-            rows.append(_row(name, scenario.cause, seed, pair[0] / "dump", pair[1] / "dump"))
+    for run in planned_runs(parser, args, names, "bench-gain-"):
+        name, seed = run.scenario.name, run.seed
+        pair = [run.folder, run.folder.with_name(f"{run.folder.name}-fixed")]
+        if not args.score_only:
+            for folder, fixed in zip(pair, (False, True), strict=True):
+                if folder.exists():
+                    continue
+                command = [sys.executable, "-m", "testbed", "run", name, "--out", str(folder)]
+                command += ["--seed", str(seed), "--duration", f"{run.length_s:.0f}s"]
+                command += ["--without-fault"] if fixed else []
+                print(f"$ {' '.join(command[1:])}", flush=True)
+                subprocess.run(command, cwd=ROOT, check=False)
+        rows.append(_row(name, run.scenario.cause, seed, pair[0] / "dump", pair[1] / "dump"))
     print()
     print(
         "| scenario | seed | expected P99 change [interval] | measured P99 change [interval] "

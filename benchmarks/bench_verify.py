@@ -20,14 +20,13 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks.testbed_options import add_run_options, run_seconds  # noqa: E402
+from benchmarks.testbed_options import PlannedRun, add_run_options, planned_runs  # noqa: E402
 from testbed.scenarios import SCENARIOS  # noqa: E402
 
 # The faults with a check a read-only probe can make on this testbed (CPU-only: no NVML, no engine
@@ -55,15 +54,7 @@ def main() -> None:
     if args.quick:
         args.only, args.duration, args.after = args.only or ["cpu-bound-stage-event-loop"], "40s", 25.0
     names = args.only or [n for n in CHECKABLE if SCENARIOS[n].unavailable() is None]
-    duration_s = run_seconds(parser, args)
-    out = args.out or Path(tempfile.mkdtemp(prefix="bench-verify-"))
-    out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for name in names:
-        scenario = SCENARIOS[name]
-        for seed in range(args.first_seed, args.first_seed + args.seeds):
-            length = max(duration_s or scenario.default_duration_s, scenario.min_duration_s)
-            rows.append(_run(name, scenario.cause, seed, length, out / f"{name}-s{seed}", args))
+    rows = [_run(run, args) for run in planned_runs(parser, args, names, "bench-verify-")]
     print()
     print("| scenario | injected | verify runs | confirmed the cause | first at | runner-up (outcomes) |")
     print("|---|---|---:|---:|---:|---|")
@@ -71,11 +62,10 @@ def main() -> None:
         print(row)
 
 
-def _run(
-    name: str, cause: str | None, seed: int, length: float, folder: Path, args: argparse.Namespace
-) -> str:
-    command = [sys.executable, "-m", "testbed", "run", name, "--out", str(folder), "--seed", str(seed)]
-    command += ["--duration", f"{length:.0f}s", "--quiet"]
+def _run(run: PlannedRun, args: argparse.Namespace) -> str:
+    name, folder = run.scenario.name, run.folder
+    command = [sys.executable, "-m", "testbed", "run", name, "--out", str(folder), "--seed", str(run.seed)]
+    command += ["--duration", f"{run.length_s:.0f}s", "--quiet"]
     print(f"$ {' '.join(command[1:])}", flush=True)
     run = subprocess.Popen(command, cwd=ROOT)  # noqa: S603 - our own module
     started = time.monotonic()
@@ -88,7 +78,7 @@ def _run(
             continue
         verdicts.append((since, _verify(folder / "dump")))
         next_at = since + args.every
-    return _row(name, cause, verdicts)
+    return _row(name, run.scenario.cause, verdicts)
 
 
 def _verify(dump: Path) -> dict:

@@ -30,7 +30,7 @@ def _host(tmp_path, crontab: str = "", commands: dict | None = None, gpus=None, 
             raise NvmlUnavailable("no GPU can be read: NVML says NVML Shared Library Not Found")
         return gpus
 
-    return Host(tmp_path, lambda argv, timeout: answers.get(argv[0]), fetch, gpu_rows)
+    return Host(tmp_path, lambda argv, timeout: answers.get(argv[0]), fetch, gpu_rows, sleep=lambda s: None)
 
 
 def _only(found, cause):
@@ -100,7 +100,10 @@ def test_a_healthy_dump_has_nothing_to_confirm(tmp_path, run_cli, monkeypatch):
 def test_the_runner_up_is_verified_beside_the_likely_ones_and_a_rule_without_checks_says_so(tmp_path):
     found = verify(str(DUMPS / "kv-cache-pressure"), host=_host(tmp_path))
     assert [v.cause for v in found.verified] == ["kv-cache-pressure", "queue-saturation"]
-    assert _only(found, "queue-saturation").note == "its rule lists no check a program can run"
+    (queue,) = _only(found, "queue-saturation").checks
+    assert queue.outcome == "not run" and "no metrics endpoint" in queue.source
+    named = verify(str(DUMPS / "kv-cache-pressure"), causes=["oversized-batch"], host=_host(tmp_path))
+    assert _only(named, "oversized-batch").note == "its rule lists no check a program can run"
 
 
 def test_cron_fields_give_a_period_only_where_they_repeat_evenly():
@@ -159,3 +162,84 @@ def test_a_check_may_name_only_a_built_in_probe_and_the_facts_it_gives(tmp_path,
     )
     with pytest.raises(RuleError, match=error.replace("(", r"\(")):
         load_rule_file(path)
+
+
+def _pages(tmp_path, *pages: str) -> Host:
+    """A host whose /metrics answers each page in turn (the probe scrapes twice, five seconds apart)."""
+    answers = iter(pages)
+    return Host(
+        tmp_path, lambda argv, timeout: None, lambda url, timeout: next(answers), sleep=lambda s: None
+    )
+
+
+def _vllm(running: int, generated: float, prompt: float) -> str:
+    return (
+        f"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running {running}\n"
+        f"# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total {generated}\n"
+        f"# TYPE vllm:prompt_tokens counter\nvllm:prompt_tokens_total {prompt}\n"
+    )
+
+
+def test_requests_running_and_no_token_in_five_seconds_confirm_a_stall_in_progress(tmp_path):
+    url = "http://127.0.0.1:8000/metrics"
+    stuck = _pages(tmp_path, _vllm(19, 90_000, 40_000), _vllm(19, 90_000, 40_000))
+    found = verify(str(DUMPS / "engine-stall"), host=stuck, metrics_url=url)
+    (check,) = _only(found, "engine-stall").checks
+    assert check.outcome == "confirms" and "19 requests running" in check.says
+    generating = _pages(tmp_path, _vllm(19, 90_000, 40_000), _vllm(19, 91_200, 40_000))
+    (check,) = _only(
+        verify(str(DUMPS / "engine-stall"), host=generating, metrics_url=url), "engine-stall"
+    ).checks
+    assert check.outcome == "inconclusive"  # a stall that has passed is not refuted by tokens now
+    prefilling = _pages(tmp_path, _vllm(19, 90_000, 40_000), _vllm(19, 90_000, 72_000))
+    (check,) = _only(
+        verify(str(DUMPS / "engine-stall"), host=prefilling, metrics_url=url), "engine-stall"
+    ).checks
+    assert check.outcome == "inconclusive"  # a long prompt prefilled is progress
+
+
+def test_a_service_of_its_own_is_read_with_the_map_it_was_recorded_with(tmp_path):
+    """The recorder keeps --metrics-map in the manifest; verify reads the endpoint the same way."""
+    import shutil
+
+    import yaml
+
+    dump = tmp_path / "dump"
+    shutil.copytree(DUMPS / "queue-saturation-engine-gauges", dump)
+    manifest = yaml.safe_load((dump / "manifest.yaml").read_text(encoding="utf-8"))
+    manifest["sources"] = {
+        "metrics": {
+            "kind": "metrics endpoint",
+            "target": "http://127.0.0.1:9000/metrics",
+            "status": "ok",
+            "map": {"app_queue_size": "queue_depth", "app_in_flight": "running"},
+        }
+    }
+    (dump / "manifest.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
+
+    def page(waiting: int) -> str:
+        return f"# TYPE app_queue_size gauge\napp_queue_size {waiting}\n# TYPE app_in_flight gauge\napp_in_flight 48\n"
+
+    found = verify(str(dump), host=_pages(tmp_path, page(52), page(61)))
+    (check,) = _only(found, "queue-saturation").checks
+    assert check.outcome == "confirms" and "61 requests waiting now, 9 more" in check.says
+    found = verify(str(dump), host=_pages(tmp_path, page(61), page(40)))
+    assert (
+        _only(found, "queue-saturation").checks[0].outcome == "inconclusive"
+    )  # draining: load may have dropped
+    unmapped = verify(
+        str(dump),
+        host=_pages(tmp_path, "# TYPE x gauge\nx 1\n", "# TYPE x gauge\nx 1\n"),
+        metrics_map={"app_queue_size": "queue_depth"},
+    )
+    assert _only(unmapped, "queue-saturation").checks[0].outcome == "inconclusive"
+
+
+def test_the_recorder_keeps_the_metrics_map_in_the_manifest_for_verify():
+    from diagnose.collectors.sources import SourceHealth
+
+    health = SourceHealth(lambda text: None)
+    health.add("metrics", "metrics endpoint", "http://127.0.0.1:9000/metrics", {"map": {"q": "queue_depth"}})
+    health.update("metrics", 0.0, None)
+    entry = health.manifest()["metrics"]
+    assert entry["map"] == {"q": "queue_depth"} and entry["status"] == "ok"

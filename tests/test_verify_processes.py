@@ -112,6 +112,11 @@ def _check(found, cause: str, name: str):
     return item, check
 
 
+def _checked(dump: str, proc: FakeProc, cause: str, name: str):
+    """The check ``name`` of ``cause`` as verify runs it on the fixture ``dump`` against ``proc``."""
+    return _check(verify(str(DUMPS / dump), host=proc.host()), cause, name)[1]
+
+
 def _probe(found):
     (probe,) = [p for p in found.probes if p.probe == "processes_now"]
     return probe
@@ -131,15 +136,11 @@ def test_a_server_thread_at_a_full_core_confirms_a_cpu_bound_stage(tmp_path):
 def test_a_busy_server_with_no_thread_near_a_core_refutes_it_and_an_idle_one_leaves_it_open(tmp_path):
     spread = FakeProc(tmp_path / "a")
     spread.add(4242, *SERVER, cpu=1.6, threads={t: 0.2 for t in range(4242, 4250)})
-    _, check = _check(
-        verify(str(DUMPS / "cpu-bound-stage"), host=spread.host()), "cpu-bound-stage", "thread_pinned_now"
-    )
+    check = _checked("cpu-bound-stage", spread, "cpu-bound-stage", "thread_pinned_now")
     assert check.outcome == "refutes"
     idle = FakeProc(tmp_path / "b")
     idle.add(4242, *SERVER, cpu=0.05, threads={4242: 0.05})
-    _, check = _check(
-        verify(str(DUMPS / "cpu-bound-stage"), host=idle.host()), "cpu-bound-stage", "thread_pinned_now"
-    )
+    check = _checked("cpu-bound-stage", idle, "cpu-bound-stage", "thread_pinned_now")
     assert check.outcome == "inconclusive"
 
 
@@ -151,22 +152,14 @@ def test_a_server_restarted_within_the_recording_confirms_the_cold_start_under_i
     assert check.outcome == "confirms" and "pid 5120 (python)" in check.says
     older = FakeProc(tmp_path / "older")
     older.add(4242, *SERVER, started=START - 7200, cpu=0.4, threads={4242: 0.4})
-    _, check = _check(
-        verify(str(DUMPS / "cold-start-contamination"), host=older.host()),
-        "cold-start-contamination",
-        "started_since_now",
-    )
+    check = _checked("cold-start-contamination", older, "cold-start-contamination", "started_since_now")
     assert check.outcome == "refutes"
 
 
 def test_a_server_started_after_the_recording_ended_says_nothing_of_it(tmp_path):
     proc = FakeProc(tmp_path)
     proc.add(4242, *SERVER, started=START + 1100, cpu=0.4, threads={4242: 0.4})  # the dump ends at +600 s
-    _, check = _check(
-        verify(str(DUMPS / "cold-start-contamination"), host=proc.host()),
-        "cold-start-contamination",
-        "started_since_now",
-    )
+    check = _checked("cold-start-contamination", proc, "cold-start-contamination", "started_since_now")
     assert check.outcome == "inconclusive"
 
 
@@ -175,30 +168,22 @@ def test_threads_over_the_cores_and_preempted_confirm_over_parallelism_and_threa
 ):
     crowded = FakeProc(tmp_path / "a", cores=2, run_queue=6)
     crowded.add(4242, *SERVER, cpu=1.9, threads={t: 0.24 for t in range(4242, 4250)}, forced_share=0.6)
-    _, check = _check(
-        verify(str(DUMPS / "over-parallelism"), host=crowded.host()), "over-parallelism", "oversubscribed_now"
-    )
+    check = _checked("over-parallelism", crowded, "over-parallelism", "oversubscribed_now")
     assert check.outcome == "confirms" and "3.0 threads" in check.says
     fitting = FakeProc(tmp_path / "b", cores=8, run_queue=4)
     fitting.add(4242, *SERVER, cpu=2.0, threads={t: 0.5 for t in range(4242, 4246)}, forced_share=0.05)
-    _, check = _check(
-        verify(str(DUMPS / "over-parallelism"), host=fitting.host()), "over-parallelism", "oversubscribed_now"
-    )
+    check = _checked("over-parallelism", fitting, "over-parallelism", "oversubscribed_now")
     assert check.outcome == "refutes"
 
 
 def test_swap_traffic_now_confirms_swapping_and_a_host_without_swap_refutes_it(tmp_path):
     paging = FakeProc(tmp_path / "a", swap_per_s=8 << 20)
     paging.add(4242, *SERVER, cpu=0.5, threads={4242: 0.5})
-    _, check = _check(
-        verify(str(DUMPS / "memory-swapping"), host=paging.host()), "memory-swapping", "swapping_now"
-    )
+    check = _checked("memory-swapping", paging, "memory-swapping", "swapping_now")
     assert check.outcome == "confirms"
     none = FakeProc(tmp_path / "b", swap_total=0)
     none.add(4242, *SERVER, cpu=0.5, threads={4242: 0.5})
-    _, check = _check(
-        verify(str(DUMPS / "memory-swapping"), host=none.host()), "memory-swapping", "swapping_now"
-    )
+    check = _checked("memory-swapping", none, "memory-swapping", "swapping_now")
     assert check.outcome == "refutes"
 
 
@@ -210,11 +195,7 @@ def test_pages_faulted_in_for_every_request_confirm_memory_cleanup(tmp_path):
     assert check.outcome == "confirms" and "40,000 pages a second" in check.says
     quiet = FakeProc(tmp_path / "quiet")
     quiet.add(4242, *SERVER, cpu=0.6, faults_per_s=3, threads={4242: 0.6})
-    _, check = _check(
-        verify(str(DUMPS / "memory-cleanup-per-request"), host=quiet.host()),
-        "memory-cleanup-per-request",
-        "faults_now",
-    )
+    check = _checked("memory-cleanup-per-request", quiet, "memory-cleanup-per-request", "faults_now")
     assert check.outcome == "refutes"
 
 
@@ -228,11 +209,7 @@ def test_the_contending_command_running_now_confirms_co_located_contention_never
     assert check.outcome == "confirms" and "pid 7001 (python3)" in check.says
     absent = FakeProc(tmp_path / "b")
     absent.add(4242, *SERVER, cpu=0.9, threads={4242: 0.9})
-    _, check = _check(
-        verify(str(DUMPS / "co-located-contention"), host=absent.host()),
-        "co-located-contention",
-        "contender_running_now",
-    )
+    check = _checked("co-located-contention", absent, "co-located-contention", "contender_running_now")
     assert check.outcome == "inconclusive"
 
 

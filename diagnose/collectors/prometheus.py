@@ -23,7 +23,8 @@ class MetricsScraper:
     ) -> None:
         """``metrics_map``: a service's own metric -> server column (``--metrics-map``); no engine then."""
         self.url, self.engine, self.timeout_s = url, "custom" if metrics_map else engine, timeout_s
-        self.custom_metrics = tuple(metrics_map or ())
+        self.metrics_map = dict(metrics_map or {})
+        self.custom_metrics = tuple(self.metrics_map)
         self._custom: EngineMap | None = custom_map(metrics_map) if metrics_map else None
         self._previous: tuple[float, dict[str, float]] | None = None
         self.last_samples: dict[str, float] = {}  # the last scrape, to tell an unknown engine from a dead one

@@ -254,7 +254,9 @@ def _check_sources(
         health.add("requests_log", "request log", str(requests.follower.path))
         health.update("requests_log", now, requests.follower.problem())
     if scraper is not None:
-        health.add("metrics", "metrics endpoint", scraper.url)
+        # the map goes into the manifest: diagnose verify reads the same endpoint the same way later
+        detail = {"map": scraper.metrics_map} if scraper.metrics_map else None
+        health.add("metrics", "metrics endpoint", scraper.url, detail)
         try:
             unmapped = _unmapped(scraper, parse_samples(scraper.fetch()))
         except SCRAPE_FAILURES as error:

@@ -36,6 +36,7 @@ class _Source:
     outages: int = 0
     last_warned: float | None = None
     unused: str | None = None  # it answers, but nothing of what it says is kept: why, and what to do
+    detail: dict | None = None  # more the manifest keeps of it (a metrics endpoint's --metrics-map)
 
     @property
     def status(self) -> str:
@@ -56,8 +57,8 @@ class SourceHealth:
         self.say, self._warn_every_s = say, warn_every_s
         self._sources: dict[str, _Source] = {}
 
-    def add(self, key: str, name: str, target: str) -> None:
-        self._sources[key] = _Source(name, target)
+    def add(self, key: str, name: str, target: str, detail: dict | None = None) -> None:
+        self._sources[key] = _Source(name, target, detail=detail)
 
     def retarget(self, key: str, target: str) -> None:
         """A watched server came back under a new pid: the source follows it."""
@@ -118,6 +119,7 @@ class SourceHealth:
         section = {}
         for key, source in self._sources.items():
             entry: dict = {"kind": source.name, "target": source.target, "status": source.status}
+            entry.update(source.detail or {})
             if source.status == LOST:
                 entry["at"] = _iso(source.down_since)
             if source.reason and source.status != OK:

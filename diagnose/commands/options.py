@@ -142,7 +142,7 @@ def record_options(args: argparse.Namespace, output: Path | None):
         column_map=parse_map(args.map),
         metrics_url=args.metrics_url,
         engine=args.engine,
-        metrics_map=_metrics_map(args.metrics_map),
+        metrics_map=metrics_map(args.metrics_map),
         stage_kinds=_stage_kinds(args.stages),
         environment=parse_map(args.env, "--env", "NAME=VALUE"),
         settings=parse_map(args.setting, "--setting", "NAME=VALUE"),
@@ -155,7 +155,8 @@ def record_options(args: argparse.Namespace, output: Path | None):
     )
 
 
-def _metrics_map(text: str | None) -> dict[str, str]:
+def metrics_map(text: str | None) -> dict[str, str]:
+    """``--metrics-map``: a service's own metric -> server column, each column checked."""
     from diagnose.collectors.requests_log import parse_map
     from diagnose.dump.schema import COLUMNS
 

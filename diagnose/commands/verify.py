@@ -19,9 +19,11 @@ def add_parser(commands: Subcommands) -> None:
             "for its likely hypotheses and the runner-up (or those --cause names), run the read-only "
             "checks their rules list on this host now: the host's schedules (crontabs, systemd timers) "
             "against a co-located job's period and command, NVML's clock event reasons for throttling, "
-            "the engine's /metrics for KV-cache pressure. Each check says whether it confirms or "
-            "refutes the hypothesis, with the weight by which that moves its score. Nothing is "
-            "changed, no process is paused, every command has a timeout (docs/verify.md)."
+            "the engine's /metrics for KV-cache pressure, stalls and a growing queue, and /proc for the "
+            "server's threads, page faults and start, the run queue, swap and the contending job. Each "
+            "check says whether it confirms or refutes the hypothesis, with the weight by which that moves "
+            "its score. Nothing is changed, no process is paused, every command has a timeout "
+            "(docs/verify.md)."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(
@@ -42,6 +44,12 @@ def add_parser(commands: Subcommands) -> None:
     command.add_argument(
         "--metrics-url", metavar="URL", help="the engine's /metrics (default: the dump's metrics source)"
     )
+    command.add_argument(
+        "--metrics-map",
+        metavar="METRIC=COL,...",
+        help="read a service's own metrics as server columns, as record does (default: the map the dump "
+        "was recorded with)",
+    )
     command.add_argument("--format", choices=("text", "json"), default="text", help="default: text")
     command.add_argument("--timeout", type=float, default=5.0, metavar="S", help="per command (default 5)")
     command.add_argument("--rules", type=Path, metavar="DIR", help="use the rules in DIR")
@@ -56,9 +64,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{args.rules}: not a folder of rule files")
     if not args.timeout > 0:
         raise InputError(f"--timeout {args.timeout:g}: expected a positive number of seconds")
+    from diagnose.commands.options import metrics_map
     from diagnose.verify import Host, verify
     from diagnose.verify.render import render
 
-    found = verify(args.dump, args.rules, args.cause, Host(timeout_s=args.timeout), args.metrics_url)
+    mapping = metrics_map(args.metrics_map) or None
+    found = verify(args.dump, args.rules, args.cause, Host(timeout_s=args.timeout), args.metrics_url, mapping)
     sys.stdout.write(render(found, args.format))
     return ExitCode.OK

@@ -590,10 +590,10 @@ _SCHEDULES = "the host's schedules: crontabs (/etc/crontab, /etc/cron.d, the use
 _NVML_NOW = "NVML on this host, now (nvidia-ml-py)"
 _METRICS_NOW = "the engine's /metrics now (the dump's metrics source, or verify --metrics-url)"
 _PROC_NOW = (
-    "/proc on this host, read every second for five: the dump's server (its pid, else its name and "
+    "/proc on this host, read every second for ten: the dump's server (its pid, else its name and "
     "command line)"
 )
-_HOST_NOW = "/proc on this host, read every second for five (stat, vmstat, meminfo)"
+_HOST_NOW = "/proc on this host, read every second for ten (stat, vmstat, meminfo)"
 LIVE: dict[str, FactSpec] = {
     "live.schedules.count": FactSpec("count", _SCHEDULES, "scheduled jobs found on the host"),
     "live.schedules.period_match": FactSpec(
@@ -611,6 +611,15 @@ LIVE: dict[str, FactSpec] = {
     "live.engine.kv_usage_pct": FactSpec("pct", _METRICS_NOW, "the KV cache in use now"),
     "live.engine.waiting": FactSpec("count", _METRICS_NOW, "requests waiting now"),
     "live.engine.running": FactSpec("count", _METRICS_NOW, "requests running now"),
+    "live.engine.tokens_per_s": FactSpec(
+        "number", _METRICS_NOW, "tokens generated a second, over five seconds"
+    ),
+    "live.engine.prompt_tokens_per_s": FactSpec(
+        "number", _METRICS_NOW, "prompt tokens prefilled a second, over five seconds"
+    ),
+    "live.engine.waiting_growth": FactSpec(
+        "number", _METRICS_NOW, "requests waiting now, less those waiting five seconds before"
+    ),
     "live.server.found": FactSpec("bool", _PROC_NOW, "the dump's server runs now"),
     "live.server.process": FactSpec("name", _PROC_NOW, "its pid(s) and name now"),
     "live.server.cpu_pct": FactSpec("pct", _PROC_NOW, "its CPU now, in % of a core"),

@@ -70,6 +70,13 @@ _EVENTS = (
 )
 _ANY_EVENT = re.compile("|".join(f"(?:{pattern.pattern})" for pattern, _ in _EVENTS))
 _MAY_HOLD_STATS = re.compile(r" reqs|tokens/s|cache usage|hit rate")
+# vLLM's own line format, whatever the line says (vllm/logger.py: "%(levelname)s %(asctime)s
+# [%(filename)s:%(lineno)d] %(message)s" with dates "%m-%d %H:%M:%S"; before 0.6 without the bracket).
+# A paste of vLLM's log without a stats line (errors only, a start-up cut short) is still vLLM's.
+_LINE_FORMAT = re.compile(
+    r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\]"
+)
+_FORMAT_LINES = 2  # lines in that format that make a log vLLM's (or every line of a shorter paste)
 _PREEMPTED = re.compile(
     r"is preempted by PreemptionMode\.(\w+).*?(?:total_num_cumulative_preemption=(\d+))?$"
 )
@@ -83,7 +90,11 @@ class VllmLogImporter(Importer):
     def recognise(self, head: str) -> bool:
         markers = ("Avg generation throughput:", "is preempted by PreemptionMode")
         patterns = (_STARTUP, VLLM_STALLED, VLLM_DEAD, _FAILED_START, _STARTED, _WARMED_UP)
-        return any(m in head for m in markers) or any(p.search(head) for p in patterns)
+        if any(m in head for m in markers) or any(p.search(head) for p in patterns):
+            return True
+        lines = [line for line in head.splitlines() if line.strip()]
+        in_format = sum(1 for line in lines if _LINE_FORMAT.search(line))
+        return bool(lines) and in_format >= min(_FORMAT_LINES, len(lines))
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         fallback = source.mtime

@@ -22,6 +22,7 @@ from diagnose.facts.model import Facts, FactValue
 from diagnose.verify.processes_now import SAMPLE_S, SAMPLES, ServerIdentity, read_processes_now
 from diagnose.verify.schedules import Schedule, crontab_lines, systemd_timers
 
+ENGINE_GAP_S = 5.0  # between the two scrapes of /metrics: rates and the queue's growth over it
 PERIOD_TOLERANCE = 0.15  # a schedule within 15 % of the contender's period runs at it (cron jitter, load)
 BUSY_PCT = 10.0
 
@@ -72,6 +73,7 @@ class Context:
 
     facts: Facts
     metrics_url: str | None = None
+    metrics_map: dict[str, str] | None = None  # a service's own metric -> server column, as recorded
     server: ServerIdentity | None = None
     span: tuple[float, float] | None = None  # the dump's first and last sample, epoch s
 
@@ -93,7 +95,7 @@ def run_probe(name: str, host: Host, context: Context) -> Found:
     if name == "gpu_clocks":
         return _gpu_clocks(host)
     if name == "engine_metrics":
-        return _engine_metrics(host, context.metrics_url)
+        return _engine_metrics(host, context.metrics_url, context.metrics_map)
     if name == "processes_now":
         return _processes_now(host, context)
     raise ValueError(f"no probe {name!r}")
@@ -215,31 +217,43 @@ def _gpu_clocks(host: Host) -> Found:
     return Found("gpu_clocks", live, "NVML, one sample now", details)
 
 
-def _engine_metrics(host: Host, url: str | None) -> Found:
-    from diagnose.engine_metrics import ENGINES, detect_engine, engine_row, parse_samples
+def _engine_metrics(host: Host, url: str | None, metrics_map: dict[str, str] | None) -> Found:
+    """Two scrapes ``ENGINE_GAP_S`` apart: the gauges now, and the rates and the queue's growth between."""
+    from diagnose.engine_metrics import ENGINES, custom_map, detect_engine, engine_row, parse_samples
 
     if not url:
         return Found(
             "engine_metrics", not_run="no metrics endpoint: the dump names none (give --metrics-url)"
         )
     try:
+        first = parse_samples(host.fetch(url, host.timeout_s))
+        host.sleep(ENGINE_GAP_S)
         samples = parse_samples(host.fetch(url, host.timeout_s))
     except (OSError, ValueError) as error:
         return Found("engine_metrics", not_run=f"{url} did not answer ({error})")
-    engine = detect_engine(samples)
+    engine = "custom" if metrics_map else detect_engine(samples)
     if engine is None:
-        return Found("engine_metrics", not_run=f"{url} answers with no serving engine's metrics")
-    row = engine_row(ENGINES[engine], time.time(), samples)
+        return Found(
+            "engine_metrics",
+            not_run=f"{url} answers with no serving engine's metrics (give the service's own: --metrics-map)",
+        )
+    mapping = custom_map(metrics_map) if metrics_map else ENGINES[engine]
+    before = engine_row(mapping, 0.0, first)
+    row = engine_row(mapping, time.time(), samples, first, ENGINE_GAP_S)
     live: dict[str, FactValue] = {}
     for column, name in (
         ("kv_cache_usage_pct", "live.engine.kv_usage_pct"),
         ("queue_depth", "live.engine.waiting"),
         ("running", "live.engine.running"),
+        ("tokens_per_s", "live.engine.tokens_per_s"),
+        ("prompt_tokens_per_s", "live.engine.prompt_tokens_per_s"),
     ):
         if row.get(column) is not None:
             live[name] = float(row[column])
-    counter = ENGINES[engine].rates.get("preemptions_per_s")
+    if row.get("queue_depth") is not None and before.get("queue_depth") is not None:
+        live["live.engine.waiting_growth"] = float(row["queue_depth"] - before["queue_depth"])
+    counter = mapping.rates.get("preemptions_per_s")
     if counter is not None and counter in samples:
         live["live.engine.preemptions_total"] = samples[counter]
     details = tuple(f"{name}: {value:g}" for name, value in live.items() if isinstance(value, float))
-    return Found("engine_metrics", live, f"{url} ({engine}), one scrape now", details)
+    return Found("engine_metrics", live, f"{url} ({engine}), scraped twice {ENGINE_GAP_S:g} s apart", details)

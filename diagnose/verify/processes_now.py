@@ -1,7 +1,7 @@
 """The ``processes_now`` probe: the server's threads and faults, the run queue and swap, from /proc.
 
 What the dump saw of the server's CPU, threads and memory, checked on the
-host as it is now: reads of ``/proc`` a second apart over five seconds
+host as it is now: reads of ``/proc`` a second apart over ten seconds
 (``Host.sample_s``, ``Host.samples``) give each thread's share of a core (in
 its busiest second, as the recorder's samples would), the server's forced
 context switches and page faults a second, the run queue against the cores,
@@ -23,7 +23,7 @@ from pathlib import Path
 from diagnose.facts.model import FactValue
 
 SAMPLE_S = 1.0
-SAMPLES = 5  # intervals read: a thread's share of a core swings from second to second under bursty load
+SAMPLES = 10  # intervals read: a thread's share of a core swings from second to second under bursty load
 PAGE_BYTES = 4096  # /proc/vmstat counts swap traffic in pages
 
 

@@ -63,6 +63,7 @@ def verify(
     causes: list[str] | None = None,
     host: Host | None = None,
     metrics_url: str | None = None,
+    metrics_map: dict[str, str] | None = None,
 ) -> Verification:
     from diagnose.judge import default_rules_dir, load_rules
     from diagnose.pipeline import analyse_path
@@ -74,7 +75,16 @@ def verify(
         facts.add(name, cited.value, cited.source)
     scores = {h.id: float(h.score) for h in analysis.report.hypotheses}
     chosen = causes if causes else _likely_and_runner_up(scores)
-    context = Context(facts, metrics_url or _metrics_url(dump.manifest.extra), _server(dump), dump.span())
+    source = _metrics_source(dump.manifest.extra)
+    url = metrics_url or (source.get("target") if isinstance(source.get("target"), str) else None)
+    recorded_map = source.get("map") if isinstance(source.get("map"), dict) else None
+    context = Context(
+        facts,
+        url if url and url.startswith(("http://", "https://")) else None,
+        metrics_map or ({str(k): str(v) for k, v in recorded_map.items()} if recorded_map else None),
+        _server(dump),
+        dump.span(),
+    )
     host = host or Host()
     probes: dict[str, Found] = {}
     verified = []
@@ -119,11 +129,11 @@ def _server(dump: Dump) -> ServerIdentity | None:
     return ServerIdentity(frozenset(pids), name, cmdline)
 
 
-def _metrics_url(manifest: dict) -> str | None:
+def _metrics_source(manifest: dict) -> dict:
+    """The manifest's record of the metrics endpoint: its target, and the map it was read with."""
     sources = manifest.get("sources")
     source = sources.get("metrics") if isinstance(sources, dict) else None
-    target = source.get("target") if isinstance(source, dict) else None
-    return target if isinstance(target, str) and target.startswith(("http://", "https://")) else None
+    return source if isinstance(source, dict) else {}
 
 
 def _outcome(check: Check, found: Found, facts: Facts) -> CheckOutcome:
