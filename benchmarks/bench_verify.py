@@ -54,7 +54,10 @@ def main() -> None:
     if args.quick:
         args.only, args.duration, args.after = args.only or ["cpu-bound-stage-event-loop"], "40s", 25.0
     names = args.only or [n for n in CHECKABLE if SCENARIOS[n].unavailable() is None]
-    rows = [_run(run, args) for run in planned_runs(parser, args, names, "bench-verify-")]
+    rows = []
+    for run in planned_runs(parser, args, names, "bench-verify-"):
+        rows.append(_run(run, args))
+        print(rows[-1], flush=True)  # each row as its run ends: a sweep cut short keeps what it found
     print()
     print("| scenario | injected | verify runs | confirmed the cause | first at | runner-up (outcomes) |")
     print("|---|---|---:|---:|---:|---|")
@@ -67,11 +70,11 @@ def _run(run: PlannedRun, args: argparse.Namespace) -> str:
     command = [sys.executable, "-m", "testbed", "run", name, "--out", str(folder), "--seed", str(run.seed)]
     command += ["--duration", f"{run.length_s:.0f}s", "--quiet"]
     print(f"$ {' '.join(command[1:])}", flush=True)
-    run = subprocess.Popen(command, cwd=ROOT)  # noqa: S603 - our own module
+    testbed = subprocess.Popen(command, cwd=ROOT)  # noqa: S603 - our own module
     started = time.monotonic()
     verdicts: list[tuple[float, dict]] = []
     next_at = args.after
-    while run.poll() is None:
+    while testbed.poll() is None:
         time.sleep(1.0)
         since = time.monotonic() - started
         if since < next_at or not (folder / "dump" / "manifest.yaml").exists():

@@ -257,3 +257,64 @@ def test_a_job_is_the_same_job_with_new_arguments_and_another_script_is_not():
         "/opt/jobs/refresh_features.py",
     )
     assert command_key("") == ()
+
+
+_DUMP = """Process 4242: python -m serve --port 8000
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 4242 (active+gil): "MainThread"
+    resize (serve/preprocessing.py:88)
+    preprocess (serve/handlers.py:40)
+    run (asyncio/events.py:84)
+Thread 4250 (active): "model-0"
+    run (onnxruntime/capi/onnxruntime_inference_collection.py:220)
+    forward (serve/model.py:61)
+Thread 4251 (idle): "ThreadPoolExecutor-0_0"
+    _worker (concurrent/futures/thread.py:81)
+"""
+
+
+def test_a_py_spy_dump_is_read_thread_by_thread():
+    from diagnose.verify.stacks import parse_dump, read_stacks, stage_words
+
+    threads = parse_dump(_DUMP)
+    assert [(t.active, t.frames[0]) for t in threads] == [
+        (True, "resize (serve/preprocessing.py:88)"),
+        (True, "run (onnxruntime/capi/onnxruntime_inference_collection.py:220)"),
+        (False, "_worker (concurrent/futures/thread.py:81)"),
+    ]
+    assert stage_words("tokenize") == ("tokeniz",) and stage_words("image_decode") == ("imag", "decod")
+    reading = read_stacks([_DUMP, _DUMP], "preprocess")
+    assert reading.facts["live.stacks.active_samples"] == 4  # two active threads a dump, idle ones left out
+    assert reading.facts["live.stacks.stage_share"] == 0.5
+
+
+def test_the_servers_stacks_on_the_stage_confirm_it_and_without_py_spy_the_probe_says_why(tmp_path):
+    proc = FakeProc(tmp_path / "p")
+    proc.add(4242, *SERVER, cpu=1.2, threads={4242: 0.9, 4250: 0.3})
+    host = proc.host()
+    calls = []
+
+    def py_spy(argv, timeout):
+        calls.append(argv)
+        return _DUMP if argv[:2] == ["py-spy", "dump"] else None
+
+    host.run = py_spy
+    found = verify(str(DUMPS / "cpu-bound-stage"), host=host)
+    _, check = _check(found, "cpu-bound-stage", "stage_in_stacks_now")
+    assert check.outcome == "confirms" and "50%" in check.says
+    assert all(call[:5] == ["py-spy", "dump", "--pid", "4242", "--nonblocking"] for call in calls)
+    elsewhere = FakeProc(tmp_path / "q")
+    elsewhere.add(4242, *SERVER, cpu=1.2, threads={4242: 0.9})
+    host = elsewhere.host()
+    host.run = lambda argv, timeout: _DUMP.replace("preprocess", "handle")
+    _, check = _check(
+        verify(str(DUMPS / "cpu-bound-stage"), host=host), "cpu-bound-stage", "stage_in_stacks_now"
+    )
+    assert check.outcome == "refutes"
+    missing = FakeProc(tmp_path / "r")
+    missing.add(4242, *SERVER, cpu=1.2, threads={4242: 0.9})
+    _, check = _check(
+        verify(str(DUMPS / "cpu-bound-stage"), host=missing.host()), "cpu-bound-stage", "stage_in_stacks_now"
+    )
+    assert check.outcome == "not run" and "pip install py-spy" in check.source

@@ -593,6 +593,7 @@ _PROC_NOW = (
     "/proc on this host, read every second for ten: the dump's server (its pid, else its name and "
     "command line)"
 )
+_STACKS_NOW = "py-spy dump --nonblocking of the dump's server, ten dumps half a second apart (when installed)"
 _HOST_NOW = "/proc on this host, read every second for ten (stat, vmstat, meminfo)"
 LIVE: dict[str, FactSpec] = {
     "live.schedules.count": FactSpec("count", _SCHEDULES, "scheduled jobs found on the host"),
@@ -619,6 +620,16 @@ LIVE: dict[str, FactSpec] = {
     ),
     "live.engine.waiting_growth": FactSpec(
         "number", _METRICS_NOW, "requests waiting now, less those waiting five seconds before"
+    ),
+    "live.stacks.active_samples": FactSpec(
+        "count", _STACKS_NOW, "threads py-spy found active, over its dumps"
+    ),
+    "live.stacks.top_frame": FactSpec("name", _STACKS_NOW, "the function most often running in them"),
+    "live.stacks.stage": FactSpec(
+        "name", _STACKS_NOW, "the CPU stage looked for (the dump's cpu_stage.name)"
+    ),
+    "live.stacks.stage_share": FactSpec(
+        "ratio", _STACKS_NOW, "active samples whose frames name the stage (its words, in functions or files)"
     ),
     "live.server.found": FactSpec("bool", _PROC_NOW, "the dump's server runs now"),
     "live.server.process": FactSpec("name", _PROC_NOW, "its pid(s) and name now"),
@@ -657,5 +668,6 @@ PROBES: dict[str, tuple[str, ...]] = {
         ("gpu_clocks", ("gpu",)),
         ("engine_metrics", ("engine",)),
         ("processes_now", ("server", "host", "other")),
+        ("stacks", ("stacks",)),
     )
 }

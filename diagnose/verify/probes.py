@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from diagnose.facts.model import Facts, FactValue
-from diagnose.verify.processes_now import SAMPLE_S, SAMPLES, ServerIdentity, read_processes_now
+from diagnose.verify.processes_now import SAMPLE_S, SAMPLES, ServerIdentity, read_processes_now, snapshot
 from diagnose.verify.schedules import Schedule, crontab_lines, systemd_timers
 
+STACK_GAP_S = 0.5  # between py-spy dumps: ten in five seconds
 ENGINE_GAP_S = 5.0  # between the two scrapes of /metrics: rates and the queue's growth over it
 PERIOD_TOLERANCE = 0.15  # a schedule within 15 % of the contender's period runs at it (cron jitter, load)
 BUSY_PCT = 10.0
@@ -98,7 +99,39 @@ def run_probe(name: str, host: Host, context: Context) -> Found:
         return _engine_metrics(host, context.metrics_url, context.metrics_map)
     if name == "processes_now":
         return _processes_now(host, context)
+    if name == "stacks":
+        return _stacks(host, context)
     raise ValueError(f"no probe {name!r}")
+
+
+def _stacks(host: Host, context: Context) -> Found:
+    """``py-spy dump --nonblocking`` of the server's processes, once a second (diagnose/verify/stacks.py)."""
+    from diagnose.verify.stacks import read_stacks
+
+    if context.server is None:
+        return Found("stacks", not_run="the dump names no server process whose stacks to read")
+    if not (host.root / "proc").is_dir():
+        return Found("stacks", not_run=f"no /proc under {host.root}: the server cannot be found")
+    _, pids = snapshot(host.root, host.clock(), context.server)
+    if not pids:
+        return Found("stacks", not_run="the dump's server is not running now")
+    dumps: list[str] = []
+    for index in range(host.samples):
+        for pid in sorted(pids):
+            text = host.run(["py-spy", "dump", "--pid", str(pid), "--nonblocking"], host.timeout_s)
+            if text is None:
+                return Found(
+                    "stacks",
+                    not_run="py-spy did not answer: not installed (pip install py-spy), or not allowed to "
+                    "read the server (run as its user or root; in a container, with SYS_PTRACE)",
+                )
+            dumps.append(text)
+        if index + 1 < host.samples:
+            host.sleep(STACK_GAP_S)
+    stage = context.facts.get("cpu_stage.name")
+    reading = read_stacks(dumps, stage if isinstance(stage, str) else None)
+    where = f"py-spy dump --nonblocking of pid {', '.join(map(str, sorted(pids)))}, every {STACK_GAP_S:g} s"
+    return Found("stacks", reading.facts, where, reading.details)
 
 
 def _processes_now(host: Host, context: Context) -> Found:

@@ -70,7 +70,7 @@ _NVIDIA_SMI = (
 )
 FIELD_EXPECTED = {
     "memsum": ("pytorch-memory",),
-    "oom": ("pytorch-oom", "tgi-log"),  # an OOM inside a TGI log is read with the rest of the log
+    "oom": ("pytorch-oom", "vllm-log", "tgi-log"),  # an OOM inside a vLLM or TGI log: read with the log
     "prom": ("prometheus-text",),
     "smi": _NVIDIA_SMI,  # every nvidia-smi form, a folder of them
     "tgi": ("tgi-log",),
@@ -78,10 +78,8 @@ FIELD_EXPECTED = {
     "vllm": ("vllm-log",),
     "xid": ("kernel-xid",),
 }
-# Refused: a vLLM log cut before any line the importer reads, and kernel logs with NVIDIA lines but no
-# Xid (a GSP timeout, a reset request).
+# Refused: kernel logs with NVIDIA lines but no Xid (a GSP timeout, a reset request).
 FIELD_UNREAD = {
-    ("vllm", "13.log"),
     ("xid", "06_gsp_timeout_no_xid.log"),
     ("xid", "07_sichek_reset_required_no_xid.log"),
 }
@@ -98,6 +96,8 @@ FIELD_NOTHING_TO_KEEP = {
         "08_jetstream_histograms.txt",
     )
 } | {("xid", "03_dmesg_gb200_reset_required_cut_xid.log")}
+# A vLLM log (its own line format) of a worker's traceback only, cut mid-message ("CUDA out of").
+FIELD_NOTHING_TO_KEEP |= {("vllm", "13.log")}
 
 
 def expectation(path: Path) -> tuple[tuple[str, ...], str]:
