@@ -27,7 +27,8 @@ def test_a_folder_of_foreign_files_is_analysed_and_the_report_names_each_importe
     (tmp_path / "notes.txt").write_text("paged at 23:47, restarted at 23:55")
     report = report_of(tmp_path)
     used = {entry["file"]: entry for entry in report["evidence"]["importers"]}
-    assert used["vllm.log"]["importer"] == "pytorch-oom" and used["vllm.log"]["rows"] == 2
+    # vLLM's own line format: its stats line and its two OOMs, read together
+    assert used["vllm.log"]["importer"] == "vllm-log" and used["vllm.log"]["rows"] == 3
     assert used["nvidia-smi.csv"]["importer"] == "nvidia-smi-csv" and used["nvidia-smi.csv"]["rows"] == 2
     assert report["evidence"]["not_used"] == ["notes.txt"]
     assert any("read as UTC" in w for w in report["evidence"]["warnings"])
