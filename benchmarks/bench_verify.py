@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.testbed_options import PlannedRun, add_run_options, planned_runs  # noqa: E402
+from diagnose.verify.processes_now import SAMPLES  # noqa: E402
 from testbed.scenarios import SCENARIOS  # noqa: E402
 
 # The faults with a check a read-only probe can make on this testbed (CPU-only: no NVML, no engine
@@ -50,9 +51,16 @@ def main() -> None:
     add_run_options(parser)
     parser.add_argument("--after", type=float, default=60.0, help="first verify this many s in (default 60)")
     parser.add_argument("--every", type=float, default=20.0, help="then every this many s (default 20)")
+    parser.add_argument(
+        "--reads",
+        type=int,
+        default=SAMPLES,
+        help=f"seconds /proc is read, and dumps py-spy takes (default {SAMPLES})",
+    )
     args = parser.parse_args()
-    if args.quick:
-        args.only, args.duration, args.after = args.only or ["cpu-bound-stage-event-loop"], "40s", 25.0
+    if args.quick:  # one short run, its probes reading two seconds: that it all runs, not what it finds
+        args.only, args.duration, args.after = args.only or ["cpu-bound-stage-event-loop"], "25s", 12.0
+        args.reads = 2
     names = args.only or [n for n in CHECKABLE if SCENARIOS[n].unavailable() is None]
     rows = []
     for run in planned_runs(parser, args, names, "bench-verify-"):
@@ -79,16 +87,16 @@ def _run(run: PlannedRun, args: argparse.Namespace) -> str:
         since = time.monotonic() - started
         if since < next_at or not (folder / "dump" / "manifest.yaml").exists():
             continue
-        verdicts.append((since, _verify(folder / "dump")))
+        verdicts.append((since, _verify(folder / "dump", args.reads)))
         next_at = since + args.every
     return _row(name, run.scenario.cause, verdicts)
 
 
-def _verify(dump: Path) -> dict:
-    from diagnose.verify import verify
+def _verify(dump: Path, reads: int) -> dict:
+    from diagnose.verify import Host, verify
 
     try:
-        found = verify(str(dump))
+        found = verify(str(dump), host=Host(samples=reads))
     except Exception as error:  # noqa: BLE001 - a dump cut mid-write is a row saying so, not a crash
         return {"error": f"{type(error).__name__}: {error}"}
     return {
