@@ -318,3 +318,17 @@ def test_the_servers_stacks_on_the_stage_confirm_it_and_without_py_spy_the_probe
         verify(str(DUMPS / "cpu-bound-stage"), host=missing.host()), "cpu-bound-stage", "stage_in_stacks_now"
     )
     assert check.outcome == "not run" and "pip install py-spy" in check.source
+
+
+def test_a_restarted_server_is_found_though_its_recorded_command_line_had_its_secret_masked():
+    from diagnose.collectors.redact import redact_cmdline
+    from diagnose.verify.processes_now import ServerIdentity, _Proc, find_server
+
+    live = "vllm serve llama --api-key s3cret --port 8000"
+    recorded = ServerIdentity(frozenset({41}), "vllm", redact_cmdline(live))
+    assert "s3cret" not in recorded.cmdline
+    processes = {
+        77: _Proc(77, "vllm", live, 0, 0, 1, 0),
+        78: _Proc(78, "vllm", "vllm serve other", 0, 0, 1, 0),
+    }
+    assert find_server(processes, recorded) == {77}

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from diagnose.collectors.redact import redact_cmdline
 from diagnose.facts.model import FactValue
 
 SAMPLE_S = 1.0
@@ -160,8 +161,12 @@ def find_server(processes: dict[int, _Proc], server: ServerIdentity) -> set[int]
         return same_pid
     if not server.name or not server.cmdline:
         return set()
+    recorded = server.cmdline.strip()
+    # the recorder masked the command line's secrets (--api-key ***): the live one is masked alike
     return {
-        pid for pid, p in processes.items() if p.name == server.name and p.cmdline == server.cmdline.strip()
+        pid
+        for pid, p in processes.items()
+        if p.name == server.name and recorded in (p.cmdline, redact_cmdline(p.cmdline))
     }
 
 
