@@ -147,18 +147,24 @@ def test_triton_scrapes_of_the_tensorrt_llm_backend_give_its_batch_queue_and_kv_
     assert server["kv_cache_usage_pct"].tolist() == [98.0, 99.0]
 
 
-def test_vllm_under_ray_serve_is_read_as_vllm_and_ray_serve_alone_by_its_own_map():
+def _engine_and_row(page: str) -> tuple[str | None, dict]:
+    """The engine a scrape is recognised as, and the server row its map makes of it."""
     from diagnose.engine_metrics import ENGINES, detect_engine, engine_row, parse_samples
 
+    samples = parse_samples(page)
+    engine = detect_engine(samples)
+    return engine, engine_row(ENGINES[engine], 0.0, samples) if engine else {}
+
+
+def test_vllm_under_ray_serve_is_read_as_vllm_and_ray_serve_alone_by_its_own_map():
     served = (
         'ray_serve_deployment_queued_queries{application="llm",deployment="LLMServer"} 3\n'
         'ray_vllm_num_requests_running{model_name="llama"} 12\n'
         'ray_vllm_num_requests_waiting{model_name="llama"} 5\n'
         'ray_vllm_kv_cache_usage_perc{model_name="llama"} 0.97\n'
     )
-    samples = parse_samples(served)
-    assert detect_engine(samples) == "vllm"
-    row = engine_row(ENGINES["vllm"], 0.0, samples)
+    engine, row = _engine_and_row(served)
+    assert engine == "vllm"
     assert (row["running"], row["queue_depth"], row["kv_cache_usage_pct"]) == (12.0, 5.0, 97.0)
 
     plain = (
@@ -166,9 +172,8 @@ def test_vllm_under_ray_serve_is_read_as_vllm_and_ray_serve_alone_by_its_own_map
         'ray_serve_replica_processing_queries{deployment="Model",replica="a"} 3\n'
         'ray_serve_replica_processing_queries{deployment="Model",replica="b"} 4\n'
     )
-    samples = parse_samples(plain)
-    assert detect_engine(samples) == "ray-serve"
-    row = engine_row(ENGINES["ray-serve"], 0.0, samples)
+    engine, row = _engine_and_row(plain)
+    assert engine == "ray-serve"
     assert (row["running"], row["queue_depth"]) == (7.0, 2.0)
 
 

@@ -59,7 +59,7 @@ class _Snapshot:
     swapped_pages: tuple[int, int] | None  # pswpin, pswpout
 
 
-def read_stat(text: str) -> tuple[str, list[str]] | None:
+def _read_stat(text: str) -> tuple[str, list[str]] | None:
     """A /proc/PID/stat line: the command name and the fields after it (state first)."""
     open_at, close_at = text.find("("), text.rfind(")")
     if open_at < 0 or close_at < open_at:
@@ -76,7 +76,7 @@ def _text(path: Path) -> str | None:
 
 def _process(proc: Path, pid: int) -> _Proc | None:
     stat = _text(proc / str(pid) / "stat")
-    parsed = read_stat(stat) if stat else None
+    parsed = _read_stat(stat) if stat else None
     if parsed is None or len(parsed[1]) < 20:
         return None
     name, fields = parsed
@@ -97,7 +97,7 @@ def _threads(proc: Path, pid: int) -> tuple[dict[tuple[int, int], int], int, int
         return ticks, 0, 0
     for tid in tids:
         task = proc / str(pid) / "task" / str(tid)
-        parsed = read_stat(_text(task / "stat") or "")
+        parsed = _read_stat(_text(task / "stat") or "")
         switches = _keyed(_text(task / "status"), ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"))
         if parsed is None or len(parsed[1]) < 13 or not (parsed[1][11] + parsed[1][12]).isdigit():
             continue  # the thread ended between the listing and the reads
@@ -116,14 +116,20 @@ def _keyed(text: str | None, keys: tuple[str, ...]) -> dict[str, int]:
     return found
 
 
-def snapshot(root: Path, at: float, server: ServerIdentity | set[int] | None) -> tuple[_Snapshot, set[int]]:
-    """Every process's counters, and the server's threads': the server found by its identity (first
-    read) or given as the pids found before (second read, so both read the same processes)."""
+def snapshot(
+    root: Path, at: float, server: ServerIdentity | set[int] | None, everyone: bool = True
+) -> tuple[_Snapshot, set[int]]:
+    """Every process's counters (or, ``everyone`` False, the server's only), and the server's threads':
+    the server found by its identity (first read) or given as the pids found before (later reads, so
+    all read the same processes)."""
     proc = root / "proc"
-    try:
-        pids = [int(p.name) for p in proc.iterdir() if p.name.isdigit()]
-    except OSError:
-        pids = []
+    if not everyone and isinstance(server, set):
+        pids = sorted(server)
+    else:
+        try:
+            pids = [int(p.name) for p in proc.iterdir() if p.name.isdigit()]
+        except OSError:
+            pids = []
     processes = {pid: found for pid in pids if (found := _process(proc, pid)) is not None}
     if isinstance(server, ServerIdentity):
         server = find_server(processes, server)
@@ -196,9 +202,11 @@ def read_processes_now(
         return Reading({}, (), not_run=f"no /proc under {root}: this probe reads Linux's process table")
     first, pids = snapshot(root, clock(), server)
     readings = [first]
-    for _ in range(max(samples, 1)):
+    for index in range(max(samples, 1)):
         sleep(sample_s)
-        readings.append(snapshot(root, clock(), pids)[0])
+        # between the first read and the last only the server's threads and the run queue are needed
+        last = index == max(samples, 1) - 1
+        readings.append(snapshot(root, clock(), pids, everyone=last)[0])
     second = readings[-1]
     elapsed = max(second.at - first.at, 1e-3)
     ticks = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
