@@ -24,7 +24,8 @@ The classification rule, in order (docs/importers.md repeats it):
 4. reserved-but-unallocated >= request, and a material share (5 %) of the card -> ``fragmentation``
    (PyTorch held enough, in pieces, and enough of the card that the pieces matter);
    a message cut before that figure (its ``(GPU 0; ...`` list never closed, or 2.x's sentences
-   ending before "reserved by PyTorch but unallocated") -> ``unknown``: nothing else can be told;
+   ending before "reserved by PyTorch but unallocated"), or the memory-fraction form cut before its
+   "Free (according to CUDA)" figure -> ``unknown``: nothing else can be told;
 5. a memory-fraction limit ("allowed") that the reserve + the request's segment exceed -> exhaustion:
    the limit (the allocator counts segments: 2 MiB for requests to 1 MiB, 20 MiB to 10 MiB);
 6. free on the card > the request's segment + 5 % -> ``anomalous`` (the margin: messages round to
@@ -89,6 +90,7 @@ _NEW_FORM = re.compile(r"has a total capac\w* of|of which [\d.]+\s*\w+ is free",
 _NEW_FORM_END = re.compile(
     r"reserved by PyTorch but unallocated|See documentation|PYTORCH_\w*ALLOC_CONF", re.IGNORECASE
 )
+_FRACTION_FORM = re.compile(r"would exceed allowed memory", re.IGNORECASE)
 _CXX_WARNING = re.compile(r"trying to allocate (\d+) bytes \(free: (\d+), total: (\d+)\)", re.IGNORECASE)
 _DEVICE = re.compile(r"\bGPU (\d+)\b|on device (\d+)", re.IGNORECASE)
 _PROCESS = re.compile(r"\bProcess (\d+) has\b")
@@ -145,7 +147,14 @@ class OomMessage:
     limit_bytes: float | None = None  # the BFC allocator's limit (TensorFlow, XLA)
     largest_free_bytes: float | None = None  # the BFC allocator's largest free block
     not_a_failure: bool = False  # TensorFlow's "the caller indicates that this is not a failure"
-    cut: bool = False  # the figure list ends before its end: "(GPU 0; ... alre" with no ")"
+    # What a message cut short lacks: "(GPU 0; ... alre" with no ")", or 2.x's sentences ending before
+    # "... reserved by PyTorch but unallocated" lack PyTorch's reserve; the memory-fraction form
+    # ending before its "Free (according to CUDA)" figure, the free memory. None: the message is whole.
+    cut_before: str | None = None
+
+    @property
+    def cut(self) -> bool:
+        return self.cut_before is not None
 
     @property
     def other_processes_bytes(self) -> float | None:
@@ -185,11 +194,16 @@ def parse_oom_message(text: str) -> OomMessage | None:
     process = _PROCESS.search(text)
     in_use = found["process_in_use"]
     # The figures' grammar says where they end: 1.x closes its "(GPU 0; ...)" list, 2.x ends on
-    # "... reserved by PyTorch but unallocated." A message without that end was cut short.
+    # "... reserved by PyTorch but unallocated.", the memory-fraction form lists the free memory
+    # before its limit. A message without them was cut short.
     opened = _FIGURES_OPEN.search(text)
-    cut = (opened is not None and ")" not in text[opened.end() :]) or (
+    cut_before = None
+    if (opened is not None and ")" not in text[opened.end() :]) or (
         _NEW_FORM.search(text) is not None and _NEW_FORM_END.search(text) is None
-    )
+    ):
+        cut_before = "PyTorch's reserve: fragmentation cannot be told from exhaustion"
+    elif _FRACTION_FORM.search(text) and found["limit_free"] is None:
+        cut_before = "the free memory: a full card cannot be told from free memory the allocation failed in"
     if in_use == 0 and (found["allocated"] or 0) > 0:
         in_use = None  # "this process has 0 bytes memory in use" beside allocations: NVML in a container
     return OomMessage(
@@ -203,7 +217,7 @@ def parse_oom_message(text: str) -> OomMessage | None:
         pid=int(process.group(1)) if process else None,
         backend=backend,
         allowed_bytes=found["allowed"],
-        cut=cut,
+        cut_before=cut_before,
     )
 
 
@@ -269,10 +283,7 @@ def explain_oom(oom: OomMessage, serving_engine: bool = False) -> tuple[str, str
         of_card = f", {share:.0%} of the card" if share is not None else ""
         return FRAGMENTATION, f"reserved but unallocated {human_bytes(stranded)} >= {asked}{of_card}"
     if oom.cut and stranded is None and not _cannot_be_fragmentation(oom):
-        return UNKNOWN, (
-            f"{asked}, but the message is cut before PyTorch's reserve: "
-            "fragmentation cannot be told from exhaustion"
-        )
+        return UNKNOWN, f"{asked}, but the message is cut before {oom.cut_before}"
     reserve, segment = (oom.allocated_bytes or 0) + (stranded or 0), _segment(requested)
     if oom.allowed_bytes is not None and reserve + segment > oom.allowed_bytes:
         used = f"reserved {human_bytes(reserve)} + a {human_bytes(segment)} segment for {asked}"

@@ -67,6 +67,12 @@ class Source:
         return tuple(self._mended)
 
     @property
+    def ends_open(self) -> bool:
+        """The last line has no line end: a writer ends its last line, a paste cut short does not,
+        so the last line's last field may be cut (``98.5`` read as ``98``)."""
+        return bool(self._text) and not self._text.endswith("\n")
+
+    @property
     def prefixes(self) -> tuple[str, ...]:
         return tuple(self._prefixes)
 
@@ -96,6 +102,7 @@ class StreamedSource(Source):
         self._path = path
         self._counts: dict[str, int] = {}  # what was undone, its count of lines taken out: summed over pieces
         self._counted = 0  # the pieces counted so far (the lines are read again by each pass over them)
+        self._ends_open = False
         for _ in self._mended_pieces(first_only=True):
             pass
 
@@ -106,6 +113,10 @@ class StreamedSource(Source):
     @property
     def text(self) -> str:
         return "\n".join(self.lines())
+
+    @property
+    def ends_open(self) -> bool:
+        return self._ends_open
 
     def lines(self) -> Iterator[str]:
         for piece in self._mended_pieces():
@@ -119,6 +130,7 @@ class StreamedSource(Source):
         with open_maybe_gzipped(self._path) as handle:
             for number, raw in enumerate(_pieces(handle, PIECE_BYTES)):
                 mended = mend(raw.decode("utf-8", errors="replace"), dedent, steps)
+                self._ends_open = not raw.endswith(b"\n")
                 if steps is None:
                     steps = frozenset({*mended.steps, "cut_end"})
                     dedent = any(said.startswith("removed a common indentation") for said in mended.undone)

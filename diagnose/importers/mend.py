@@ -25,6 +25,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from diagnose.importers import mend_csv
+from diagnose.importers.mend_csv import MAJORITY
+
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 # The same codes written out by whatever carried them: rsyslog's "#033[", a JSON "\u001b[", "\x1b[",
 # "\033[", a terminal's "^[[".
@@ -37,6 +40,7 @@ _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 # A JSON document opens an object with a key, or an array of objects, arrays or strings; a line
 # that opens with "[gpu-3 ~]#" or "[  12.345678]" is a prompt or a kernel log line.
 _JSON_START = re.compile(r'\s*(?:\{\s*["}]|\[\s*[{\["\]])')
+_JSON_HEAD = 4096  # enough to see a document open, whatever its entities
 _FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")
 
 
@@ -64,7 +68,6 @@ _PREFIXES = (
 _KEPT_PREFIXES = 20
 # A line that opens with a process tag is a record of its own, whatever follows the tag.
 _TAGGED = re.compile("|".join(prefix.pattern.pattern for prefix in _PREFIXES if prefix.everywhere))
-_MAJORITY = 0.6  # a prefix a real line could start with is the paste's only where most lines carry it
 _INDENT = re.compile(r"^[ \t]*")
 
 # A shell prompt and the command after it: "$ nvidia-smi", "root@gpu-3:~# curl ...", "PS C:\> nvidia-smi"
@@ -93,6 +96,8 @@ _RECORD_STARTS = (
     r"\[(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z]{2,4}\d+)*\]|\[gpu=\d+\] ",  # SGLang
     r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\]",  # glog (Triton)
     r"\[\s*\d+\.\d{6}\]",  # dmesg
+    r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]",  # dmesg -T, --ctime
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{6}[+-]\d\d:\d\d ",  # dmesg --time-format iso
     r"# (?:HELP|TYPE) [A-Za-z_:]",  # Prometheus exposition comments
 )
 # The first character's class is checked before the alternatives: 1.6x faster on a long log.
@@ -105,9 +110,11 @@ _GLUED_SAMPLE = re.compile(rf"^({_NAME}(?:\{{[^}}]*\}})?[ \t]+{_VALUE})(?={_NAME
 _GLUED_TYPE = re.compile(
     rf"^(# TYPE {_NAME} (?:counter|gauge|histogram|summary|untyped|unknown|info|stateset))(?={_NAME})"
 )
+# A Prometheus sample: a record in an exposition, and a wrap's tail anywhere else ("bpartition 1.").
+_SAMPLE = re.compile(rf"{_NAME}(?:\{{[^}}]*\}})?[ \t]+{_VALUE}(?:[ \t]+-?\d+)?[ \t]*$")
+_EXPOSITION_COMMENT = re.compile(r"# (?:HELP|TYPE) ")
 _STARTS_RECORD = re.compile(
     "|".join(_RECORD_STARTS)
-    + rf"|{_NAME}(?:\{{[^}}]*\}})?[ \t]+{_VALUE}(?:[ \t]+-?\d+)?[ \t]*$"  # a Prometheus sample
     + r"|[|+│╞╘╒╭╰├└┌]"  # a row of a drawn table
     + r"|\d{4}/\d\d/\d\d \d\d:\d\d:\d\d"  # nvidia-smi's timestamp column
     + r"|\s{2}|\t"  # an indented line: its own record in every indented format
@@ -133,8 +140,8 @@ def mend(text: str, dedent: bool = True, steps: frozenset[str] | None = None) ->
 
     ``dedent`` False: an indentation common to every line is kept (a piece of a file whose first piece
     was not indented: its lines are indented by their format, a section of ``nvidia-smi -q``).
-    ``steps``: only these of its steps, by name: characters, json, cut_end, fences, unwrap, prefixes,
-    noise, unglue (a later piece of a file needs what its first piece did).
+    ``steps``: only these of its steps, by name: characters, json, cut_end, fences, unwrap, unescape,
+    prefixes, noise, unglue (a later piece of a file needs what its first piece did).
     """
     undone: list[str] = []
     acted: list[str] = []
@@ -152,15 +159,22 @@ def mend(text: str, dedent: bool = True, steps: frozenset[str] | None = None) ->
         before = len(undone)
         text = _characters(text, undone)
         acted += ["characters"] if len(undone) > before else []
-    if (steps is None or "json" in steps) and _is_json(text):
+    if (steps is None or "json" in steps) and _is_json(_unescaped(text[:_JSON_HEAD], [])):
+        if steps is None or "unescape" in steps:
+            before = len(undone)
+            text = _unescaped(text, undone)
+            acted += ["unescape"] if len(undone) > before else []
         return Mended(_json_unwrapped(text, undone), tuple(undone), steps=(*acted, "json"))
     lines = text.split("\n")
     lines = step("cut_end", _without_cut_end, lines)
     lines = step("fences", _without_fences, lines)
     prefixes: dict[str, None] = {}
     # A terminal wraps what the log shipper prefixed (the pieces carry no prefix), a Markdown
-    # indent prefixes what a terminal wrapped: rejoin before the prefixes go and after.
+    # indent prefixes what a terminal wrapped: rejoin before the prefixes go and after. A wrap
+    # counts the characters of the text it wrapped: Markdown escapes and entities go after the
+    # first rejoining (a wrap of the escaped text) and before the second (an escaped wrap).
     lines = step("unwrap", _unwrapped, lines)
+    lines = step("unescape", lambda lines, undone: _unescaped("\n".join(lines), undone).split("\n"), lines)
     lines = step("prefixes", lambda lines, undone: _without_prefixes(lines, undone, prefixes, dedent), lines)
     lines = step("noise", _without_noise, lines)
     lines = step("unglue", _unglued, lines)
@@ -169,13 +183,14 @@ def mend(text: str, dedent: bool = True, steps: frozenset[str] | None = None) ->
 
 
 def _without_cut_end(lines: list[str], undone: list[str]) -> list[str]:
-    """Without a last line cut mid-figure: open (no line end), its last figure shorter than its column's.
+    """Without a last row cut mid-figure: open (no line end), and proof of the cut in the table itself.
 
     A file's writer ends its last line (307 of the 315 real samples); a paste cut short leaves it
     open, and "98.5" cut to "98" reads as a smaller figure. An open last line alone is no proof
-    (an editor may save without a final line end), so the line is left out only when its last
-    figure is also shorter than the figure in the same place on every other line that has one
-    there (three at least).
+    (an editor or a clipboard may leave the last line end off), so the line is left out only
+    where the table shows the cut: its last figure is shorter than the figure in the same place
+    on every other line that has one there (three at least), or every other row of its table ends
+    on a separator (Grafana's "1466074200000;507504844;") and it does not.
     """
     last = lines[-1].rstrip() if len(lines) >= 2 else ""
     if not last[-1:].isdigit():
@@ -187,11 +202,16 @@ def _without_cut_end(lines: list[str], undone: list[str]) -> list[str]:
         for line in lines[:-1]
         if len(others := _FIELD_SPLIT.split(line.strip())) > place and _FIGURE.match(others[place])
     ]
-    if len(widths) < 3 or len(figure) >= min(widths):
+    rows = [line.rstrip() for line in lines[:-1] if _outline(line.rstrip()[:-1]) == _outline(last)]
+    ends = {row[-1] for row in rows}
+    if len(widths) >= 3 and len(figure) < min(widths):
+        proof = "its last figure is shorter than the same figure on every other line"
+    elif rows and len(ends) == 1 and ends <= {",", ";", "|", "\t"}:
+        proof = f"every other row of its table ends on {ends.pop()!r}"
+    else:
         return lines
     undone.append(
-        f"left out the last line ({len(lines)}): it has no line end and its last figure is shorter than "
-        "the same figure on every other line, so the paste cut it"
+        f"left out the last line ({len(lines)}): it has no line end and {proof}, so the paste cut it"
     )
     return lines[:-1]
 
@@ -211,7 +231,11 @@ def _characters(text: str, undone: list[str]) -> str:
     if "[" in text and (count := len(_ESCAPED_ANSI.findall(text))):
         text = _ESCAPED_ANSI.sub("", text)
         undone.append(f"removed {count} colour code(s) written out as text (#033[, \\u001b[ ...)")
-    text = text.translate(_INVISIBLE)
+    return text.translate(_INVISIBLE)
+
+
+def _unescaped(text: str, undone: list[str]) -> str:
+    """HTML entities and Markdown escapes, decoded: what a web page or an issue's source did to a paste."""
     entities = len(_ENTITY.findall(text))
     if entities:
         text = html.unescape(text)
@@ -267,13 +291,17 @@ def _without_prefixes(
         for prefix in _PREFIXES:
             matches = [prefix.pattern.match(line) for line in lines]
             carried = sum(1 for m in matches if m and m.group(0).strip())
-            if not carried or (not prefix.everywhere and carried < _MAJORITY * len(filled)):
+            if not carried or (not prefix.everywhere and carried < MAJORITY * len(filled)):
                 continue
             shown = next(m.group(0).strip() for m in matches if m and m.group(0).strip())
             for match in matches:
                 if match and len(prefixes) < _KEPT_PREFIXES and match.group(0).strip():
                     prefixes.setdefault(match.group(0).strip())
             lines = [line[m.end() :] if m else line for line, m in zip(lines, matches, strict=True)]
+            if prefix.everywhere:
+                lines = _split_at_tags(
+                    lines, {m.group(0).strip() for m in matches if m and m.group(0).strip()}, undone
+                )
             if prefix.what == "Markdown quote":  # the quote ate the '#' of '# HELP' / '# TYPE'
                 lines = [f"# {line}" if line.startswith(("HELP ", "TYPE ")) else line for line in lines]
             undone.append(f'removed a {prefix.what} prefix ("{_elided(shown)}") from {carried} line(s)')
@@ -286,6 +314,20 @@ def _without_prefixes(
         if not peeled:
             return lines
     return lines
+
+
+def _split_at_tags(lines: list[str], tags: set[str], undone: list[str]) -> list[str]:
+    """Lines glued together behind their process tags: a tag this paste puts before its lines, met in
+    the middle of one, starts the next line (a tag only the file's own line starts carry)."""
+    inside = re.compile(r"(?<=.)(?:" + "|".join(re.escape(tag) for tag in sorted(tags)) + r") ?")
+    out, splits = [], 0
+    for line in lines:
+        pieces = inside.split(line)
+        splits += len(pieces) - 1
+        out.extend(pieces)
+    if splits:
+        undone.append(f"split {splits} place(s) where two tagged lines were glued together")
+    return out
 
 
 def _elided(prefix: str) -> str:
@@ -330,8 +372,11 @@ def _without_noise(lines: list[str], undone: list[str]) -> list[str]:
 
 def _unglued(lines: list[str], undone: list[str]) -> list[str]:
     out, splits = [], 0
+    csv_start = mend_csv.record_start(lines)
     for line in lines:
         parts = _GLUED.split(line) if _GLUED.search(line) else [line]
+        if csv_start is not None:
+            parts = [piece for part in parts for piece in mend_csv.split_glued(part, *csv_start)]
         pieces = []
         for part in parts:
             while (glued := _GLUED_SAMPLE.match(part) or _GLUED_TYPE.match(part)) is not None:
@@ -359,18 +404,21 @@ def _unwrapped(lines: list[str], undone: list[str]) -> list[str]:
     width = max(lengths, default=0)
     if width < _WRAP_MIN or lengths[width] < 2:
         return lines
-    if _is_csv(lines):
-        return _csv_unwrapped(lines, width, undone)
+    if mend_csv.is_csv(lines):
+        return mend_csv.unwrapped(lines, width, undone, lambda line: _starts_record(line, False))
+    exposition = _is_exposition(lines)
     wrapped = (
-        len(line) == width and after.strip() and not _starts_record(after)
+        len(line) == width and after.strip() and not _starts_record(after, exposition)
         for line, after in zip(lines, lines[1:], strict=False)
     )
     if not any(wrapped):  # every full-width line is followed by a record's start, or by nothing
         return lines
+    # The shapes of records no known grammar recognises ("ERROR 11-23 ..." is known, and its shape,
+    # a word and a number, would make "ich 3.02 GiB ..." a record too)
     starts = {
         _shape(line)
         for previous, line in zip(["", *lines], lines, strict=False)
-        if len(previous) < width and line.strip()
+        if len(previous) < width and line.strip() and not _starts_record(line, exposition)
     }
     out: list[str] = []
     record: list[str] = []
@@ -391,7 +439,7 @@ def _unwrapped(lines: list[str], undone: list[str]) -> list[str]:
             record
             and len(record[-1]) == width
             and line.strip()
-            and not _starts_record(line)
+            and not _starts_record(line, exposition)
             and _shape(line) not in starts
         )
         if not continues:
@@ -404,42 +452,21 @@ def _unwrapped(lines: list[str], undone: list[str]) -> list[str]:
     return out
 
 
-def _starts_record(line: str) -> bool:
-    return _STARTS_RECORD.match(line) is not None or _TAGGED.match(line) is not None
+def _starts_record(line: str, exposition: bool) -> bool:
+    """Whether a line starts a record; ``exposition``: the text is a Prometheus exposition."""
+    return (
+        _STARTS_RECORD.match(line) is not None
+        or _TAGGED.match(line) is not None
+        or (exposition and _SAMPLE.match(line) is not None)
+    )
 
 
-def _is_csv(lines: list[str]) -> bool:
-    """Most lines hold several commas: a table, not prose that has a comma here and there."""
+def _is_exposition(lines: list[str]) -> bool:
+    """A scrape: its comments, or samples on most lines."""
     filled = [line for line in lines if line.strip()]
-    return bool(filled) and sum(line.count(",") >= 2 for line in filled) >= _MAJORITY * len(filled)
-
-
-def _csv_unwrapped(lines: list[str], width: int, undone: list[str]) -> list[str]:
-    """A wrapped CSV table rejoined where that makes its records agree on their number of fields.
-
-    Every record of a CSV table has as many fields as its header: pieces of records do not. The
-    full-width lines are joined to the lines after them only if the records that gives agree
-    on their number of commas more often than the lines as they are (a fixed-width table whose
-    rows all end at one column stays as it is).
-    """
-    joined: list[str] = []
-    previous = 0
-    for line in lines:
-        if joined and previous == width and line.strip() and not _starts_record(line):
-            joined[-1] += line
-        else:
-            joined.append(line)
-        previous = len(line)
-    if len(joined) == len(lines) or _agreement(joined) <= _agreement(lines):
-        return lines
-    undone.append(f"rejoined {len(lines) - len(joined)} line(s) of a CSV table wrapped at {width} columns")
-    return joined
-
-
-def _agreement(lines: list[str]) -> float:
-    """The share of comma-separated lines that have the commonest number of commas."""
-    counts = Counter(line.count(",") for line in lines if "," in line)
-    return counts.most_common(1)[0][1] / sum(counts.values()) if counts else 0.0
+    if any(_EXPOSITION_COMMENT.match(line) for line in filled):
+        return True
+    return bool(filled) and sum(_SAMPLE.match(line) is not None for line in filled) >= MAJORITY * len(filled)
 
 
 def _outline(line: str) -> str:

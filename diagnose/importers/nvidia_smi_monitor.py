@@ -19,7 +19,9 @@ file's modification time, with a warning.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -40,22 +42,63 @@ _DMON = {
 _PMON = {"sm": ("sm_pct", 1.0), "mem": ("mem_pct", 1.0), "fb": ("mem_used_bytes", MIB)}
 
 
-def _header(lines: Iterable[str]) -> tuple[list[str], list[list[str]]] | None:
-    """The column names (from the first ``# ... gpu ...`` line) and the data rows."""
+# What a column's field looks like; every other column holds a figure or "-". A row is a run of
+# fields of these shapes, so two rows glued on one line are two rows, and a row with a field of the
+# wrong shape (cut, or run into the next) is no row.
+_SHAPES = {
+    "gpu": r"\d+",
+    "pid": r"\d+|-",
+    "type": r"[A-Z](?:\+[A-Z])*|-",
+    "date": r"\d{8}",
+    "time": r"\d\d:\d\d:\d\d",
+}
+_FIGURE = r"-?\d+(?:\.\d+)?|-"
+_FREE_TEXT = "command"  # pmon's last column: a process name, spaces and all, cut at 16 characters
+
+
+@dataclass(frozen=True)
+class _Table:
+    columns: list[str]
+    rows: list[list[str]]
+    on_last_line: int  # how many of the rows were read from the text's last line
+
+
+def _row_pattern(columns: list[str]) -> re.Pattern[str]:
+    """One row, from where the match starts: its fields, and a free-text last column up to where the
+    next row starts on the same line (lines glued together) or the line ends."""
+    typed = [column for column in columns if column != _FREE_TEXT]
+    fields = r"\s+".join(f"({_SHAPES.get(column, _FIGURE)})" for column in typed)
+    if columns[-1] != _FREE_TEXT:
+        return re.compile(rf"\s*{fields}(?=\s|$)")
+    untyped = r"\s+".join(f"(?:{_SHAPES.get(column, _FIGURE)})" for column in typed)
+    return re.compile(rf"\s*{fields}\s+(\S.*?)\s*(?=\s{untyped}\s+\S|$)")
+
+
+def _header(lines: Iterable[str]) -> _Table | None:
+    """The column names (from the first ``# ... gpu ...`` line) and the data rows; a line is read
+    only where it is rows end to end."""
     columns: list[str] | None = None
-    rows = []
+    pattern: re.Pattern[str] | None = None
+    rows: list[list[str]] = []
+    on_last_line = 0
     for line in lines:
         stripped = line.strip()
+        on_last_line = 0
         if stripped.startswith("#"):
             names = stripped.lstrip("#").split()
             if columns is None and "gpu" in [n.lower() for n in names]:
                 columns = [n.lower() for n in names]
+                pattern = _row_pattern(columns)
             continue
-        if columns is not None and stripped:
-            parts = stripped.split(None, len(columns) - 1)
-            if len(parts) == len(columns):
-                rows.append(parts)
-    return (columns, rows) if columns else None
+        if pattern is None or not stripped:
+            continue
+        found, at = [], 0
+        while at < len(stripped) and (match := pattern.match(stripped, at)) is not None:
+            found.append(list(match.groups()))
+            at = match.end()
+        on_last_line = len(found) if at == len(stripped) else 0
+        rows += found if at == len(stripped) else []
+    return _Table(columns, rows, on_last_line) if columns else None
 
 
 def _number(text: str) -> float | None:
@@ -71,18 +114,19 @@ class _MonitorImporter(Importer):
 
     def recognise(self, head: str) -> bool:
         parsed = _header(head.splitlines())
-        return parsed is not None and len(parsed[0]) >= 4 and self._columns_fit(set(parsed[0]))
+        return parsed is not None and len(parsed.columns) >= 4 and self._columns_fit(set(parsed.columns))
 
     def _columns_fit(self, columns: set[str]) -> bool:
         raise NotImplementedError
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
-        columns, rows = _header(source.lines()) or ([], [])
+        table = _header(source.lines())
         result = Imported()
-        if not rows:
+        if table is None or not table.rows:
             return result
+        columns = table.columns
         records = []
-        for parts in rows:
+        for parts in table.rows:
             values = dict(zip(columns, parts, strict=True))
             record: dict[str, float | None] = {"gpu": int(values["gpu"]) if values["gpu"].isdigit() else None}
             for column, (target, scale) in self.mapping.items():
@@ -92,6 +136,9 @@ class _MonitorImporter(Importer):
             if "date" in values and "time" in values:
                 record["ts"] = local_epoch(f"{values['date']} {values['time']}", tz)
             records.append(record)
+        if source.ends_open and table.on_last_line:  # a paste cut there may have cut the last field
+            for record in records[-table.on_last_line :]:
+                self._forget_last_field(columns[-1], record, records)
         frame = pd.DataFrame(records)
         if "ts" in frame.columns:
             result.warnings.append(zone_note("nvidia-smi monitor times", tz))
@@ -106,6 +153,10 @@ class _MonitorImporter(Importer):
 
     def _extra(self, values: dict[str, str], record: dict) -> None:
         pass
+
+    def _forget_last_field(self, column: str, record: dict, records: list[dict]) -> None:
+        if column in self.mapping:
+            record.pop(self.mapping[column][0], None)
 
 
 def _one_second_apart(frame: pd.DataFrame, end: float) -> list[float]:
@@ -145,3 +196,16 @@ class PmonImporter(_MonitorImporter):
         record["pid"] = int(values["pid"]) if values.get("pid", "").isdigit() else None
         record["name"] = (values.get("command") or "").strip() or None
         record["type"] = values.get("type")
+
+    def _forget_last_field(self, column: str, record: dict, records: list[dict]) -> None:
+        """A cut name is the pid's name elsewhere in the file that starts with it, or none."""
+        if column != _FREE_TEXT:
+            super()._forget_last_field(column, record, records)
+            return
+        cut = record.get("name") or ""
+        names = {
+            other.get("name") or ""
+            for other in records
+            if other is not record and other["pid"] == record["pid"]
+        }
+        record["name"] = next((name for name in sorted(names) if cut and name.startswith(cut)), None)

@@ -40,6 +40,10 @@ _PROCESS_LINE = re.compile(
 )
 _QUERY_STAMP = re.compile(r"^Timestamp\s*:\s*(.+?)\s*$")
 _QUERY_GPU = re.compile(rf"^GPU ({_BUS_ID})\s*$", re.MULTILINE)
+# -q is a tree of "key : value" lines, four spaces a level, keys of words with single spaces. Two lines
+# glued together leave the second's indentation inside the first: a run of four spaces or more before
+# a key (a letter first, then its colon) or a section's name ending the line starts a line there.
+_GLUED_LINE = re.compile(r"(?<=\S)(?=\s{4,}[A-Za-z][\w .()/+-]*?(?:\s*:|$))")
 _KEY_VALUE = re.compile(r"^(?P<indent>\s*)(?P<key>[^:]+?)\s*(?::\s*(?P<value>.*?))?\s*$")
 _NUMBER = re.compile(r"^(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)")
 _REASONS = {
@@ -60,6 +64,9 @@ class _Snapshot:
     stamp: str | None = None
     gpus: list[dict] = field(default_factory=list)
     processes: list[dict] = field(default_factory=list)
+    # The paste starts inside the report, after its header: the GPUs before the first one shown are
+    # not known, so each GPU's index is its Minor Number (nvidia-smi's index on a default system).
+    headless: bool = False
 
 
 class NvidiaSmiTableImporter(Importer):
@@ -123,7 +130,7 @@ class NvidiaSmiQueryImporter(Importer):
         gpu: dict | None = None
         process: dict | None = None
         sections: list[tuple[int, str]] = []
-        for line in source.lines():
+        for line in (piece for glued in source.lines() for piece in _GLUED_LINE.split(glued)):
             if "NVSMI LOG" in line:
                 snapshots.append(_Snapshot(stamp))
                 gpu = process = None
@@ -135,14 +142,17 @@ class NvidiaSmiQueryImporter(Importer):
                 continue
             if match := _QUERY_GPU.match(line):
                 if not snapshots:
-                    snapshots.append(_Snapshot(stamp))
-                gpu = {"gpu": len(snapshots[-1].gpus), "bus": match.group(1), "reasons": []}
+                    snapshots.append(_Snapshot(stamp, headless=True))
+                    result.warnings.append(
+                        "the report starts after its header: each GPU's index is its Minor Number"
+                    )
+                gpu = {"gpu": len(snapshots[-1].gpus), "bus": match.group(1), "reasons": None}
                 snapshots[-1].gpus.append(gpu)
                 sections, process = [], None
                 continue
             parsed = _KEY_VALUE.match(line)
-            if parsed is None or not line.strip():
-                continue
+            if parsed is None or not line.strip() or (gpu is not None and not parsed["indent"]):
+                continue  # a GPU's lines are indented: one that is not is a wrapped line's tail
             indent, key, value = len(parsed["indent"]), parsed["key"].strip(), parsed["value"]
             if gpu is None:
                 if key in ("Driver Version", "CUDA Version") and value:
@@ -234,7 +244,7 @@ def _xml_snapshot(root: ElementTree.Element, result: Imported) -> _Snapshot:
     snapshot = _Snapshot(_query_stamp(root.findtext("timestamp") or ""))
     result.environment.update(_versions(root.findtext("driver_version"), root.findtext("cuda_version")))
     for element in root.findall("gpu"):
-        gpu: dict = {"gpu": len(snapshot.gpus), "bus": element.get("id"), "reasons": []}
+        gpu: dict = {"gpu": len(snapshot.gpus), "bus": element.get("id"), "reasons": None}
         snapshot.gpus.append(gpu)
         for path, keys in _XML_FIELDS.items():
             value = element.findtext(path)
@@ -243,9 +253,9 @@ def _xml_snapshot(root: ElementTree.Element, result: Imported) -> _Snapshot:
         for reasons in (element.find("clocks_throttle_reasons"), element.find("clocks_event_reasons")):
             for reason in reasons if reasons is not None else ():
                 named = _XML_REASON.match(reason.tag)
-                if named and (reason.text or "").strip() == "Active":
+                if named and (state := (reason.text or "").strip()):
                     words = {"gpu_idle": "idle"}.get(named.group(1), named.group(1).replace("_", " "))
-                    _query_field(gpu, snapshot, None, ("Clocks Event Reasons", words), "Active")
+                    _query_field(gpu, snapshot, None, ("Clocks Event Reasons", words), state)
         for info in element.findall("processes/process_info"):
             process: dict | None = None
             for tag, key in _XML_PROCESS.items():
@@ -262,6 +272,8 @@ def _query_field(
     section, key = (keys[0] if len(keys) > 1 else ""), keys[-1]
     if keys == ("Product Name",):
         gpu["gpu_name"] = value
+    elif keys == ("Minor Number",) and snapshot.headless and value.isdigit():
+        gpu["gpu"] = int(value)
     elif section == "FB Memory Usage" and key in ("Total", "Used"):
         gpu[f"mem_{key.lower()}_bytes"] = _mib(value)
     elif section == "Utilization" and key == "Gpu":
@@ -272,8 +284,10 @@ def _query_field(
         gpu["sm_clock_mhz"] = _number(value)
     elif section == "Max Clocks" and key == "SM":
         gpu["max_sm_clock_mhz"] = _number(value)
-    elif section in ("Clocks Event Reasons", "Clocks Throttle Reasons") and value == "Active":
-        if key.lower() in _REASONS:
+    elif section in ("Clocks Event Reasons", "Clocks Throttle Reasons") and key.lower() in _REASONS:
+        # "none" is said only where the reasons were read: a paste that lost them says nothing
+        gpu["reasons"] = gpu["reasons"] or []
+        if value == "Active":
             gpu["reasons"].append(_REASONS[key.lower()])
     elif section == "Temperature" and key == "GPU Current Temp":
         gpu["temp_c"] = _number(value)

@@ -88,22 +88,41 @@ class PromQueryImporter(Importer):
 
 
 _POINT = re.compile(r"""\[\s*(\d{9,}(?:\.\d+)?)\s*,\s*["']([-+0-9.eE]+|NaN)["']\s*\]""")
-_NAME = re.compile(r"""["']__name__["']\s*:\s*["']([^"']+)["']""")
+# A series' labels: its "metric" object, flat (label values hold no braces)
+_METRIC = re.compile(r"""["']metric["']\s*:\s*(\{[^{}]*\})""")
 
 
 def _salvage(text: str, result: Imported) -> Imported:
-    """A cut-off response: keep the complete ``[time, "value"]`` points it still holds."""
-    points = _POINT.findall(text)
-    if not points:
+    """A cut-off response: keep the complete ``[time, "value"]`` points it still holds, each under the
+    labels of the series it follows; points after a series whose labels were cut are left out."""
+    parts, read = [], 0
+    metrics = list(_METRIC.finditer(text))
+    for metric, after in zip(metrics, [*metrics[1:], None], strict=True):
+        points = _POINT.findall(text, metric.end(), after.start() if after else len(text))
+        labels = _labels(metric.group(1))
+        if not points or labels is None:
+            continue
+        name = labels.pop("__name__", None) or "value"
+        parts.append(route(name, labels, [_float(t) for t, _ in points], [_float(v) for _, v in points]))
+        read += len(points)
+    if not parts:
         result.warnings.append(
             "not a complete JSON object (cut off?) and no complete point in it; nothing read"
         )
         return result
-    name = _NAME.search(text)
-    result.warnings.append(f"not a complete JSON object (cut off?): read the {len(points)} complete point(s)")
-    stamps, values = [_float(t) for t, _ in points], [_float(v) for _, v in points]
-    result.tables = _merge([route(name.group(1) if name else "value", {}, stamps, values)])
+    result.warnings.append(f"not a complete JSON object (cut off?): read the {read} complete point(s)")
+    result.tables = _merge(parts)
     return result
+
+
+def _labels(text: str) -> dict | None:
+    for candidate in (text, text.replace("'", '"')):
+        try:
+            labels = json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+        return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else None
+    return None
 
 
 def _float(value: object) -> float:
@@ -115,18 +134,25 @@ def _float(value: object) -> float:
 
 
 def _json_object(text: str) -> dict | None:
+    """The response: the first object that opens with a key and parses, as JSON or as Python's printed
+    dict (quotes '), whole or with its line breaks taken out (a paste broke a line inside a string)."""
     body = "\n".join(line for line in text.splitlines() if not line.startswith("# source:"))
-    start = body.find("{")
-    if start < 0:
-        return None
     decoder = json.JSONDecoder()
-    for candidate in (body[start:], body[start:].replace("'", '"')):  # Python's printed dicts use '
-        try:
-            value, _ = decoder.raw_decode(candidate)
-            return value if isinstance(value, dict) else None
-        except json.JSONDecodeError:
-            continue
+    for start in [match.start() for match in _OBJECT_START.finditer(body)][:_TRIED_STARTS]:
+        document = body[start:]
+        for candidate in (document, document.replace("'", '"')):  # Python's printed dicts use '
+            for attempt in (candidate, candidate.replace("\n", "")):
+                try:
+                    value, _ = decoder.raw_decode(attempt)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(value, dict) and ("data" in value or "status" in value):
+                    return value  # the response, not one of its series
     return None
+
+
+_OBJECT_START = re.compile(r"""\{\s*["']""")
+_TRIED_STARTS = 3  # a prose line before the response may hold a brace or two ("...{job='vllm'}")
 
 
 class GrafanaCsvImporter(Importer):

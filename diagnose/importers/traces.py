@@ -56,9 +56,7 @@ def _documents(text: str) -> tuple[list, int]:
     except json.JSONDecodeError:
         pass
     documents, bad = [], 0
-    for line in body.splitlines():
-        if not line.strip():
-            continue
+    for line in _records(body):
         try:
             documents.append(json.loads(line))
         except json.JSONDecodeError:
@@ -67,6 +65,30 @@ def _documents(text: str) -> tuple[list, int]:
             if salvaged:
                 documents.append({"scopeSpans": [{"spans": salvaged}]})
     return documents, bad
+
+
+def _records(body: str) -> list[str]:
+    """One JSON document a line; a line that opens none continues the line before it where that one
+    does not parse alone (a paste broke it, mid-key or mid-figure)."""
+    records: list[str] = []
+    broken = False
+    for line in body.splitlines():
+        if not line.strip():
+            continue
+        if records and broken and not line.lstrip().startswith("{"):
+            records[-1] += line
+        else:
+            records.append(line)
+        broken = not _parses(records[-1])
+    return records
+
+
+def _parses(text: str) -> bool:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
 
 
 def _complete_spans(line: str) -> list[dict]:
