@@ -1,6 +1,7 @@
 """A fleet sweep against a real Prometheus: hosts a minute, peak memory, findings found, shards merged.
 
     python benchmarks/bench_sweep.py [--hosts 200] [--minutes 60] [--gpus 8] [--concurrency 4] [--shards 4]
+    python benchmarks/bench_sweep.py --latency-ms 20 --concurrency 8   # a Prometheus across a network
 
 Writes ``--hosts`` synthetic hosts' node_exporter and dcgm-exporter series
 (``--gpus`` GPUs each, sampled every 15 s for ``--minutes``) as OpenMetrics, backfills
@@ -14,6 +15,14 @@ clock by thermal slowdown: the share of those found (gpu-throttling likely)
 and of the others wrongly flagged is reported. Peak memory is the largest
 resident set of any one process of the sweep (the CLI or a worker), from the
 OS: the sweep holds at most ``--concurrency`` of them at once.
+
+The store a fleet's metrics live in (Prometheus, Thanos, Mimir, VictoriaMetrics)
+is another machine: each query waits for the network and the store's own work.
+``--latency-ms`` puts a forwarding proxy between the sweep and the local
+Prometheus that answers each request that much later (the store's time to
+first byte over the network); the queries a host takes are counted and said.
+Without it the Prometheus is on the same two cores as the sweep, and the
+speed-up is that of the CPU alone.
 """
 
 from __future__ import annotations
@@ -24,8 +33,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
+from contextlib import contextmanager, nullcontext
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -132,6 +144,37 @@ def _serve(data: Path, folder: Path) -> tuple[subprocess.Popen, str]:
     return server, url
 
 
+@contextmanager
+def _remote(url: str, latency_s: float):
+    """``url`` as a store across a network: every request answered ``latency_s`` later; yields the
+    proxy's URL and a list that counts the requests."""
+    served: list[str] = []
+
+    class Delayed(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            time.sleep(latency_s)
+            served.append(self.path)
+            with urllib.request.urlopen(url + self.path, timeout=60) as answer:
+                body, status, kind = answer.read(), answer.status, answer.headers.get("Content-Type")
+            self.send_response(status)
+            self.send_header("Content-Type", kind or "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    proxy = ThreadingHTTPServer(("127.0.0.1", free_port()), Delayed)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{proxy.server_address[1]}", served
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+
+
 # Runs one command and prints its wall time and the largest resident set of it and its descendants.
 _MEASURE = """
 import resource, subprocess, sys, time
@@ -182,10 +225,17 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        help="each query answered this much later, as a store across a network would (default 0: local)",
+    )
     add_quick(parser)
     args = parser.parse_args()
     if args.quick:
         args.hosts, args.minutes, args.shards, args.gpus = 6, 5, 2, 2
+        args.latency_ms = args.latency_ms or 5.0  # the proxy's path runs too
     if not (shutil.which("prometheus") and shutil.which("promtool")):
         print("prometheus and promtool are not installed (the distribution's package): nothing measured")
         return
@@ -211,33 +261,39 @@ def main() -> None:
             f"{args.hosts} hosts of {args.gpus} GPUs, {args.minutes} min at {STEP_S} s, "
             f"backfilled in {time.monotonic() - began:.0f} s"
         )
-        server, url = _serve(folder / "data", folder)
+        server, local = _serve(folder / "data", folder)
+        remote = _remote(local, args.latency_ms / 1000) if args.latency_ms > 0 else nullcontext((local, []))
         try:
-            rows = []
-            for label, out, options in (
-                ("one after another", folder / "serial", ("--max-concurrency", "1")),
-                (
-                    f"{args.concurrency} at a time",
-                    folder / "parallel",
-                    ("--max-concurrency", str(args.concurrency)),
-                ),
-            ):
-                seconds, peak = _sweep(url, out, window, *options)
-                hit, throttled, wrong, problems = _found(out)
-                rows.append((label, seconds, peak, hit, throttled, wrong, problems))
-            shared = folder / "sharded"
-            shard_seconds, shard_peak = 0.0, 0.0
-            for index in range(args.shards):
-                seconds, peak = _sweep(url, shared, window, "--shard", f"{index}/{args.shards}")
-                shard_seconds, shard_peak = shard_seconds + seconds, max(shard_peak, peak)
-            subprocess.run(
-                [sys.executable, "-m", "diagnose", "fleet", "merge", str(shared)],
-                check=True,
-                capture_output=True,
-            )
+            with remote as (url, served):
+                rows = []
+                for label, out, options in (
+                    ("one after another", folder / "serial", ("--max-concurrency", "1")),
+                    (
+                        f"{args.concurrency} at a time",
+                        folder / "parallel",
+                        ("--max-concurrency", str(args.concurrency)),
+                    ),
+                ):
+                    asked = len(served)
+                    seconds, peak = _sweep(url, out, window, *options)
+                    hit, throttled, wrong, problems = _found(out)
+                    rows.append((label, seconds, peak, hit, throttled, wrong, problems))
+                    queries = (len(served) - asked) / args.hosts
+                shared = folder / "sharded"
+                shard_seconds, shard_peak = 0.0, 0.0
+                for index in range(args.shards):
+                    seconds, peak = _sweep(url, shared, window, "--shard", f"{index}/{args.shards}")
+                    shard_seconds, shard_peak = shard_seconds + seconds, max(shard_peak, peak)
+                subprocess.run(
+                    [sys.executable, "-m", "diagnose", "fleet", "merge", str(shared)],
+                    check=True,
+                    capture_output=True,
+                )
         finally:
             server.terminate()
             server.wait(timeout=30)
+        if args.latency_ms > 0:
+            print(f"each query answered {args.latency_ms:g} ms later; {queries:.1f} queries a host")
         print(
             "| sweep | seconds | hosts a minute | peak MiB | throttled hosts found | others flagged "
             "| not analysed |"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -387,3 +388,42 @@ def test_the_export_lands_in_the_users_state_folder_unless_told(tmp_path, monkey
     asyncio.run(drive())
     assert app.exported.parent == tmp_path / "state" / "diagnose" / "exports"
     assert app.exported.is_file() and [p.name for p in tmp_path.iterdir()] == ["state"]
+
+
+class _ThisHost(ReplayFeed):
+    """A recording shown as if sampled on this host now: what a live view is to the `v` key."""
+
+    def state(self):
+        return replace(super().state(), mode="live")
+
+
+def test_the_verify_key_runs_the_checks_on_this_host_and_only_in_a_live_view(tmp_path):
+    from tests.test_verify import _host
+
+    hot = [{"gpu": 0, "util_pct": 92, "sm_clock_mhz": 1190, "max_sm_clock_mhz": 1980,
+            "throttle_reasons": "sw_thermal_slowdown"}]  # fmt: skip
+    dump = load_dump(str(DUMPS / "gpu-throttling"))
+    settings = LiveSettings(
+        RULES, window_s=None, refresh_s=0.5, export_dir=tmp_path, verify_host=_host(tmp_path, gpus=hot)
+    )
+
+    async def drive(app: LiveApp) -> tuple[str | None, str, list[str]]:
+        async with app.run_test(size=(160, 50)) as pilot:
+            await _until(pilot, lambda: app.report is not None)
+            await pilot.press("v")
+            await _until(
+                pilot,
+                lambda: (
+                    app.screen.id == "verify"
+                    or any("recording" in str(n.message) for n in app._notifications)
+                ),
+            )
+            shown = getattr(app.screen, "markdown", "")
+            return app.screen.id, shown, [str(n.message) for n in app._notifications]
+
+    screen, shown, _ = asyncio.run(drive(LiveApp(_ThisHost(dump, speed=0.0, from_start=False), settings)))
+    assert screen == "verify" and "gpu-throttling" in shown
+    assert "[confirms]" in shown and "GPU 0: sw_thermal_slowdown" in shown
+    screen, _, notices = asyncio.run(drive(LiveApp(ReplayFeed(dump, speed=0.0, from_start=False), settings)))
+    assert screen != "verify"  # a recording is not this host: said, not verified
+    assert any("diagnose verify DUMP" in notice for notice in notices)

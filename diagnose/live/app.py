@@ -21,8 +21,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Markdown, OptionList, Static
+from textual.widgets import DataTable, Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from diagnose.detect.signals import Signal, build_signals, server_pids
@@ -31,6 +30,7 @@ from diagnose.judge.rules import Rule
 from diagnose.live.chart import SeriesChart
 from diagnose.live.export import default_export_dir, export_path
 from diagnose.live.feed import FeedState
+from diagnose.live.pages import HELP, DocumentScreen
 from diagnose.live.panels import (
     Chart,
     cited_signals,
@@ -43,6 +43,8 @@ from diagnose.live.panels import (
 from diagnose.pipeline import Analysis, analyse_dump
 from diagnose.report.markdown import render_hypothesis, render_markdown, render_not_found, render_sources
 from diagnose.report.model import Hypothesis, Report
+from diagnose.verify import Host, verify_report
+from diagnose.verify.render import render
 
 WINDOWS: tuple[float | None, ...] = (60.0, 300.0, 900.0, 3600.0, None)  # None: everything so far
 
@@ -64,6 +66,7 @@ class LiveSettings:
     refresh_s: float = 5.0  # how often the analysis re-runs
     slo_p99_ms: float | None = None
     export_dir: Path = field(default_factory=default_export_dir)
+    verify_host: Host = field(default_factory=Host)  # what `v` reads of this machine (tests give their own)
 
 
 class Sampled(Message):
@@ -86,56 +89,16 @@ class Exported(Message):
         self.path, self.error = path, error
 
 
+class VerifyDone(Message):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
 class AnalysisFailed(Message):
     def __init__(self, error: Exception) -> None:
         super().__init__()
         self.error = error
-
-
-class DocumentScreen(ModalScreen[None]):
-    """A scrollable Markdown page over the view: a hypothesis, the rules not fired, the help."""
-
-    BINDINGS = [Binding("escape,q", "dismiss", "Back")]
-    DEFAULT_CSS = """
-    DocumentScreen { align: center middle; }
-    DocumentScreen > VerticalScroll { width: 90%; height: 90%; border: round $accent; background: $surface; }
-    """
-
-    def __init__(self, markdown: str, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.markdown = markdown
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Markdown(self.markdown)
-        yield Footer()
-
-
-HELP = """\
-# diagnose live
-
-Observe, hypothesise, verify: the charts show the evidence, the list ranks the
-hypotheses the rules drew from it, and each hypothesis says how to verify it.
-
-| key | what it does |
-|---|---|
-| `enter` or click | open the highlighted hypothesis: evidence, how to verify, remedy, pitfalls |
-| `o` | the rules that did not fire: ruled out (and why) or not checked (and what evidence was missing) |
-| `p` | pause / resume (a paused live view keeps sampling and recording) |
-| `w` | change the window: 1 min, 5 min, 15 min, 1 h, everything |
-| `tab` | move between panels |
-| `m` | write the Markdown report of the current window to a file |
-| `?` | this help |
-| `q` or Ctrl-C | quit |
-
-Red marks under a chart are *episodes*: intervals where that signal left its
-baseline and came back; bright ones stand out from the signal's others, dim
-ones are its routine (at least 8 alike). Marks at the same places on two
-charts are spikes that move together; the report's alignment table says how
-likely that is by chance.
-
-A score of 0.5 or more is *likely*; a healthy service shows no likely finding.
-"""
 
 
 class LiveApp(App[None]):
@@ -157,6 +120,7 @@ class LiveApp(App[None]):
         Binding("enter", "open_hypothesis", "Open", show=False),
         Binding("o", "not_fired", "Ruled out"),
         Binding("m", "export_markdown", "Markdown"),
+        Binding("v", "verify", "Verify"),
         Binding("tab", "focus_next", "Next panel", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
@@ -410,6 +374,44 @@ class LiveApp(App[None]):
 
     def action_help(self) -> None:
         self.push_screen(DocumentScreen(HELP, id="help"))
+
+    def action_verify(self) -> None:
+        state = self._state or self.feed.state()
+        if self.report is None or self._analysed is None:
+            self.notify("no analysis yet; nothing to verify", severity="warning", timeout=4)
+            return
+        if state.mode != "live":
+            self.notify(
+                "verify reads the host it runs on now, and this is a recording: run `diagnose verify DUMP` "
+                "on the host the dump came from",
+                severity="warning",
+                timeout=8,
+            )
+            return
+        self.notify("verifying on this host: about ten seconds", title="verify", timeout=4)
+        self._verify(self._analysed[1], self.report, state.host)
+
+    @work(thread=True, exclusive=True, group="verify")
+    def _verify(self, window: Dump, report: Report, host: str) -> None:
+        """The checks of the likely hypotheses (and the runner-up) read off the UI thread: they take
+        about ten seconds of /proc reads, stack dumps and scrapes."""
+        try:
+            found = verify_report(
+                f"the live window ({host})",
+                window,
+                report,
+                self.settings.rules,
+                host=self.settings.verify_host,
+            )
+        except Exception as error:  # noqa: BLE001 - shown as a notice; the view stays up
+            self.post_message(VerifyDone(f"# verify\n\nThe checks could not run: {error}"))
+            return
+        self.post_message(VerifyDone(f"# verify\n\n```text\n{render(found, 'text')}```"))
+
+    def on_verify_done(self, message: VerifyDone) -> None:
+        if self._torn_down():
+            return
+        self.push_screen(DocumentScreen(message.text, id="verify"))
 
     def action_toggle_pause(self) -> None:
         self.paused = not self.paused

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from diagnose.verify.probes import Found, Host
-from diagnose.verify.run import CheckOutcome, Verification, Verified, verify
+from diagnose.verify.run import CheckOutcome, Verification, Verified, verify, verify_report
 
-__all__ = ["CheckOutcome", "Found", "Host", "Verification", "Verified", "verify"]
+__all__ = ["CheckOutcome", "Found", "Host", "Verification", "Verified", "verify", "verify_report"]

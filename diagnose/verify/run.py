@@ -21,8 +21,9 @@ import pandas as pd
 from diagnose.dump.model import Dump
 from diagnose.facts.model import Facts
 from diagnose.judge import expr
-from diagnose.judge.rules import Check
+from diagnose.judge.rules import Check, Rule
 from diagnose.judge.template import render
+from diagnose.report.model import Report
 from diagnose.verify.probes import Context, Found, Host, run_probe
 from diagnose.verify.processes_now import ServerIdentity
 
@@ -68,12 +69,28 @@ def verify(
     from diagnose.judge import default_rules_dir, load_rules
     from diagnose.pipeline import analyse_path
 
-    rules = {rule.id: rule for rule in load_rules(rules_dir or default_rules_dir())}
+    rules = load_rules(rules_dir or default_rules_dir())
     dump, analysis = analyse_path(dump_path, rules_dir)
+    return verify_report(dump_path, dump, analysis.report, rules, causes, host, metrics_url, metrics_map)
+
+
+def verify_report(
+    name: str,
+    dump: Dump,
+    report: Report,
+    rules: list[Rule],
+    causes: list[str] | None = None,
+    host: Host | None = None,
+    metrics_url: str | None = None,
+    metrics_map: dict[str, str] | None = None,
+) -> Verification:
+    """The checks of ``report``'s hypotheses (``dump``'s analysis, named ``name``) run on the live host:
+    what the live view's key runs on the window it shows."""
+    by_id = {rule.id: rule for rule in rules}
     facts = Facts()
-    for name, cited in analysis.report.facts.items():
-        facts.add(name, cited.value, cited.source)
-    scores = {h.id: float(h.score) for h in analysis.report.hypotheses}
+    for fact, cited in report.facts.items():
+        facts.add(fact, cited.value, cited.source)
+    scores = {h.id: float(h.score) for h in report.hypotheses}
     chosen = causes if causes else _likely_and_runner_up(scores)
     source = _metrics_source(dump.manifest.extra)
     url = metrics_url or (source.get("target") if isinstance(source.get("target"), str) else None)
@@ -89,7 +106,7 @@ def verify(
     probes: dict[str, Found] = {}
     verified = []
     for cause in chosen:
-        rule = rules.get(cause)
+        rule = by_id.get(cause)
         score = scores.get(cause, 0.0)
         if rule is None or not rule.checks:
             verified.append(Verified(cause, score, score, (), "its rule lists no check a program can run"))
@@ -100,7 +117,7 @@ def verify(
                 probes[check.probe] = run_probe(check.probe, host, context)
             outcomes.append(_outcome(check, probes[check.probe], facts))
         verified.append(Verified(cause, score, _moved(score, outcomes), tuple(outcomes)))
-    return Verification(dump_path, tuple(verified), tuple(probes.values()))
+    return Verification(name, tuple(verified), tuple(probes.values()))
 
 
 def _likely_and_runner_up(scores: dict[str, float]) -> list[str]:
