@@ -55,6 +55,20 @@ def test_the_report_shows_the_gain_beside_the_hypothesis(report_of):
     assert all("expected_gain" not in h for h in report_of(DUMPS / "memory-swapping")["hypotheses"])
 
 
+def test_where_the_evidence_cannot_give_a_gain_the_report_says_why_instead_of_nothing(report_of):
+    first = report_of(DUMPS / "memory-fragmentation")["hypotheses"][0]
+    assert first["id"] == "memory-fragmentation" and "expected_gain" not in first
+    assert first["gain_note"].startswith("none in latency: the fix gains the out-of-memory errors avoided")
+    cpu = next(h for h in report_of(DUMPS / "cpu-bound-stage")["hypotheses"] if h["id"] == "cpu-bound-stage")
+    assert "depends on the remedy" in cpu["gain_note"]
+    # a cause whose counterfactual is not written yet says nothing: no note is a promise of none
+    swapping = report_of(DUMPS / "memory-swapping")["hypotheses"]
+    assert all("gain_note" not in h and "expected_gain" not in h for h in swapping)
+    # a cause with a counterfactual that this dump allows shows its gain, not a note
+    cold = report_of(DUMPS / "cold-start-contamination")["hypotheses"][0]
+    assert "expected_gain" in cold and "gain_note" not in cold
+
+
 @pytest.mark.parametrize("seed", [0, 6])
 def test_the_latency_without_the_job_runs_is_the_latency_of_the_same_service_with_a_harmless_job(
     tmp_path, seed

@@ -55,6 +55,31 @@ _MIN_LEFT = 50  # requests left after setting the cause's aside, for a P99 worth
 _SHORT_WINDOW_MS = 5.0  # where batch-window-too-long's remedy starts the window
 
 
+# Causes whose fix's gain the evidence cannot honestly give, and why: the report says so rather than
+# show nothing, or a constant.
+_NO_COUNTERFACTUAL = {
+    "cpu-bound-stage": (
+        "none computed: what a fix gains depends on the remedy (a faster implementation removes the "
+        "stage's CPU, more workers only the wait for it), and the dump times the stage as it runs, not "
+        "as faster code would"
+    ),
+    "memory-fragmentation": (
+        "none in latency: the fix gains the out-of-memory errors avoided and the memory the allocator "
+        "holds in pieces (the evidence above gives it), not a latency the dump can replay"
+    ),
+    "kv-cache-pressure": (
+        "none computed: the requests the engine preempted cannot be told in the request log (vLLM V0 "
+        "names its own sequence groups, V1 and SGLang only count them), so their time to first token "
+        "cannot be set aside"
+    ),
+}
+
+
+def no_counterfactual(cause: str) -> str | None:
+    """Why ``cause`` has no expected gain, where that is known rather than not yet written."""
+    return _NO_COUNTERFACTUAL.get(cause)
+
+
 def counterfactual_causes() -> frozenset[str]:
     """The causes that have a counterfactual here (whether a dump allows it is another matter)."""
     return frozenset(_COUNTERFACTUALS)

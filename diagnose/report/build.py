@@ -16,7 +16,7 @@ from diagnose.dump.model import Dump
 from diagnose.dump.reader import KNOWN_TABLES
 from diagnose.dump.schema import TRACE_TABLES
 from diagnose.facts.model import Facts
-from diagnose.gain import ExpectedGain, expected_gain
+from diagnose.gain import ExpectedGain, expected_gain, no_counterfactual
 from diagnose.isolation import isolated
 from diagnose.judge.engine import Outcome, Status
 from diagnose.report.model import (
@@ -242,6 +242,7 @@ def _hypotheses(
             explanation=o.explanation or None,
             own_score=o.own_score,
             expected_gain=gains[o.rule.id],
+            gain_note=no_counterfactual(o.rule.id) if gains[o.rule.id] is None else None,
         )
         for o in ranked
     )

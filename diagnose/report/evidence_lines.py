@@ -132,7 +132,7 @@ def gain_line(h: Hypothesis) -> str | None:
     """``P50 88.9 ms -> 84.3 ms [80.9 ms, 90.6 ms], P99 555 ms -> 218 ms [198 ms, 257 ms], with ...``."""
     gain = h.expected_gain
     if gain is None:
-        return None
+        return h.gain_note
     parts = []
     for figure in gain.figures:
         bounds = (

@@ -155,6 +155,8 @@ class Hypothesis:
     own_score: float | None = field(default=None, metadata={"omit_if_none": True})
     # What removing the cause would gain, computed on the dump (diagnose/gain): where a counterfactual exists.
     expected_gain: ExpectedGain | None = field(default=None, metadata={"omit_if_none": True})
+    # Why there is none, where the evidence cannot give one (diagnose/gain: no_counterfactual).
+    gain_note: str | None = field(default=None, metadata={"omit_if_none": True})
 
     @property
     def is_consequence(self) -> bool:
