@@ -202,18 +202,23 @@ def _without_cut_end(lines: list[str], undone: list[str]) -> list[str]:
         for line in lines[:-1]
         if len(others := _FIELD_SPLIT.split(line.strip())) > place and _FIGURE.match(others[place])
     ]
-    rows = [line.rstrip() for line in lines[:-1] if _outline(line.rstrip()[:-1]) == _outline(last)]
-    ends = {row[-1] for row in rows}
     if len(widths) >= 3 and len(figure) < min(widths):
         proof = "its last figure is shorter than the same figure on every other line"
-    elif rows and len(ends) == 1 and ends <= {",", ";", "|", "\t"}:
-        proof = f"every other row of its table ends on {ends.pop()!r}"
+    elif (end := _rows_end(lines[:-1], last)) is not None:
+        proof = f"every other row of its table ends on {end!r}"
     else:
         return lines
     undone.append(
         f"left out the last line ({len(lines)}): it has no line end and {proof}, so the paste cut it"
     )
     return lines[:-1]
+
+
+def _rows_end(lines: list[str], last: str) -> str | None:
+    """The separator every row shaped like ``last`` ends on, where they all end on the same one."""
+    outline = _outline(last)
+    ends = {line.rstrip()[-1] for line in lines if _outline(line.rstrip()[:-1]) == outline}
+    return ends.pop() if len(ends) == 1 and ends <= {",", ";", "|", "\t"} else None
 
 
 _FIELD_SPLIT = re.compile(r"[,;\s]+")

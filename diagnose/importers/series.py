@@ -138,12 +138,13 @@ def _json_object(text: str) -> dict | None:
     dict (quotes '), whole or with its line breaks taken out (a paste broke a line inside a string)."""
     body = "\n".join(line for line in text.splitlines() if not line.startswith("# source:"))
     decoder = json.JSONDecoder()
-    for start in [match.start() for match in _OBJECT_START.finditer(body)][:_TRIED_STARTS]:
-        document = body[start:]
-        for candidate in (document, document.replace("'", '"')):  # Python's printed dicts use '
-            for attempt in (candidate, candidate.replace("\n", "")):
+    for start in islice(_OBJECT_START.finditer(body), _TRIED_STARTS):
+        document = body[start.start() :]
+        for quoted in (False, True):  # Python's printed dicts use '
+            attempt = document.replace("'", '"') if quoted else document
+            for joined in (False, True):
                 try:
-                    value, _ = decoder.raw_decode(attempt)
+                    value, _ = decoder.raw_decode(attempt.replace("\n", "") if joined else attempt)
                 except json.JSONDecodeError:
                     continue
                 if isinstance(value, dict) and ("data" in value or "status" in value):

@@ -55,40 +55,34 @@ def _documents(text: str) -> tuple[list, int]:
         return [json.loads(body)], 0
     except json.JSONDecodeError:
         pass
-    documents, bad = [], 0
-    for line in _records(body):
-        try:
-            documents.append(json.loads(line))
-        except json.JSONDecodeError:
-            salvaged = _complete_spans(line)
-            bad += not salvaged
-            if salvaged:
-                documents.append({"scopeSpans": [{"spans": salvaged}]})
-    return documents, bad
+    documents: list = []
+    bad = 0
+    broken: str | None = None  # a line that did not parse alone: the next may continue it
 
+    def salvage(line: str) -> None:
+        nonlocal bad
+        salvaged = _complete_spans(line)
+        bad += not salvaged
+        if salvaged:
+            documents.append({"scopeSpans": [{"spans": salvaged}]})
 
-def _records(body: str) -> list[str]:
-    """One JSON document a line; a line that opens none continues the line before it where that one
-    does not parse alone (a paste broke it, mid-key or mid-figure)."""
-    records: list[str] = []
-    broken = False
     for line in body.splitlines():
         if not line.strip():
             continue
-        if records and broken and not line.lstrip().startswith("{"):
-            records[-1] += line
-        else:
-            records.append(line)
-        broken = not _parses(records[-1])
-    return records
-
-
-def _parses(text: str) -> bool:
-    try:
-        json.loads(text)
-    except json.JSONDecodeError:
-        return False
-    return True
+        # One JSON document a line; a line that opens none continues a broken one before it (a paste
+        # broke it, mid-key or mid-figure).
+        if broken is not None and not line.lstrip().startswith("{"):
+            line = broken + line
+        elif broken is not None:
+            salvage(broken)
+        try:
+            documents.append(json.loads(line))
+            broken = None
+        except json.JSONDecodeError:
+            broken = line
+    if broken is not None:
+        salvage(broken)
+    return documents, bad
 
 
 def _complete_spans(line: str) -> list[dict]:

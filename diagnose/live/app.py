@@ -377,7 +377,7 @@ class LiveApp(App[None]):
 
     def action_verify(self) -> None:
         state = self._state or self.feed.state()
-        if self.report is None or self._analysed is None:
+        if self._analysed is None:
             self.notify("no analysis yet; nothing to verify", severity="warning", timeout=4)
             return
         if state.mode != "live":
@@ -389,17 +389,17 @@ class LiveApp(App[None]):
             )
             return
         self.notify("verifying on this host: about ten seconds", title="verify", timeout=4)
-        self._verify(self._analysed[1], self.report, state.host)
+        self._verify(*self._analysed, state.host)
 
     @work(thread=True, exclusive=True, group="verify")
-    def _verify(self, window: Dump, report: Report, host: str) -> None:
+    def _verify(self, analysis: Analysis, window: Dump, host: str) -> None:
         """The checks of the likely hypotheses (and the runner-up) read off the UI thread: they take
         about ten seconds of /proc reads, stack dumps and scrapes."""
         try:
             found = verify_report(
                 f"the live window ({host})",
                 window,
-                report,
+                analysis.report,
                 self.settings.rules,
                 host=self.settings.verify_host,
             )
