@@ -33,6 +33,7 @@ def write_big_trace(path: Path, megabytes: float, packed: bool) -> int:
     block = simulate_trace(TracedModel(steps=2, small_ops=600, gemm_ops=10, gemm_kernel_us=200), seed=1)
     events = block["traceEvents"]
     length = max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events) + 100.0
+    ids = 1 + max(e["args"].get("correlation", 0) for e in events)
     header = {k: v for k, v in block.items() if k != "traceEvents"}
     opened = gzip.open(path, "wt", encoding="utf-8") if packed else open(path, "w", encoding="utf-8")
     written = count = repeat = 0
@@ -44,6 +45,11 @@ def write_big_trace(path: Path, megabytes: float, packed: bool) -> int:
             lines = []
             for event in events:
                 moved = {**event, "ts": round(event["ts"] + repeat * length, 3)}
+                if "correlation" in event["args"]:  # each launch's id is its own, as the profiler's are
+                    moved["args"] = {
+                        **event["args"],
+                        "correlation": event["args"]["correlation"] + repeat * ids,
+                    }
                 if event["name"].startswith("ProfilerStep#"):
                     moved["name"] = f"ProfilerStep#{repeat * 2 + int(event['name'][13:])}"
                 lines.append(("" if first else ",\n") + json.dumps(moved))

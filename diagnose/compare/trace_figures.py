@@ -3,11 +3,12 @@
 A trace has no requests to resample: each figure is the trace's own fact
 (diagnose/facts/gpu_trace.py), judged by its size alone, as a memory peak is
 (diagnose/compare/figures.py). What a trace can say of an optimisation: the
-step's time, where the GPU's time went (busy, idle waiting on the host's
-launches, idle with the host blocked), the kernels launched per step and the
-median kernel's length. The step's time is the GPU's, from one step's first
-kernel to the next's: the host's annotation ends when it has issued the step,
-which may be well before the GPU has run it.
+step's time, where the GPU's time went (busy; idle waiting on the host's
+launches, on its CPU work, or with it blocked; idle with its next kernel
+already queued), the kernels launched per step and the median kernel's
+length. The step's time is the GPU's, from one step's first kernel to the
+next's: the host's annotation ends when it has issued the step, which may be
+well before the GPU has run it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,22 @@ _FIGURES = (
         "launch_bound_idle",
         "trace.launch_bound_idle_share",
         "GPU idle waiting on the host issuing work",
+        "share",
+        "lower",
+        "difference",
+    ),
+    (
+        "queued_idle",
+        "trace.queued_idle_share",
+        "GPU idle with its next kernel already queued",
+        "share",
+        "lower",
+        "difference",
+    ),
+    (
+        "cpu_work_idle",
+        "trace.cpu_work_idle_share",
+        "GPU idle with the host working on the CPU",
         "share",
         "lower",
         "difference",

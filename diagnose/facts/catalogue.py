@@ -461,6 +461,20 @@ CATALOGUE: dict[str, FactSpec] = {
     "trace.launches": FactSpec("count", _TRACE, "runtime calls that launch a kernel or a graph"),
     "trace.launch_median_us": FactSpec("us", _TRACE, "median time the host spent in one launch call"),
     "trace.graph_kernel_share": FactSpec("ratio", _TRACE, "share of kernels launched by a CUDA graph"),
+    "trace.idle_queued_share": FactSpec(
+        "ratio",
+        _TRACE,
+        "share of the GPU's idle time with its next kernel already issued: waiting on something else "
+        "than the host (another stream's event, a copy, a collective's peers, another process)",
+    ),
+    "trace.queued_idle_share": FactSpec(
+        "ratio", _TRACE, "GPU idle with its next kernel already issued, over the span"
+    ),
+    "trace.queue_wait_median_us": FactSpec(
+        "us",
+        _TRACE,
+        "median time from a kernel's launch call returning to its start: how far the host runs ahead",
+    ),
     "trace.idle_sync_share": FactSpec(
         "ratio", _TRACE, "share of the GPU's idle time with the host blocked in a synchronising call"
     ),
@@ -474,6 +488,14 @@ CATALOGUE: dict[str, FactSpec] = {
     ),
     "trace.idle_operator_share": FactSpec(
         "ratio", _TRACE, "share of the GPU's idle time with the host in operators, outside runtime calls"
+    ),
+    "trace.idle_cpu_share": FactSpec(
+        "ratio",
+        _TRACE,
+        "share of the GPU's idle time with the host in operators that give the GPU no work (CPU work)",
+    ),
+    "trace.cpu_work_idle_share": FactSpec(
+        "ratio", _TRACE, "GPU idle with the host in operators that give the GPU no work, over the span"
     ),
     "trace.idle_host_overhead_share": FactSpec(
         "ratio",

@@ -1,27 +1,17 @@
-"""What a profiler trace says of the GPU's time: how busy it was, and while it idled, what the host did.
+"""What a profiler trace says of the GPU's time: how busy it was, why it idled, and its kernels.
 
-The GPU analysed is the one with the most kernel time. It is *busy* while a
-kernel runs on it (the union of its kernels' intervals, as Holistic Trace
-Analysis measures it: copy engines moving data do not compute), over the span
-from its first kernel's start to its last kernel's end. Each idle stretch is
-split by what the host's threads were doing meanwhile, in this order: one of
-them issuing work (in a launch call; in another runtime call; in a framework
-operator, less the time that thread was blocked inside it), one blocked in a
-synchronising call (a stream, event or device synchronise, a copy to or from
-pageable memory, CUPTI's own sync records), or none in anything the trace
-recorded (data loading, an untraced thread, sleep). Issuing comes first: while
-one thread waits on the GPU, another may be what the GPU waits for.
-
-Many short kernels with the GPU idle while the host launches them is the
-signature of operators that were not fused; idle time right after the host
-synchronised is the cost of a sync in the step; copies from pageable memory
-are named by the profiler ("Pageable -> Device").
+The timeline and the idle states are diagnose.facts.gpu_timeline's; here are
+the facts read from them. Many short kernels with the GPU idle while the host
+launches them is the signature of operators that were not fused; idle time
+right after the host synchronised is the cost of a sync in the step; idle
+time with the next kernel already queued is a wait on something besides the
+host; copies from pageable memory are named by the profiler ("Pageable ->
+Device").
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -29,17 +19,11 @@ import pandas as pd
 from diagnose.dump.model import Dump
 from diagnose.facts import intervals
 from diagnose.facts.cpu_graph import CHAIN, in_runs
-from diagnose.facts.intervals import Intervals
+from diagnose.facts.gpu_timeline import GpuTimeline, HostCalls, gpu_timeline, matches
 from diagnose.facts.model import Facts
 
 SHORT_KERNEL_US = 10.0  # below this a kernel costs about what launching it does (a few µs)
-LAUNCH = re.compile(r"Launch", re.IGNORECASE)
-_GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.IGNORECASE)
-# Calls that block the host until the GPU catches up: synchronise calls, and copies without "Async"
-# (cudaMemcpy, cuMemcpyDtoH_v2, hipMemcpy): they return when the copy is done.
-SYNC = re.compile(r"Synchronize|^(?:cuda|hip|cu)Memcpy(?!.*Async)", re.IGNORECASE)
 _HOST_COPY_KINDS = ("HtoD", "DtoH")
-_STEP_MARK = re.compile(r"^(?:ProfilerStep|model_run)#\d+$")
 _CLASSES = (  # kernel classes by name, first match wins: the libraries' own naming
     ("communication", re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall", re.I)),
     ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|mha_", re.I)),
@@ -54,92 +38,6 @@ _CLASSES = (  # kernel classes by name, first match wins: the libraries' own nam
         re.compile(r"elementwise|vectorized|unrolled|pointwise|triton_poi|fill|copy_kernel", re.I),
     ),
 )
-
-
-# What the host was doing while the GPU idled, in the order an idle microsecond is given to them: a
-# thread issuing work (launching, in other runtime calls, in operators) before a thread blocked, since
-# while one thread waits on the GPU another may be what the GPU waits for.
-IDLE_STATES = ("launch", "runtime", "operator", "sync", "untraced")
-
-
-@dataclass(frozen=True)
-class GpuTimeline:
-    """The analysed GPU's kernels and, for each idle state but the last, the host's time in it or in
-    an earlier one (so the first layer holding an idle instant names its state)."""
-
-    gpu: float | None
-    begin: float
-    end: float
-    activity: pd.DataFrame  # everything that ran on this GPU: kernels, copies, memsets
-    kernels: pd.DataFrame
-    busy: Intervals
-    layers: tuple[Intervals, ...] = ()  # launch; +runtime; +operator; +sync (none without host calls)
-    host: _Host | None = field(default=None, compare=False)
-
-    def kernel_steps(self) -> pd.Series:
-        """Each kernel's step, by its launch's correlation id (missing where none says)."""
-        host = self.host
-        if host is None or "correlation" not in self.kernels:
-            return pd.Series(np.nan, index=self.kernels.index)
-        stepped = np.isfinite(host.step) & np.isfinite(host.correlation)
-        step_of = pd.Series(host.step[stepped], index=host.correlation[stepped])
-        return self.kernels["correlation"].map(step_of[~step_of.index.duplicated()])
-
-    def step_starts(self) -> np.ndarray:
-        """Where each step's first kernel ran, in step order."""
-        steps = self.kernel_steps()
-        known = steps.notna()
-        if not known.any():
-            return np.zeros(0)
-        return self.kernels["ts"][known].groupby(steps[known]).min().sort_index().to_numpy(dtype="float64")
-
-    def state_at(self, at: np.ndarray) -> np.ndarray:
-        """Per instant: -1 while a kernel runs, else the index of its state in IDLE_STATES."""
-        state = np.full(at.shape, len(IDLE_STATES) - 1)
-        for index in reversed(range(len(self.layers))):
-            state[intervals.inside(self.layers[index], at)] = index
-        state[intervals.inside(self.busy, at)] = -1
-        return state
-
-
-def gpu_timeline(dump: Dump) -> GpuTimeline | None:
-    """The GPU with the most kernel time, with the host's calls laid over its idle time."""
-    activity = dump.traces.get("gpu_activity")
-    if activity is None or not len(activity) or "kind" not in activity or "dur_us" not in activity:
-        return None
-    is_kernel = activity["kind"].to_numpy() == "kernel"
-    if not is_kernel.any():
-        return None
-    gpu = _busiest_gpu(activity, is_kernel)
-    on_gpu = np.ones(len(activity), dtype=bool) if gpu is None else activity["gpu"].to_numpy() == gpu
-    kernels = activity[is_kernel & on_gpu]
-    starts = kernels["ts"].to_numpy(dtype="float64")
-    ends = starts + kernels["dur_us"].to_numpy(dtype="float64")
-    host = _host(dump)
-    layers: tuple[Intervals, ...] = ()
-    if host is not None:
-        blocked = host.sync_record | host.sync_call
-        launch = host.intervals(host.launch)
-        runtime = intervals.union_of(launch, host.issuing(host.runtime & ~blocked, blocked))
-        operator = intervals.union_of(runtime, host.issuing(host.operator, blocked))
-        layers = (launch, runtime, operator, intervals.union_of(operator, host.intervals(blocked)))
-    return GpuTimeline(
-        gpu,
-        float(starts.min()),
-        float(ends.max()),
-        activity[on_gpu],
-        kernels,
-        intervals.union(starts, ends),
-        layers,
-        host,
-    )
-
-
-def _host(dump: Dump) -> _Host | None:
-    calls = dump.traces.get("host_calls")
-    if calls is None or not len(calls) or not {"kind", "name", "dur_us"} <= set(calls.columns):
-        return None
-    return _Host(calls, dump.traces.get("gpu_activity"))
 
 
 def add_trace_facts(facts: Facts, dump: Dump) -> None:
@@ -176,53 +74,9 @@ def add_trace_facts(facts: Facts, dump: Dump) -> None:
     _add_copies(facts, timeline.activity, span, where)
 
 
-class _Host:
-    """The host calls as arrays, with the masks every fact below uses: computed once."""
-
-    def __init__(self, calls: pd.DataFrame, activity: pd.DataFrame | None) -> None:
-        self.ts = calls["ts"].to_numpy(dtype="float64")
-        self.dur = calls["dur_us"].to_numpy(dtype="float64")
-        kind = calls["kind"].to_numpy()
-        self.runtime = kind == "runtime"
-        self.operator = kind == "operator"
-        self.sync_record = kind == "sync"
-        self.annotation = kind == "annotation"
-        self.launch = self.runtime & matches(calls["name"], LAUNCH)
-        self.graph_launch = self.launch & matches(calls["name"], _GRAPH_LAUNCH)
-        self.step_mark = self.annotation & matches(calls["name"], _STEP_MARK)
-        nan = np.full(len(calls), np.nan)
-        self.correlation = calls["correlation"].to_numpy(dtype="float64") if "correlation" in calls else nan
-        self.step = calls["step"].to_numpy(dtype="float64") if "step" in calls else nan
-        self.thread = calls["thread"].to_numpy() if "thread" in calls else np.zeros(len(calls))
-        # A copy to or from pageable memory returns when it is done, "Async" or not: it blocks.
-        blocking_copy = self.runtime & np.isin(self.correlation, _pageable_correlations(activity))
-        self.sync_call = self.runtime & (matches(calls["name"], SYNC) | blocking_copy)
-
-    def intervals(self, mask: np.ndarray) -> Intervals:
-        return intervals.union(self.ts[mask], self.ts[mask] + self.dur[mask])
-
-    def issuing(self, mask: np.ndarray, blocked: np.ndarray) -> Intervals:
-        """The time of ``mask``'s calls less, thread by thread, the time that thread was blocked in
-        them (an operator around a synchronising call is waiting, not issuing work)."""
-        parts = [
-            intervals.difference(self.intervals(mask & mine), self.intervals(blocked & mine))
-            for thread in pd.unique(self.thread[mask])
-            if (mine := self.thread == thread).any()
-        ]
-        if not parts:
-            return np.zeros(0), np.zeros(0)
-        return intervals.union(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
-
-
-def _pageable_correlations(activity: pd.DataFrame | None) -> np.ndarray:
-    if activity is None or not {"kind", "pinned", "correlation"} <= set(activity.columns):
-        return np.zeros(0)
-    pageable = (activity["pinned"] == False).fillna(False).to_numpy(dtype=bool)  # noqa: E712 - nullable
-    copies = activity[(activity["kind"].to_numpy() == "memcpy") & pageable]
-    return copies["correlation"].dropna().to_numpy(dtype="float64")
-
-
-def _add_host_facts(facts: Facts, host: _Host, timeline: GpuTimeline, where: str, calls_source: str) -> None:
+def _add_host_facts(
+    facts: Facts, host: HostCalls, timeline: GpuTimeline, where: str, calls_source: str
+) -> None:
     kernels, busy, begin, end = timeline.kernels, timeline.busy, timeline.begin, timeline.end
     cite = f"{where} against {calls_source}"
     facts.add("trace.operator_calls", int(host.operator.sum()), f"{calls_source}: framework operators traced")
@@ -243,6 +97,15 @@ def _add_host_facts(facts: Facts, host: _Host, timeline: GpuTimeline, where: str
                 float(np.mean(graphed)),
                 f"{cite}: kernels launched by a CUDA graph (their graph launch's correlation)",
             )
+    if timeline.issued is not None and np.isfinite(timeline.issued).any():
+        # How far ahead of the GPU the host runs: near zero (or below: a kernel can start before its
+        # launch call returns) where the GPU waits on each launch, a step's time where it never does.
+        waited = kernels["ts"].to_numpy(dtype="float64") - timeline.issued
+        facts.add(
+            "trace.queue_wait_median_us",
+            float(np.nanmedian(waited)),
+            f"{cite}: from each kernel's launch call returning to its start (median)",
+        )
     # CUPTI's sync records repeat the runtime's synchronise calls: count the calls where there are any.
     syncs = host.sync_call if host.sync_call.any() else host.sync_record
     _add_idle_split(facts, timeline, cite)
@@ -250,39 +113,39 @@ def _add_host_facts(facts: Facts, host: _Host, timeline: GpuTimeline, where: str
     _add_sync_cost(facts, host, syncs, busy, begin, end, cite)
 
 
-def matches(column: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
-    """Which rows' text matches, decided once per distinct name: a trace repeats a few hundred names
-    millions of times."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        hits = np.array([bool(pattern.search(str(name))) for name in column.cat.categories] + [False])
-        return hits[column.cat.codes.to_numpy()]  # a missing name's code, -1, takes the last: False
-    return column.astype("string").str.contains(pattern, na=False).to_numpy(dtype=bool)
-
-
-def _busiest_gpu(activity: pd.DataFrame, is_kernel: np.ndarray) -> float | None:
-    if "gpu" not in activity or activity["gpu"].isna().all():
-        return None
-    kernels = activity[is_kernel]
-    busiest = kernels.groupby("gpu")["dur_us"].sum().idxmax()
-    return float(busiest) if isinstance(busiest, int | float) else None
-
-
 def _add_idle_split(facts: Facts, timeline: GpuTimeline, cite: str) -> None:
-    """Each idle microsecond goes to the first of: a thread launching, in another runtime call
-    (allocation, queries), in an operator (less its own blocked time), blocked in a synchronising
-    call or copy, and last in nothing traced."""
+    """Each idle microsecond goes to the first of: the next kernel already issued, a thread
+    launching, in another runtime call (allocation, queries), in an operator that gives the GPU work
+    (less its own blocked time), in one that gives it none (CPU work), blocked in a synchronising call
+    or copy, and last in nothing traced."""
     begin, end = timeline.begin, timeline.end
     gaps = intervals.gaps(timeline.busy, begin, end)
     idle = float((gaps[1] - gaps[0]).sum())
     if idle <= 0:
         return
     covered = [intervals.overlap(gaps, layer) for layer in timeline.layers]
-    launching, runtime, in_ops, blocked = (covered[0], *np.diff(covered))
+    queued, launching, runtime, in_ops, in_cpu_ops, blocked = (covered[0], *np.diff(covered))
     source = f"{cite}: GPU idle time by what the host's threads were doing"
+    facts.add(
+        "trace.idle_queued_share",
+        queued / idle,
+        f"{cite}: GPU idle time whose next kernel's launch had returned before the GPU went idle",
+    )
+    facts.add(
+        "trace.queued_idle_share",
+        queued / (end - begin),
+        f"{cite}: GPU idle with its next kernel already issued, over the span",
+    )
     facts.add("trace.idle_sync_share", blocked / idle, source)
     facts.add("trace.idle_launch_share", launching / idle, source)
     facts.add("trace.idle_runtime_share", runtime / idle, source)
     facts.add("trace.idle_operator_share", in_ops / idle, source)
+    facts.add("trace.idle_cpu_share", in_cpu_ops / idle, source)
+    facts.add(
+        "trace.cpu_work_idle_share",
+        in_cpu_ops / (end - begin),
+        f"{cite}: GPU idle with the host in operators that give the GPU no work (CPU tensors), over the span",
+    )
     # The framework's overhead: launches, the runtime calls operators make besides (the caching
     # allocator polls events on each allocation), and the operators' own host time.
     overhead = launching + runtime + in_ops
@@ -301,7 +164,7 @@ def _add_idle_split(facts: Facts, timeline: GpuTimeline, cite: str) -> None:
     )
 
 
-def _add_steps(facts: Facts, host: _Host, timeline: GpuTimeline, syncs: np.ndarray, cite: str) -> None:
+def _add_steps(facts: Facts, host: HostCalls, timeline: GpuTimeline, syncs: np.ndarray, cite: str) -> None:
     marks = host.step_mark & np.isfinite(host.step)
     steps = int(np.unique(host.step[marks]).size)
     if not steps:
@@ -346,7 +209,7 @@ def _add_steps(facts: Facts, host: _Host, timeline: GpuTimeline, syncs: np.ndarr
 
 def _add_sync_cost(
     facts: Facts,
-    host: _Host,
+    host: HostCalls,
     syncs: np.ndarray,
     busy: tuple[np.ndarray, np.ndarray],
     begin: float,

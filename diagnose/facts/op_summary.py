@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.model import Dump
-from diagnose.facts.gpu_trace import LAUNCH, SHORT_KERNEL_US, SYNC, add_kernel_classes, matches
+from diagnose.facts.gpu_timeline import LAUNCH, SYNC, matches
+from diagnose.facts.gpu_trace import SHORT_KERNEL_US, add_kernel_classes
 from diagnose.facts.model import Facts
 
 

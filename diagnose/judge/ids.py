@@ -20,6 +20,9 @@ ROOT_CAUSE_IDS: dict[str, str] = {
     "unfused-operators": "from a trace: many small operators run one by one; fusion did not take effect",
     "host-sync-in-step": "from a trace: the step blocks on the GPU, which idles while the host catches up",
     "pageable-host-copies": "from a trace: host-device copies from pageable memory, synchronous and slow",
+    "gpu-waits-on-dependency": (
+        "from a trace: the GPU idles with its next kernels queued; it waits on something, not the host"
+    ),
     "memory-cleanup-per-request": "the allocator's cache is emptied after every inference",
     "over-parallelism": "more threads or parallel sub-tasks than cores; contention, not throughput",
 }

@@ -180,11 +180,17 @@ EVIDENCE: dict[str, tuple[str, Callable[[Dump, Report], Any], Callable[[Any], An
             "gpu-trace",
             lambda dump, report: trace.trace_strip(dump),
             trace.draw_trace,
-            "the profiled span in slices, each the share a kernel ran and the share the GPU idled with the "
-            "host launching, in runtime calls, in operators, blocked or in nothing traced; below, the "
-            "kernels with the most time",
+            "the profiled span in slices, each the share a kernel ran and the share the GPU idled with its "
+            "next kernel already queued, or with the host launching, in runtime calls, in operators, on "
+            "CPU work, blocked or in nothing traced; then the same a whole step each; below, the kernels "
+            "with the most time",
         )
-        for rule_id in ("unfused-operators", "host-sync-in-step", "pageable-host-copies")
+        for rule_id in (
+            "unfused-operators",
+            "host-sync-in-step",
+            "pageable-host-copies",
+            "gpu-waits-on-dependency",
+        )
     },
     "over-parallelism": (
         "cpu",

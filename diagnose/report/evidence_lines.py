@@ -108,14 +108,21 @@ def trace_lines(report: Report) -> list[str]:
                 ("launch", "launching"),
                 ("runtime", "other runtime calls"),
                 ("operator", "operators"),
+                ("cpu", "CPU work"),
                 ("sync", "blocked"),
                 ("untraced", "nothing traced"),
             )
         ]
         if all(share is not None for _, share in idle):
-            lines.append(
-                "while it idled, the host was: " + ", ".join(f"{label} {percent(s)}" for label, s in idle)
-            )
+            host = ", ".join(f"{label} {percent(s)}" for label, s in idle)
+            queued, wait = number("trace.idle_queued_share"), number("trace.queue_wait_median_us")
+            if queued is not None and queued >= 0.005 and wait is not None:  # the GPU had work queued
+                lines.append(
+                    f"while it idled: its next kernel already queued {percent(queued)} (kernels started a "
+                    f"median {human_us(wait)} after their launch); the host {host}"
+                )
+            else:
+                lines.append(f"while it idled, the host was: {host}")
     elif kernels == 0 and number("trace.ops_per_step") is not None:
         chain = number("trace.host_chain_share")
         line = f"a run on the host: {number('trace.ops_per_step'):,.0f} operators a step"
