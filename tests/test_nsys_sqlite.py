@@ -13,6 +13,7 @@ from fixtures.kernel_trace import TracedModel, write_nsys_sqlite, write_trace
 
 UNFUSED = TracedModel(small_ops=600, gemm_ops=10, gemm_kernel_us=200)
 PAGEABLE = TracedModel(small_ops=20, gemm_ops=60, gemm_kernel_us=400, copy_bytes=64e6, pageable=True)
+WAITING = TracedModel(small_ops=20, gemm_ops=60, gemm_kernel_us=150, event_wait_us=6_000)
 # What both forms record alike: the GPU's side in full, the host's runtime calls. An nsys capture
 # without NVTX ranges has no framework operators, so the idle time the operators took is untraced.
 SAME = (
@@ -28,10 +29,12 @@ SAME = (
     "trace.sync_idle_share",
     "trace.pageable_copies",
     "trace.pageable_copy_share",
+    "trace.idle_queued_share",
+    "trace.queue_wait_median_us",
 )
 
 
-@pytest.mark.parametrize("model", [UNFUSED, PAGEABLE], ids=["unfused", "pageable"])
+@pytest.mark.parametrize("model", [UNFUSED, PAGEABLE, WAITING], ids=["unfused", "pageable", "waiting"])
 def test_an_export_gives_the_facts_the_same_profile_gives_as_a_kineto_trace(tmp_path, model):
     export = compute_facts(load_dump(str(write_nsys_sqlite(model, tmp_path / "report.sqlite", seed=5))))
     kineto = compute_facts(load_dump(str(write_trace(model, tmp_path / "trace.json.gz", seed=5))))
@@ -54,6 +57,12 @@ def test_the_export_is_recognised_by_its_bytes_and_left_untouched(tmp_path):
 def test_unfused_kernels_in_an_export_are_found(tmp_path, report_of):
     report = report_of(write_nsys_sqlite(UNFUSED, tmp_path / "report.sqlite", seed=5))
     assert report["hypotheses"][0]["id"] == "unfused-operators"
+    assert report["hypotheses"][0]["score"] >= 0.5
+
+
+def test_a_gpu_waiting_with_work_queued_in_an_export_is_found(tmp_path, report_of):
+    report = report_of(write_nsys_sqlite(WAITING, tmp_path / "report.sqlite", seed=5))
+    assert report["hypotheses"][0]["id"] == "gpu-waits-on-dependency"
     assert report["hypotheses"][0]["score"] >= 0.5
 
 
