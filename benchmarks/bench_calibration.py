@@ -9,6 +9,8 @@ The suites, each with its labels:
   seeds;
 - ``variations``: the second generator's variations (fixtures/variations.py, its
   own code), drawn with the same seeds;
+- ``trace-variations``: the second trace generator's profiler traces
+  (fixtures/trace_variations.py, its own code), drawn with the same seeds;
 - ``recorded``: the testbed's committed recordings (fixtures/recorded/*/truth.yaml),
   and with ``--testbed-runs DIR`` every run under DIR that has its truth.yaml;
 - ``oom``: every real OOM message of ../shared/data/real-samples, labelled by the
@@ -33,7 +35,7 @@ import argparse
 import json
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +49,7 @@ from diagnose.pipeline import analyse  # noqa: E402
 
 LIKELY = 0.5
 BINS = [i / 10 for i in range(11)]
-SUITES = ("fixtures", "variations", "recorded", "oom", "engine-logs")
+SUITES = ("fixtures", "variations", "trace-variations", "recorded", "oom", "engine-logs")
 SAMPLES = ROOT.parent / "shared" / "data" / "real-samples"
 
 
@@ -66,6 +68,17 @@ class Scored:
     scores: dict[str, float]  # every hypothesis shown, by id
 
 
+def _drawn(
+    suite: str, drawn: tuple, write: Callable[..., Path], seeds: int, scratch: Path, every: frozenset[str]
+) -> Iterator[Case]:
+    """A second generator's variations, each drawn ``seeds`` times and labelled with its cause."""
+    for seed in range(1, seeds + 1):
+        for variation in drawn:
+            folder = write(variation, scratch / f"{suite}-{variation.name}-{seed}", seed=seed)
+            causes = frozenset({variation.cause} - {None})
+            yield Case(suite, f"{variation.name} s{seed}", folder, causes, every)
+
+
 def cases(suites: tuple[str, ...], seeds: int, scratch: Path, testbed_runs: Path | None) -> Iterator[Case]:
     every = frozenset(ROOT_CAUSE_IDS)
     if "fixtures" in suites:
@@ -79,11 +92,11 @@ def cases(suites: tuple[str, ...], seeds: int, scratch: Path, testbed_runs: Path
     if "variations" in suites:
         from fixtures.variations import VARIATIONS, write_variation
 
-        for seed in range(1, seeds + 1):
-            for variation in VARIATIONS:
-                folder = write_variation(variation, scratch / f"variation-{variation.name}-{seed}", seed=seed)
-                causes = frozenset({variation.cause} - {None})
-                yield Case("variations", f"{variation.name} s{seed}", folder, causes, every)
+        yield from _drawn("variations", VARIATIONS, write_variation, seeds, scratch, every)
+    if "trace-variations" in suites:
+        from fixtures.trace_variations import TRACE_VARIATIONS, write_trace_variation
+
+        yield from _drawn("trace-variations", TRACE_VARIATIONS, write_trace_variation, seeds, scratch, every)
     if "recorded" in suites:
         runs = sorted((ROOT / "fixtures" / "recorded").glob("*/truth.yaml"))
         if testbed_runs is not None:

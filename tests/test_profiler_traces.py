@@ -357,7 +357,7 @@ def test_two_traces_in_one_folder_are_not_merged_into_one_timeline(tmp_path):
 def test_the_report_says_what_the_trace_shows_whatever_the_rules_made_of_it(tmp_path, run_cli):
     """A trace's headline under the summary: kernels, the GPU's busy share, where its idle time went,
     each figure the facts' (here a trace no rule fires on: the host runs ahead, and the GPU's few
-    idle microseconds come with its next kernel queued)."""
+    idle microseconds are it turning from one queued kernel to the next)."""
     from fixtures.kernel_trace import write_trace
 
     path = write_trace(
@@ -367,8 +367,8 @@ def test_the_report_says_what_the_trace_shows_whatever_the_rules_made_of_it(tmp_
     code, out, _ = run_cli("file", path)
     busy = f"GPU busy {facts.number('trace.gpu_busy_share') * 100:.0f}%"
     assert code == 0 and f"profiler trace: {facts.number('trace.kernels'):,.0f} kernels on GPU 0" in out
-    queued = f"its next kernel already queued {facts.number('trace.idle_queued_share') * 100:.0f}%"
-    assert busy in out and f"while it idled: {queued}" in out and "; the host launching" in out
+    turning = f"turning between queued kernels {facts.number('trace.idle_turnaround_share') * 100:.0f}%"
+    assert busy in out and f"while it idled: {turning}" in out and "; the host launching" in out
     assert "No rule found evidence" in out
 
 

@@ -467,6 +467,12 @@ CATALOGUE: dict[str, FactSpec] = {
         "share of the GPU's idle time with its next kernel already issued: waiting on something else "
         "than the host (another stream's event, a copy, a collective's peers, another process)",
     ),
+    "trace.idle_turnaround_share": FactSpec(
+        "ratio",
+        _TRACE,
+        "share of the GPU's idle time in gaps of under 10 µs between a kernel and the next, already "
+        "issued: the GPU turning from one kernel to the next",
+    ),
     "trace.queued_idle_share": FactSpec(
         "ratio", _TRACE, "GPU idle with its next kernel already issued, over the span"
     ),

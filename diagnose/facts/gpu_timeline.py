@@ -10,7 +10,9 @@ returned before the stretch began) is not the host's doing: the GPU had work
 and did not run it, waiting on something the kernels do not show (an event
 from another stream or device, a copy, a collective's peers, another process).
 That is Holistic Trace Analysis' test for "host wait" against "other", by the
-launch each kernel's correlation id names. Every other idle stretch is
+launch each kernel's correlation id names; as there, a stretch of a few
+microseconds between queued kernels is the GPU turning to the next one
+("kernel wait"), not a wait on anything. Every other idle stretch is
 split by what the host's threads were doing meanwhile, in this order: one of
 them issuing work (in a launch call; in another runtime call; in a framework
 operator that gives the GPU work, less the time that thread was blocked inside
@@ -46,7 +48,11 @@ _STEP_MARK = re.compile(r"^(?:ProfilerStep|model_run)#\d+$")
 # (the host is not what it waits for), then what the host was doing: a thread issuing work (launching,
 # in other runtime calls, in operators that give the GPU work), or working on the CPU, before a thread
 # blocked, since while one thread waits on the GPU another may be what the GPU waits for.
-IDLE_STATES = ("queued", "launch", "runtime", "operator", "cpu", "sync", "untraced")
+IDLE_STATES = ("queued", "turnaround", "launch", "runtime", "operator", "cpu", "sync", "untraced")
+# A queued kernel that starts within this of the previous one's end is the GPU turning from one kernel
+# to the next (a microsecond or two, in a CUDA graph or a deep queue): the cost of many kernels, not a
+# wait on anything.
+TURNAROUND_US = 10.0
 
 
 @dataclass(frozen=True)
@@ -111,24 +117,28 @@ def gpu_timeline(dump: Dump) -> GpuTimeline | None:
     if host is not None:
         blocked = host.sync_record | host.sync_call
         issued = host.issued_at(kernels)
-        queued = _queued_gaps(kernels, issued, busy, begin, end)
-        launch = intervals.union_of(queued, host.intervals(host.launch))
+        queued, turnaround = _queued_gaps(kernels, issued, busy, begin, end)
+        turnaround = intervals.union_of(queued, turnaround)
+        launch = intervals.union_of(turnaround, host.intervals(host.launch))
         runtime = intervals.union_of(launch, host.issuing(host.runtime & ~blocked, blocked))
         operator = intervals.union_of(runtime, host.issuing(host.operator & host.enqueues, blocked))
         cpu = intervals.union_of(operator, host.issuing(host.operator & ~host.enqueues, blocked))
-        layers = (queued, launch, runtime, operator, cpu, intervals.union_of(cpu, host.intervals(blocked)))
+        blocked_too = intervals.union_of(cpu, host.intervals(blocked))
+        layers = (queued, turnaround, launch, runtime, operator, cpu, blocked_too)
     return GpuTimeline(gpu, begin, end, activity[on_gpu], kernels, busy, layers, host, issued)
 
 
 def _queued_gaps(
     kernels: pd.DataFrame, issued: np.ndarray | None, busy: Intervals, begin: float, end: float
-) -> Intervals:
+) -> tuple[Intervals, Intervals]:
     """The idle stretches whose next kernel's launch call had returned before the stretch began: the
-    GPU had the work queued and did not start it. A kernel whose launch the trace does not name (no
-    correlation id, or its call outside the trace) leaves its stretch to the host's states."""
+    GPU had the work queued and did not start it; those of TURNAROUND_US or more (a wait), and the
+    shorter ones (the GPU turning to its next kernel), apart. A kernel whose launch the trace does
+    not name (no correlation id, or its call outside the trace) leaves its stretch to the host's
+    states."""
     gaps = intervals.gaps(busy, begin, end)
     if not gaps[0].size or issued is None:
-        return np.zeros(0), np.zeros(0)
+        return (np.zeros(0), np.zeros(0)), (np.zeros(0), np.zeros(0))
     starts = kernels["ts"].to_numpy(dtype="float64")
     order = np.argsort(starts, kind="stable")
     # The kernel that ends each stretch starts at its end; where several start together, the one
@@ -137,7 +147,9 @@ def _queued_gaps(
     issued_first = np.minimum.reduceat(np.nan_to_num(issued[order], nan=np.inf), first)
     index = np.clip(np.searchsorted(at, gaps[1]), 0, at.size - 1)
     queued = (at[index] == gaps[1]) & (issued_first[index] <= gaps[0])
-    return gaps[0][queued], gaps[1][queued]
+    short = gaps[1] - gaps[0] < TURNAROUND_US
+    waited, turned = queued & ~short, queued & short
+    return (gaps[0][waited], gaps[1][waited]), (gaps[0][turned], gaps[1][turned])
 
 
 def _host_calls(dump: Dump) -> HostCalls | None:

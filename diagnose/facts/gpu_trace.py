@@ -19,7 +19,7 @@ import pandas as pd
 from diagnose.dump.model import Dump
 from diagnose.facts import intervals
 from diagnose.facts.cpu_graph import CHAIN, in_runs
-from diagnose.facts.gpu_timeline import GpuTimeline, HostCalls, gpu_timeline, matches
+from diagnose.facts.gpu_timeline import TURNAROUND_US, GpuTimeline, HostCalls, gpu_timeline, matches
 from diagnose.facts.model import Facts
 
 SHORT_KERNEL_US = 10.0  # below this a kernel costs about what launching it does (a few µs)
@@ -124,12 +124,17 @@ def _add_idle_split(facts: Facts, timeline: GpuTimeline, cite: str) -> None:
     if idle <= 0:
         return
     covered = [intervals.overlap(gaps, layer) for layer in timeline.layers]
-    queued, launching, runtime, in_ops, in_cpu_ops, blocked = (covered[0], *np.diff(covered))
+    queued, turnaround, launching, runtime, in_ops, in_cpu_ops, blocked = (covered[0], *np.diff(covered))
     source = f"{cite}: GPU idle time by what the host's threads were doing"
     facts.add(
         "trace.idle_queued_share",
         queued / idle,
         f"{cite}: GPU idle time whose next kernel's launch had returned before the GPU went idle",
+    )
+    facts.add(
+        "trace.idle_turnaround_share",
+        turnaround / idle,
+        f"{cite}: GPU idle under {TURNAROUND_US:.0f} µs between a kernel and the next, already issued",
     )
     facts.add(
         "trace.queued_idle_share",

@@ -24,6 +24,7 @@ _TOP_KERNELS = 8
 _COLOURS = {
     "busy": "#1f4e9c",
     "queued": "#17becf",
+    "turnaround": "#aec7e8",
     "sync": "#d62728",
     "launch": "#e08a1e",
     "runtime": "#f2c14e",
@@ -34,6 +35,7 @@ _COLOURS = {
 _LABELS = {
     "busy": "a kernel running",
     "queued": "idle, next kernel already queued",
+    "turnaround": "idle, turning to the next queued kernel",
     "sync": "idle, host blocked in a sync",
     "launch": "idle, host launching",
     "runtime": "idle, host in other runtime calls",

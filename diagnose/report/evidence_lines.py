@@ -115,11 +115,19 @@ def trace_lines(report: Report) -> list[str]:
         ]
         if all(share is not None for _, share in idle):
             host = ", ".join(f"{label} {percent(s)}" for label, s in idle)
-            queued, wait = number("trace.idle_queued_share"), number("trace.queue_wait_median_us")
-            if queued is not None and queued >= 0.005 and wait is not None:  # the GPU had work queued
+            wait = number("trace.queue_wait_median_us")
+            gpu_side = [  # where the GPU had its next kernel already: the host's states are the rest
+                f"{label} {percent(share)}"
+                for label, share in (
+                    ("its next kernel already queued", number("trace.idle_queued_share")),
+                    ("turning between queued kernels", number("trace.idle_turnaround_share")),
+                )
+                if share is not None and share >= 0.005
+            ]
+            if gpu_side and wait is not None:
                 lines.append(
-                    f"while it idled: its next kernel already queued {percent(queued)} (kernels started a "
-                    f"median {human_us(wait)} after their launch); the host {host}"
+                    f"while it idled: {', '.join(gpu_side)} (kernels started a median {human_us(wait)} after "
+                    f"their launch); the host {host}"
                 )
             else:
                 lines.append(f"while it idled, the host was: {host}")
