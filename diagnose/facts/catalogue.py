@@ -438,6 +438,7 @@ CATALOGUE: dict[str, FactSpec] = {
     "trace.matmul_share": FactSpec(
         "ratio", _KERNELS, "share of kernel time in GEMM, attention and convolution"
     ),
+    "trace.communication_share": FactSpec("ratio", _KERNELS, "kernel time in collectives (NCCL, RCCL)"),
     "trace.top_kernel.name": FactSpec("name", _KERNELS, "the kernel with the most time"),
     "trace.top_kernel.share": FactSpec("ratio", _KERNELS, "its share of kernel time"),
     "trace.device_over_host_share": FactSpec(
@@ -472,6 +473,11 @@ CATALOGUE: dict[str, FactSpec] = {
         _TRACE,
         "share of the GPU's idle time in gaps of under 10 µs between a kernel and the next, already "
         "issued: the GPU turning from one kernel to the next",
+    ),
+    "trace.queued_copy_share": FactSpec(
+        "ratio",
+        _TRACE,
+        "of the GPU's idle time with its next kernel queued, the share a copy or memset ran meanwhile",
     ),
     "trace.queued_idle_share": FactSpec(
         "ratio", _TRACE, "GPU idle with its next kernel already issued, over the span"

@@ -141,6 +141,15 @@ def _add_idle_split(facts: Facts, timeline: GpuTimeline, cite: str) -> None:
         queued / (end - begin),
         f"{cite}: GPU idle with its next kernel already issued, over the span",
     )
+    if queued > 0:  # what the GPU waited on, where the trace shows it: a copy running meanwhile
+        moving = timeline.activity[timeline.activity["kind"].to_numpy() != "kernel"]
+        starts = moving["ts"].to_numpy(dtype="float64")
+        copying = intervals.union(starts, starts + moving["dur_us"].to_numpy(dtype="float64"))
+        facts.add(
+            "trace.queued_copy_share",
+            intervals.overlap(timeline.layers[0], copying) / queued,
+            f"{cite}: of the GPU's idle time with its next kernel queued, the time a copy or memset ran",
+        )
     facts.add("trace.idle_sync_share", blocked / idle, source)
     facts.add("trace.idle_launch_share", launching / idle, source)
     facts.add("trace.idle_runtime_share", runtime / idle, source)
@@ -305,6 +314,11 @@ def add_kernel_classes(
         "trace.elementwise_share",
         float(weights[classes == "elementwise"].sum() / weights.sum()),
         f"{where}: kernels named elementwise, vectorized, pointwise (count share)",
+    )
+    facts.add(
+        "trace.communication_share",
+        float(time.get("communication", 0.0) / total),
+        f"{where}: kernel time in collectives (NCCL, RCCL)",
     )
     facts.add(
         "trace.matmul_share",
