@@ -160,7 +160,7 @@ def _host_calls(dump: Dump) -> HostCalls | None:
 
 
 class HostCalls:
-    """The host calls as arrays, with the masks every fact below uses: computed once."""
+    """The host calls as arrays, with the masks the timeline and every trace fact use: computed once."""
 
     def __init__(self, calls: pd.DataFrame, activity: pd.DataFrame | None) -> None:
         self.ts = calls["ts"].to_numpy(dtype="float64")
