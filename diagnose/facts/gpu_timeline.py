@@ -117,8 +117,8 @@ def gpu_timeline(dump: Dump) -> GpuTimeline | None:
     if host is not None:
         blocked = host.sync_record | host.sync_call
         issued = host.issued_at(kernels)
-        queued, turnaround = _queued_gaps(kernels, issued, busy, begin, end)
-        turnaround = intervals.union_of(queued, turnaround)
+        queued, turning = _queued_gaps(kernels, issued, busy, begin, end)
+        turnaround = intervals.union_of(queued, turning)
         launch = intervals.union_of(turnaround, host.intervals(host.launch))
         runtime = intervals.union_of(launch, host.issuing(host.runtime & ~blocked, blocked))
         operator = intervals.union_of(runtime, host.issuing(host.operator & host.enqueues, blocked))

@@ -63,11 +63,8 @@ def trace_strip(dump: Dump) -> TraceStrip | None:
     span = timeline.end - timeline.begin
     readings = SLICES * _READINGS_PER_SLICE
     at = timeline.begin + (np.arange(readings) + 0.5) * span / readings
-    state = timeline.state_at(at).reshape(SLICES, _READINGS_PER_SLICE)
-    shares = {"busy": (state == -1).mean(axis=1)}
     states = IDLE_STATES if timeline.layers else IDLE_STATES[-1:]  # without host calls: all untraced
-    for name in states:
-        shares[name] = (state == IDLE_STATES.index(name)).mean(axis=1)
+    shares = _shares(timeline, at.reshape(SLICES, _READINGS_PER_SLICE), states)
     kernels = timeline.kernels
     time = kernels.groupby("name", observed=True)["dur_us"].sum().sort_values(ascending=False)
     total = float(time.sum())
@@ -88,11 +85,15 @@ def _step_shares(timeline: GpuTimeline, firsts: np.ndarray, states: tuple[str, .
         return {}
     low, high = firsts[:-1], firsts[1:]
     at = low[:, None] + (np.arange(_READINGS_PER_STEP) + 0.5) / _READINGS_PER_STEP * (high - low)[:, None]
+    return _shares(timeline, at, states)
+
+
+def _shares(timeline: GpuTimeline, at: np.ndarray, states: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Per row of instants (a slice, a step): the share a kernel ran, and the share of each idle state."""
     state = timeline.state_at(at.ravel()).reshape(at.shape)
-    shares = {"busy": (state == -1).mean(axis=1)}
-    for name in states:
-        shares[name] = (state == IDLE_STATES.index(name)).mean(axis=1)
-    return shares
+    return {"busy": (state == -1).mean(axis=1)} | {
+        name: (state == IDLE_STATES.index(name)).mean(axis=1) for name in states
+    }
 
 
 def draw_trace(data: TraceStrip):
