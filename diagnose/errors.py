@@ -6,6 +6,7 @@
     │   ├── PullError     a Prometheus API could not be read, or refused the query
     │   └── ArchiveError  the performance archive cannot be used as it is
     ├── RuleError         a rule file is invalid (exit 2)
+    ├── CatalogueError    a statements file (statements/) is invalid (exit 2)
     └── DiskFull          the disk filled while recording; the dump keeps what was written (exit 2)
 
 Every error a user may see is one of these. A few exceptions are a module's own way of saying
@@ -57,6 +58,10 @@ class ArchiveError(InputError):
 
 class DiskFull(DiagnoseError):
     """The disk filled up; the recording stops cleanly with what it has."""
+
+
+class CatalogueError(DiagnoseError):
+    """A statements file (statements/) breaks the catalogue's format; the message names the file and entry."""
 
 
 class RuleError(DiagnoseError):

@@ -311,6 +311,18 @@ def test_engine_stalls_and_deaths_become_events_as_the_vllm_importer_reads_them(
     assert events[1]["message"].startswith("[2025-06-01 10:00:00] Scheduler watchdog timeout")
 
 
+def test_a_statement_of_the_catalogue_seen_live_is_its_event_with_its_figures():
+    """What the catalogue knows (statements/) the recorder knows too: llama.cpp out of KV space."""
+    lines = [
+        "srv  update_slots: failed to find free space in the KV cache, retrying with smaller batch size, "
+        "i = 0, n_batch = 512, ret = 1",
+        "slot update_slots: id  0 | task 12 | new prompt, n_ctx_slot = 4096, n_keep = 0, n_prompt_tokens = 812",
+    ]
+    events = events_from_lines(lines, 10.0, "llama-server.log")
+    assert [e["kind"] for e in events] == ["kv_cache_full"]
+    assert events[0]["statement"].startswith("llama-cpp-") and events[0]["source"] == "llama-server.log"
+
+
 VLLM_1 = """# TYPE vllm:num_requests_waiting gauge
 vllm:num_requests_waiting{model="a"} 3
 vllm:num_requests_waiting{model="b"} 1

@@ -1,5 +1,7 @@
 """Events from log lines: PyTorch CUDA OOM messages, NVIDIA Xid errors, profilers started or stopped,
-and serving engines that stalled or died (diagnose/engine_failures.py).
+and what the statement catalogue knows (statements/: an engine that stalled, waited, died, ran out of
+KV cache, started), with a service's own "watchdog timeout" besides (diagnose/engine_failures.py):
+a statement seen live is the same event as one found in a file afterwards.
 
 A profiler line is one that names a profiler (or profiling) and says it
 started or stopped: vLLM's ``Profiler started.`` after ``POST /start_profile``,
@@ -13,6 +15,7 @@ import re
 
 from diagnose.engine_failures import engine_failure_kind
 from diagnose.oom import is_oom_message
+from diagnose.statements import builtin_finder
 
 _XID = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
 _PROFILER = re.compile(r"\bprofil(?:er|ing)\b", re.IGNORECASE)
@@ -26,6 +29,12 @@ def events_from_lines(lines: list[str], ts: float, source: str) -> list[dict]:
     for line in lines:
         if is_oom_message(line):
             events.append({"ts": ts, "kind": "oom", "message": line.strip(), "source": source})
+            continue
+        stated = next(builtin_finder().find(line), None)
+        if stated is not None and stated.statement.event not in _READ_HERE:
+            figures = {k: v for k, v in stated.figures.items() if k not in _FIELDS}
+            event = {"ts": ts, "kind": str(stated.statement.event), "message": line.strip(), "source": source}
+            events.append({**figures, **event, "statement": stated.statement.id})
             continue
         if (kind := engine_failure_kind(line) or _profiler_kind(line)) is not None:
             events.append({"ts": ts, "kind": kind, "message": line.strip(), "source": source})
@@ -43,6 +52,10 @@ def events_from_lines(lines: list[str], ts: float, source: str) -> list[dict]:
                 }
             )
     return events
+
+
+_READ_HERE = frozenset({"oom", "xid"})  # read above and below with their own figures
+_FIELDS = frozenset({"ts", "kind", "message", "source", "statement"})
 
 
 def _profiler_kind(line: str) -> str | None:

@@ -19,6 +19,7 @@ def add_parser(commands: Subcommands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from diagnose.importers import IMPORTERS
+    from diagnose.statements import builtin_catalogue
 
     print("dump tables: system, processes, gpu, gpu_processes, allocator, server, requests, events")
     print("  as .csv, .csv.gz, .jsonl, .jsonl.gz or .parquet (docs/dump-format.md), plus manifest.yaml")
@@ -27,4 +28,9 @@ def run(args: argparse.Namespace) -> int:
     for importer in IMPORTERS:
         print(f"  {importer.name:<24} {importer.description}")
         print(f"  {'':<24} e.g. {importer.example}")
+    statements = builtin_catalogue()
+    writers = sorted({s.writer for s in statements}, key=str.lower)
+    print()
+    print(f"on any line of any file: {len(statements)} statements of a cause, from their writers' source")
+    print(f"  ({', '.join(writers)}; statements/README.md)")
     return ExitCode.OK

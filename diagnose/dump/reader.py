@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -29,6 +29,9 @@ from diagnose.dump.schema import (
 from diagnose.dump.timestamps import parse_ts
 from diagnose.errors import DumpError
 from diagnose.units import human_bytes
+
+if TYPE_CHECKING:
+    from diagnose.importers import Imported, Source
 
 Progress = Callable[[str], None]  # told what is being read now (a status line on a terminal)
 
@@ -170,6 +173,7 @@ def _import_foreign(
     from diagnose.importers import (
         HEAD_BYTES,
         FileImporter,
+        Imported,
         Source,
         mend,
         recognise,
@@ -181,26 +185,43 @@ def _import_foreign(
         path = folder / name
         head = text_head(path, HEAD_BYTES)
         importer = recognise(mend(head).text) if head is not None else recognise_binary(path)
-        if importer is None:
-            continue
-        progress(f"reading {name} ({_size(path)}) as {importer.name}")
-        try:
-            if isinstance(importer, FileImporter):  # read as it streams from the file: no mending
-                mended: tuple[str, ...] = ()
-                result = importer.read_file(path, tz)
-            else:
-                source = Source.from_path(path)
-                mended = source.mended
-                result = importer.read(source, tz)
-        except Exception as error:  # noqa: BLE001 - pasted text: one bad file never stops the rest
-            reason = f"{type(error).__name__}: {error}"
-            warnings.append(f"{name}: recognised as {importer.name} but not read ({reason}); not used")
+        source: Source | None = None
+        result: Imported | None = None
+        mended: tuple[str, ...] = ()
+        if importer is not None:
+            progress(f"reading {name} ({_size(path)}) as {importer.name}")
+            try:
+                if isinstance(importer, FileImporter):  # read as it streams from the file: no mending
+                    result = importer.read_file(path, tz)
+                else:
+                    source = Source.from_path(path)
+                    mended = source.mended
+                    result = importer.read(source, tz)
+            except Exception as error:  # noqa: BLE001 - pasted text: one bad file never stops the rest
+                reason = f"{type(error).__name__}: {error}"
+                warnings.append(f"{name}: recognised as {importer.name} but not read ({reason}); not used")
+        read_by = importer.name if result is not None and importer is not None else None
+        stated = 0
+        if head is not None and not isinstance(importer, FileImporter):
+            # A statement is read wherever it is: in a file some importer claims or in one none does.
+            source = source or Source.from_path(path)
+            found = _stated_events(source, result, tz)
+            if found is not None:
+                stated = len(found)
+                if result is None:
+                    mended, result = source.mended, Imported()
+                events = result.tables.get("events")
+                result.tables["events"] = found if events is None else pd.concat([events, found])
+        if result is None:
             continue
         if mended:
             warnings.append(f"{name}: read after undoing what pasting did to it: " + "; ".join(mended))
         not_used.remove(name)
         warnings.extend(f"{name}: {w}" for w in result.warnings)
-        used.append({"file": name, "importer": importer.name, "rows": result.rows})
+        if read_by is not None and (result.rows > stated or not stated):
+            used.append({"file": name, "importer": read_by, "rows": result.rows - stated})
+        if stated:
+            used.append({"file": name, "importer": STATEMENTS, "rows": stated})
         if result.environment:
             environment.update(result.environment)
         for table, frame in result.tables.items():
@@ -223,6 +244,28 @@ def _import_foreign(
             tables[table] = merged.sort_values("ts", kind="stable", ignore_index=True)
             files.setdefault(table, []).append(name)
     return used
+
+
+STATEMENTS = "statements"  # what the report names as the reader of events found by the catalogue
+
+
+def _stated_events(source: Source, result: Imported | None, tz: str | None) -> pd.DataFrame | None:
+    """The events of the catalogue's statements on the file's lines (statements/), but for the lines
+    its importer already read; None where there are none."""
+    from diagnose.importers.stamps import line_stamp
+    from diagnose.statements import builtin_finder, statement_events
+
+    year = datetime.fromtimestamp(source.mtime, UTC).year
+    events = result.tables.get("events") if result is not None else None
+    already = (
+        [{str(k): v for k, v in row.items()} for row in events.to_dict("records")]
+        if events is not None
+        else []
+    )
+    found = statement_events(
+        source.pieces(), builtin_finder(), lambda line: line_stamp(line, year, tz), source.mtime, already
+    )
+    return pd.DataFrame(found) if found else None
 
 
 def _one_trace(

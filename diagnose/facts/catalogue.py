@@ -372,6 +372,24 @@ CATALOGUE: dict[str, FactSpec] = {
     "engine.stalls": FactSpec("count", _ENGINE, "engine steps that timed out ('Engine iteration timed out')"),
     "engine.deaths": FactSpec("count", _ENGINE, "times the engine died or failed (engine_dead events)"),
     "engine.stall_line": FactSpec("name", "events: engine_stall", "the first stalled step's log line"),
+    "engine.waited_s": FactSpec(
+        "s",
+        _ENGINE,
+        "seconds workers said they waited for work or a peer, added up (vLLM's 'No available shared memory "
+        "broadcast block found in 60 seconds', each line a minute)",
+    ),
+    "engine.wait_line": FactSpec(
+        "name", "events: engine_wait", "the first line in which a worker said it waited"
+    ),
+    "engine.cache_full_statements": FactSpec(
+        "count",
+        _ENGINE,
+        "lines in which the engine said its KV cache had no room for a request (kv_cache_full events: "
+        "TGI's 'out of available cache blocks', llama.cpp's 'failed to find free space in the KV cache')",
+    ),
+    "engine.cache_full_line": FactSpec(
+        "name", "events: kv_cache_full", "the first line in which the engine said its KV cache was full"
+    ),
     "engine.kv_capacity_tokens": FactSpec(
         "count", "events: kv_cache_config (start-up log)", "tokens the KV cache holds"
     ),

@@ -27,7 +27,16 @@ from diagnose.facts.model import Facts
 FULL_PCT = 95.0  # the cache is full: vLLM keeps a watermark of free blocks, so usage rarely reads 100
 AT_CAPACITY = 0.9  # running this close to its highest, with requests waiting: the engine takes no more
 QUEUED_FULL_PCT = 90.0  # requests waiting while usage is at least this: waiting for the cache
-_ENGINE_EVENTS = ("preemption", "engine_stall", "engine_dead", "engine_start_failed", "kv_cache_config")
+_ENGINE_EVENTS = (
+    "preemption",
+    "engine_stall",
+    "engine_dead",
+    "engine_start_failed",
+    "kv_cache_config",
+    "kv_cache_full",
+    "engine_wait",
+)
+WAIT_S = 60.0  # what a wait line without its figure stands for: vLLM warns after each 60 s of waiting
 _CUMULATIVE = re.compile(r"total_num_cumulative_preemption=(\d+)")
 # vLLM's "GPU KV cache size: N tokens"; SGLang's "KV Cache is allocated. #tokens: N" and
 # "max_total_num_tokens=N, ..., context_len=L" (which also gives the requests of full length it holds).
@@ -193,13 +202,40 @@ def _add_preemptions(
 
 
 def _add_stalls(facts: Facts, events: pd.DataFrame | None, kinds: pd.Series | None, dump: Dump) -> None:
+    """Stalled steps, deaths, and a full KV cache, each as the engine said it (the events' lines)."""
     source = dump.source("events") if events is not None else "no events"
-    for kind, name in (("engine_stall", "engine.stalls"), ("engine_dead", "engine.deaths")):
+    for kind, name in (
+        ("engine_stall", "engine.stalls"),
+        ("engine_dead", "engine.deaths"),
+        ("kv_cache_full", "engine.cache_full_statements"),
+    ):
         count = int((kinds == kind).sum()) if kinds is not None else 0
         facts.add(name, count, f"{source}: {kind} events")
-    if events is not None and kinds is not None and (kinds == "engine_stall").any():
-        first = events[(kinds == "engine_stall").to_numpy()].iloc[0]
-        facts.add("engine.stall_line", str(first.get("message", ""))[:200], f"{source}: first engine_stall")
+    waits = events[(kinds == "engine_wait").to_numpy()] if events is not None and kinds is not None else None
+    if waits is not None and len(waits):
+        stated = pd.to_numeric(waits.get("seconds", pd.Series(index=waits.index)), errors="coerce")
+        facts.add(
+            "engine.waited_s",
+            float(stated.fillna(WAIT_S).sum()),
+            f"{source}: {len(waits)} engine_wait events (seconds each waited){_said_by(waits.iloc[0])}",
+        )
+        facts.add(
+            "engine.wait_line", str(waits.iloc[0].get("message", ""))[:200], f"{source}: first engine_wait"
+        )
+    else:
+        facts.add("engine.waited_s", 0.0, f"{source}: engine_wait events")
+    for kind, name in (("engine_stall", "engine.stall_line"), ("kv_cache_full", "engine.cache_full_line")):
+        if events is not None and kinds is not None and (kinds == kind).any():
+            first = events[(kinds == kind).to_numpy()].iloc[0]
+            facts.add(name, str(first.get("message", ""))[:200], f"{source}: first {kind}{_said_by(first)}")
+
+
+def _said_by(event: pd.Series) -> str:
+    """Which catalogued statement an event is (statements/), where the catalogue found it."""
+    statement = event.get("statement")
+    if not isinstance(statement, str) or not statement:
+        return ""
+    return f", statement {statement} of {event.get('writer') or 'its writer'} (statements/)"
 
 
 def _add_capacity(facts: Facts, config: pd.DataFrame, source: str) -> None:

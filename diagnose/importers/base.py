@@ -62,6 +62,10 @@ class Source:
         """The lines, read afresh at each call: an importer may pass over them twice."""
         return iter(self._text.splitlines())
 
+    def pieces(self) -> Iterator[str]:
+        """The text in consecutive blocks of whole lines, for a search of the whole text at once."""
+        yield self._text
+
     @property
     def mended(self) -> tuple[str, ...]:
         return tuple(self._mended)
@@ -121,6 +125,9 @@ class StreamedSource(Source):
     def lines(self) -> Iterator[str]:
         for piece in self._mended_pieces():
             yield from piece.splitlines()
+
+    def pieces(self) -> Iterator[str]:
+        yield from self._mended_pieces()
 
     def _mended_pieces(self, first_only: bool = False) -> Iterator[str]:
         # Later pieces are put through what the first needed (most steps cost more than the importer's

@@ -59,6 +59,32 @@ _REASONS = {
 }
 
 
+# The sections of a GPU in -q (nvidia-smi's documentation, "-q" output, across driver generations):
+# a paste of one section alone, without the report's banner or its GPU line, is still that GPU's.
+_SECTIONS = frozenset(
+    {
+        "FB Memory Usage",
+        "BAR1 Memory Usage",
+        "Utilization",
+        "Clocks",
+        "Max Clocks",
+        "Applications Clocks",
+        "Default Applications Clocks",
+        "Clocks Event Reasons",
+        "Clocks Throttle Reasons",
+        "Temperature",
+        "GPU Power Readings",
+        "Power Readings",
+    }
+)
+_SECTION_LINE = re.compile(
+    r"^\s*(" + "|".join(re.escape(name) for name in sorted(_SECTIONS)) + r")\s*$", re.M
+)
+_FIGURE_LINE = re.compile(
+    r"^\s+[A-Z][\w ]*?\s*:\s*(?:Active|Not Active|\d+(?:\.\d+)?\s*(?:MiB|MHz|W|C|%))\s*$", re.M
+)
+
+
 @dataclass
 class _Snapshot:
     stamp: str | None = None
@@ -67,6 +93,9 @@ class _Snapshot:
     # The paste starts inside the report, after its header: the GPUs before the first one shown are
     # not known, so each GPU's index is its Minor Number (nvidia-smi's index on a default system).
     headless: bool = False
+    # A section pasted without its GPU line: kept only if no GPU line follows (a report cut at its
+    # start shows a section's tail, then the next GPU's line: that GPU is the first one whole).
+    fragment: bool = False
 
 
 class NvidiaSmiTableImporter(Importer):
@@ -121,7 +150,10 @@ class NvidiaSmiQueryImporter(Importer):
     example = "==============NVSMI LOG============== ... FB Memory Usage / Used : 71237 MiB"
 
     def recognise(self, head: str) -> bool:
-        return "NVSMI LOG" in head or (bool(_QUERY_GPU.search(head)) and "Product Name" in head)
+        if "NVSMI LOG" in head or (bool(_QUERY_GPU.search(head)) and "Product Name" in head):
+            return True
+        # A section pasted alone (`nvidia-smi -q | grep -A8 'Clocks Throttle'`): its name, then its figures
+        return bool(_SECTION_LINE.search(head)) and len(_FIGURE_LINE.findall(head)) >= 3
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()
@@ -141,6 +173,9 @@ class NvidiaSmiQueryImporter(Importer):
                 snapshots[-1].stamp = _query_stamp(match.group(1))
                 continue
             if match := _QUERY_GPU.match(line):
+                if snapshots and snapshots[-1].fragment:
+                    snapshots.pop()
+                    result.warnings = [w for w in result.warnings if "without its GPU line" not in w]
                 if not snapshots:
                     snapshots.append(_Snapshot(stamp, headless=True))
                     result.warnings.append(
@@ -150,9 +185,21 @@ class NvidiaSmiQueryImporter(Importer):
                 snapshots[-1].gpus.append(gpu)
                 sections, process = [], None
                 continue
+            if gpu is None and _SECTION_LINE.match(line):
+                # A section without its GPU line: the paste holds one GPU's, index unknown
+                snapshots.append(_Snapshot(stamp, headless=True, fragment=True))
+                result.warnings.append(
+                    f"a section of nvidia-smi -q without its GPU line ({line.strip()}): read as GPU 0"
+                )
+                gpu = {"gpu": 0, "bus": None, "reasons": None}
+                snapshots[-1].gpus.append(gpu)
+                sections, process = [(len(line) - len(line.lstrip()), line.strip())], None
+                continue
             parsed = _KEY_VALUE.match(line)
-            if parsed is None or not line.strip() or (gpu is not None and not parsed["indent"]):
-                continue  # a GPU's lines are indented: one that is not is a wrapped line's tail
+            unindented = gpu is not None and not parsed["indent"] if parsed else False
+            if parsed is None or not line.strip() or (unindented and not _SECTION_LINE.match(line)):
+                continue  # a GPU's lines are indented: one that is not is a wrapped line's tail (or a
+                # section's name, in a fragment whose common indentation was taken off)
             indent, key, value = len(parsed["indent"]), parsed["key"].strip(), parsed["value"]
             if gpu is None:
                 if key in ("Driver Version", "CUDA Version") and value:

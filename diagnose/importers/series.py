@@ -97,7 +97,7 @@ def _salvage(text: str, result: Imported) -> Imported:
     labels of the series it follows; points after a series whose labels were cut are left out."""
     parts, read = [], 0
     metrics = list(_METRIC.finditer(text))
-    for metric, after in zip(metrics, [*metrics[1:], None], strict=True):
+    for metric, after in zip(metrics, [*metrics[1:], None][: len(metrics)], strict=True):
         points = _POINT.findall(text, metric.end(), after.start() if after else len(text))
         labels = _labels(metric.group(1))
         if not points or labels is None:

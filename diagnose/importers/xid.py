@@ -13,13 +13,11 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, Source, local_epoch
-from diagnose.importers.stamps import leading_iso_stamp
+from diagnose.importers.base import Imported, Importer, Source
+from diagnose.importers.stamps import kernel_stamp
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([^)]*)\): (\d+)(?:, pid=(\d+))?(?:, name=([^,]+))?")
 _OFF_BUS = re.compile(r"fallen off the bus")
-_DMESG_T = re.compile(r"^\[(\w{3} \w{3} +\d+ \d{2}:\d{2}:\d{2} \d{4})\]")
-_JOURNAL = re.compile(r"^(\w{3} +\d+ \d{2}:\d{2}:\d{2}) ")
 
 # code -> (meaning, fatal to serving)
 XID_MEANINGS: dict[int, tuple[str, bool]] = {
@@ -88,24 +86,9 @@ class XidImporter(Importer):
                 }
             else:
                 continue
-            ts = _stamp(line, year, tz)
+            ts = kernel_stamp(line, year, tz)
             event["ts"], event["ts_source"] = (
                 (ts, "log line") if ts is not None else (fallback, "file modification time")
             )
             events.append(event)
         return Imported({"events": pd.DataFrame(events)} if events else {})
-
-
-def _stamp(line: str, year: int, tz: str | None) -> float | None:
-    text = line.strip()
-    for pattern, form in ((_DMESG_T, "%a %b %d %H:%M:%S %Y"), (_JOURNAL, "%b %d %H:%M:%S")):
-        match = pattern.match(text)
-        if match:
-            try:
-                stamp = datetime.strptime(" ".join(match.group(1).split()), form)
-            except ValueError:
-                return None
-            if form == "%b %d %H:%M:%S":
-                stamp = stamp.replace(year=year)
-            return local_epoch(pd.Timestamp(stamp), tz)
-    return leading_iso_stamp(text, tz, within=35)

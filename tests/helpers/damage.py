@@ -19,6 +19,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import pandas as pd
+
 from diagnose.importers import Source, mend, recognise
 
 MTIME = 1_764_000_000.0  # one modification time for clean and damaged alike: rows timed by it compare
@@ -197,7 +199,7 @@ _MISSING = object()
 def _value(value):
     if isinstance(value, float):
         return None if math.isnan(value) else round(value, 6)
-    return value if value == value else None  # NaN / NaT / pd.NA as None
+    return None if pd.isna(value) else value  # NaN / NaT / pd.NA as None
 
 
 def verdict(clean: tuple[str | None, dict], damaged_text: str, name: str) -> str:

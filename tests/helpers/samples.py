@@ -76,16 +76,14 @@ FIELD_EXPECTED = {
     "tgi": ("tgi-log",),
     "triton": ("triton-log",),
     "vllm": ("vllm-log",),
-    "xid": ("kernel-xid",),
+    # A device fault the driver states without an Xid line (a GSP heartbeat timeout, "Reset required"):
+    # read by the statement catalogue (statements/nvidia-driver.yaml) wherever it stands.
+    "xid": ("kernel-xid", "statements"),
 }
-# Refused: kernel logs with NVIDIA lines but no Xid (a GSP timeout, a reset request).
-FIELD_UNREAD = {
-    ("xid", "06_gsp_timeout_no_xid.log"),
-    ("xid", "07_sichek_reset_required_no_xid.log"),
-}
+FIELD_UNREAD: set[tuple[str, str]] = set()
 # Recognised with nothing to keep: untimed single scrapes whose metrics give no figure without a second
 # scrape (process metrics only, request counters, SGLang's capacity gauges, JetStream's histograms, a
-# scrape mangled before its samples), and an Xid report cut before its Xid line.
+# scrape mangled before its samples).
 FIELD_NOTHING_TO_KEEP = {
     ("prom", name)
     for name in (
@@ -95,7 +93,7 @@ FIELD_NOTHING_TO_KEEP = {
         "06_sglang_2024_with_curl.txt",
         "08_jetstream_histograms.txt",
     )
-} | {("xid", "03_dmesg_gb200_reset_required_cut_xid.log")}
+}
 # A vLLM log (its own line format) of a worker's traceback only, cut mid-message ("CUDA out of").
 FIELD_NOTHING_TO_KEEP |= {("vllm", "13.log")}
 
