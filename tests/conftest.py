@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,16 @@ pytest_plugins = ["tests.helpers.service"]  # the loopback service fixture, for 
 ROOT = Path(__file__).resolve().parents[1]
 DUMPS = ROOT / "fixtures" / "dumps"
 SHARED_DATA = ROOT.parent / "shared" / "data"
+# Set by .ci/run: there, the real samples and traces must be found, never silently skipped.
+REQUIRE_SHARED = "DIAGNOSE_REQUIRE_SHARED"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.environ.get(REQUIRE_SHARED) and not SHARED_DATA.is_dir():
+        raise pytest.UsageError(
+            f"{SHARED_DATA} is not here, and {REQUIRE_SHARED} says the tests that read it must run: "
+            "CI clones the project beside ../shared (elsewhere those tests skip, saying so)"
+        )
 
 
 @pytest.fixture

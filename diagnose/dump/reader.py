@@ -32,6 +32,7 @@ from diagnose.units import human_bytes
 
 if TYPE_CHECKING:
     from diagnose.importers import Imported, Source
+    from diagnose.statements import StatementScan
 
 Progress = Callable[[str], None]  # told what is being read now (a status line on a terminal)
 
@@ -188,13 +189,20 @@ def _import_foreign(
         source: Source | None = None
         result: Imported | None = None
         mended: tuple[str, ...] = ()
+        text = head is not None and not isinstance(importer, FileImporter)
+        if text:
+            # A statement is read wherever it is (statements/): in a file some importer claims or in one
+            # none does, block by block as the importer reads it (a large file is mended once).
+            source = Source.from_path(path)
+            scan = _statement_scan(source, tz)
+            source.watch(scan.feed)
         if importer is not None:
             progress(f"reading {name} ({_size(path)}) as {importer.name}")
             try:
                 if isinstance(importer, FileImporter):  # read as it streams from the file: no mending
                     result = importer.read_file(path, tz)
                 else:
-                    source = Source.from_path(path)
+                    assert source is not None
                     mended = source.mended
                     result = importer.read(source, tz)
             except Exception as error:  # noqa: BLE001 - pasted text: one bad file never stops the rest
@@ -202,16 +210,17 @@ def _import_foreign(
                 warnings.append(f"{name}: recognised as {importer.name} but not read ({reason}); not used")
         read_by = importer.name if result is not None and importer is not None else None
         stated = 0
-        if head is not None and not isinstance(importer, FileImporter):
-            # A statement is read wherever it is: in a file some importer claims or in one none does.
-            source = source or Source.from_path(path)
-            found = _stated_events(source, result, tz)
-            if found is not None:
+        if text:
+            assert source is not None
+            source.finish_watch()
+            events = result.tables.get("events") if result is not None else None
+            found = scan.events(_records(events))
+            if found:
                 stated = len(found)
                 if result is None:
                     mended, result = source.mended, Imported()
-                events = result.tables.get("events")
-                result.tables["events"] = found if events is None else pd.concat([events, found])
+                frame = pd.DataFrame(found)
+                result.tables["events"] = frame if events is None else pd.concat([events, frame])
         if result is None:
             continue
         if mended:
@@ -249,23 +258,19 @@ def _import_foreign(
 STATEMENTS = "statements"  # what the report names as the reader of events found by the catalogue
 
 
-def _stated_events(source: Source, result: Imported | None, tz: str | None) -> pd.DataFrame | None:
-    """The events of the catalogue's statements on the file's lines (statements/), but for the lines
-    its importer already read; None where there are none."""
+def _statement_scan(source: Source, tz: str | None) -> StatementScan:
+    """A scan of the file's lines for the catalogue's statements, timed by each line's own stamp."""
     from diagnose.importers.stamps import line_stamp
-    from diagnose.statements import builtin_finder, statement_events
+    from diagnose.statements import StatementScan, builtin_finder
 
     year = datetime.fromtimestamp(source.mtime, UTC).year
-    events = result.tables.get("events") if result is not None else None
-    already = (
-        [{str(k): v for k, v in row.items()} for row in events.to_dict("records")]
-        if events is not None
-        else []
-    )
-    found = statement_events(
-        source.pieces(), builtin_finder(), lambda line: line_stamp(line, year, tz), source.mtime, already
-    )
-    return pd.DataFrame(found) if found else None
+    return StatementScan(builtin_finder(), lambda line: line_stamp(line, year, tz), source.mtime)
+
+
+def _records(events: pd.DataFrame | None) -> list[dict[str, Any]]:
+    if events is None:
+        return []
+    return [{str(k): v for k, v in row.items()} for row in events.to_dict("records")]
 
 
 def _one_trace(

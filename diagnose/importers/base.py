@@ -6,7 +6,7 @@ import gzip
 import os
 import re
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -53,6 +53,7 @@ class Source:
         self._text = text
         self._mended = dict.fromkeys(mended)
         self._prefixes = dict.fromkeys(prefixes)
+        self._watcher: Callable[[str], None] | None = None
 
     @property
     def text(self) -> str:
@@ -62,9 +63,16 @@ class Source:
         """The lines, read afresh at each call: an importer may pass over them twice."""
         return iter(self._text.splitlines())
 
-    def pieces(self) -> Iterator[str]:
-        """The text in consecutive blocks of whole lines, for a search of the whole text at once."""
-        yield self._text
+    def watch(self, reader: Callable[[str], None]) -> None:
+        """Give ``reader`` the text in consecutive blocks of whole lines, each once, as the importer
+        reads them (a second pass over a large file would mend it all again); :meth:`finish_watch`
+        gives it what the importer did not read. A file held whole is one block."""
+        self._watcher = reader
+
+    def finish_watch(self) -> None:
+        if self._watcher is not None:
+            self._watcher(self._text)
+            self._watcher = None
 
     @property
     def mended(self) -> tuple[str, ...]:
@@ -106,7 +114,11 @@ class StreamedSource(Source):
         self._path = path
         self._counts: dict[str, int] = {}  # what was undone, its count of lines taken out: summed over pieces
         self._counted = 0  # the pieces counted so far (the lines are read again by each pass over them)
+        self._watched = 0  # the pieces given to the watcher so far
         self._ends_open = False
+        # what the first piece needed: every piece gets the same
+        self._dedent: bool = True
+        self._steps: frozenset[str] | None = None
         for _ in self._mended_pieces(first_only=True):
             pass
 
@@ -126,24 +138,35 @@ class StreamedSource(Source):
         for piece in self._mended_pieces():
             yield from piece.splitlines()
 
-    def pieces(self) -> Iterator[str]:
-        yield from self._mended_pieces()
+    def watch(self, reader: Callable[[str], None]) -> None:
+        self._watcher, self._watched = reader, 0
 
-    def _mended_pieces(self, first_only: bool = False) -> Iterator[str]:
+    def finish_watch(self) -> None:
+        if self._watcher is not None:
+            for _ in self._mended_pieces(start=self._watched):
+                pass
+            self._watcher = None
+
+    def _mended_pieces(self, first_only: bool = False, start: int = 0) -> Iterator[str]:
         # Later pieces are put through what the first needed (most steps cost more than the importer's
         # reading): only a file's last line can be cut, and its common indent is its format's unless the
-        # first piece's was taken off.
-        dedent, steps = True, None
+        # first piece's was taken off. Pieces before ``start`` are not mended (the first one's needs are
+        # known from the first read).
         with open_maybe_gzipped(self._path) as handle:
             for number, raw in enumerate(_pieces(handle, PIECE_BYTES)):
-                mended = mend(raw.decode("utf-8", errors="replace"), dedent, steps)
+                if number < start:
+                    continue
+                mended = mend(raw.decode("utf-8", errors="replace"), self._dedent, self._steps)
                 self._ends_open = not raw.endswith(b"\n")
-                if steps is None:
-                    steps = frozenset({*mended.steps, "cut_end"})
-                    dedent = any(said.startswith("removed a common indentation") for said in mended.undone)
+                if self._steps is None:
+                    self._steps = frozenset({*mended.steps, "cut_end"})
+                    self._dedent = any(s.startswith("removed a common indentation") for s in mended.undone)
                 if number == self._counted:
                     self._counted += 1
                     self._count(mended)
+                if self._watcher is not None and number == self._watched:
+                    self._watched += 1
+                    self._watcher(mended.text)
                 yield mended.text
                 if first_only:
                     return

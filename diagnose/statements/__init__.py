@@ -15,13 +15,14 @@ from diagnose.statements.catalogue import (
     load_catalogue,
     load_statements_file,
 )
-from diagnose.statements.scan import Finder, Found, builtin_finder, statement_events
+from diagnose.statements.scan import Finder, Found, StatementScan, builtin_finder, statement_events
 
 __all__ = [
     "EventKind",
     "Finder",
     "Found",
     "Statement",
+    "StatementScan",
     "builtin_catalogue",
     "builtin_finder",
     "default_statements_dir",
