@@ -1,8 +1,9 @@
-"""A section of ``nvidia-smi -q`` pasted alone is read as that GPU's (issue 57: fragments).
+"""nvidia-smi's output pasted as a fragment is read from what nvidia-smi documents (issue 57).
 
 People grep one section out of -q (``nvidia-smi -q | grep -A8 'Clocks Event Reasons'``) or copy it
 from a longer report: no ``==NVSMI LOG==`` banner, no ``GPU 00000000:…`` line. The layouts here are
--q's as nvidia-smi documents them, in both generations of the section's name.
+-q's as nvidia-smi documents them, in both generations of the section's name. A ``--query-gpu`` loop
+run with ``--format=csv,noheader`` has no header: the command line names its columns.
 """
 
 from __future__ import annotations
@@ -69,3 +70,22 @@ def load_dump_or_none(folder):
         return load_dump(str(folder)).importers
     except DumpError:
         return []
+
+
+@pytest.mark.parametrize("prompt", ["$ ", "\u276f ", "root@gpu-3:~# "])
+def test_a_headerless_query_loop_takes_its_columns_from_the_command_line(tmp_path, prompt):
+    (tmp_path / "loop.txt").write_text(
+        f"{prompt}nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader,nounits -l 1\n"
+        "0, 97, 71237\n1, 12, 1024\n0, 95, 71240\n1, 10, 1024\n"
+    )
+    dump = load_dump(str(tmp_path))
+    assert dump.importers == [{"file": "loop.txt", "importer": "nvidia-smi-csv", "rows": 4}]
+    # No timestamp field: every row is at the file's time, so each GPU keeps its last (as without -l)
+    gpu = dump.tables["gpu"].set_index("gpu")
+    assert (gpu.loc[0, "util_pct"], gpu.loc[0, "mem_used_bytes"]) == (95, 71240 * 2**20)
+    assert (gpu.loc[1, "util_pct"], gpu.loc[1, "mem_used_bytes"]) == (10, 1024 * 2**20)
+
+
+def test_rows_with_no_header_and_no_command_line_are_not_guessed(tmp_path):
+    (tmp_path / "numbers.txt").write_text("0, 97, 71237\n1, 12, 1024\n")
+    assert load_dump_or_none(tmp_path) == []

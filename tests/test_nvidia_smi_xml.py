@@ -74,12 +74,22 @@ def test_a_document_a_second_is_a_snapshot_each_and_older_drivers_throttle_names
     assert gpu["throttle_reasons"].tolist() == ["none", "sw_power_cap"]
 
 
-def test_a_document_cut_short_is_left_out_and_the_rest_read():
+def test_a_document_cut_short_is_read_up_to_the_cut():
     whole = _document("Tue Dec  5 10:00:00 2023", 100)
     cut = _document("Tue Dec  5 10:00:01 2023", 200)
     result = _read(whole + cut[: cut.index("<processes>")] + "</nvidia_smi_log>\n")
-    assert len(result.tables["gpu"]) == 1
-    assert any("cut short or not nvidia-smi's" in w for w in result.warnings)
+    assert list(result.tables["gpu"]["mem_used_bytes"]) == [100 * 2**20, 200 * 2**20]
+    assert any("cut short: read up to the cut" in w for w in result.warnings)
+    value_cut = _read(whole + cut[: cut.index("MiB</used>")])  # cut inside a value, no end at all
+    assert list(value_cut.tables["gpu"]["mem_total_bytes"]) == [81920 * 2**20] * 2
+
+
+def test_a_gpu_element_pasted_without_its_document_is_read():
+    document = _document("Tue Dec  5 10:00:00 2023", 300)
+    fragment = document[document.index('<gpu id="') : document.index("</gpu>") + len("</gpu>")]
+    result = _read("the GPU's part of nvidia-smi -q -x:\n" + fragment + "\n")
+    gpu = result.tables["gpu"].iloc[0]
+    assert gpu["mem_used_bytes"] == 300 * 2**20 and gpu["gpu_name"] == "NVIDIA A100-SXM4-80GB"
 
 
 def test_entities_declared_in_a_document_are_never_expanded():

@@ -77,6 +77,11 @@ _PROMPT = re.compile(
     r"|PS [A-Za-z]:\\[^>]*>|[A-Z]:\\[^>]*>)"
     r"\s+\S"
 )
+# nvidia-smi's query with its header turned off (--format=csv,noheader): the command names the columns,
+# in order, as the header would have (nvidia-smi --help-query-gpu); the header is put back in its place.
+_NOHEADER_QUERY = re.compile(
+    r"nvidia-smi\b[^\n]*?--query-(?:gpu|compute-apps)[= ]([\w.,]+)[^\n]*?--format[= ]([\w,]*noheader[\w,]*)"
+)
 # curl's progress meter (stderr, captured with 2>&1): its two header lines and its rows.
 _SIZE = r"[\d.]+[kMGT]?"
 _TIME = r"(?:--:--:--|\d+:\d\d:\d\d|\d+d \d\dh|\d+h \d\dm)"
@@ -347,8 +352,13 @@ def _common_indent(lines: list[str]) -> int:
 
 def _without_noise(lines: list[str], undone: list[str]) -> list[str]:
     """Lines no format wrote: shell prompts, curl's progress meter; a tmux indicator's tail."""
-    kept, prompts, meter, tmux = [], 0, 0, 0
+    kept, prompts, meter, tmux, headers = [], 0, 0, 0, 0
     for line in lines:
+        query = _NOHEADER_QUERY.search(line)
+        if query:
+            headers += 1
+            kept.append(", ".join(field for field in query.group(1).split(",") if field))
+            continue
         if _PROMPT.match(line):
             prompts += 1
             continue
@@ -369,6 +379,7 @@ def _without_noise(lines: list[str], undone: list[str]) -> list[str]:
         (prompts, "shell prompt line(s)"),
         (meter, "line(s) of curl's progress meter"),
         (tmux, "tmux scroll indicator(s)"),
+        (headers, "nvidia-smi command line(s) with noheader, put back as the header it names"),
     ):
         if count:
             undone.append(f"removed {count} {what}")

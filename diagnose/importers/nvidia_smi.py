@@ -224,6 +224,9 @@ def _gpu_frame(table: _Table, mtime: float, result: Imported, tz: str | None, id
     for position, (field, unit) in enumerate(zip(table.fields, table.units, strict=True)):
         if field in _GPU_FIELDS:
             column, kind = _GPU_FIELDS[field]
+            # nvidia-smi's documented unit where the header has none (a header put back from the
+            # command line of a noheader loop): memory in MiB (nvidia-smi --help-query-gpu)
+            unit = unit or (kind if kind in _BYTES else None)
             columns[column] = [_value(row[position], unit, kind) for row in table.rows]
     frame = pd.DataFrame(columns, index=range(len(table.rows)))
     frame["ts"] = _row_times(table, mtime, result, tz)

@@ -224,37 +224,47 @@ class NvidiaSmiXmlImporter(Importer):
     example = '<nvidia_smi_log><timestamp>...</timestamp><gpu id="00000000:07:00.0"><product_name>...'
 
     def recognise(self, head: str) -> bool:
-        return "<nvidia_smi_log>" in head
+        # the document, or a GPU's element pasted without the document around it
+        return "<nvidia_smi_log>" in head or bool(_XML_GPU.search(head) and "<product_name>" in head)
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()
         snapshots: list[_Snapshot] = []
-        skipped = 0
+        skipped = cut = 0
         for document in _xml_documents(source.lines()):
             if "<!ENTITY" in document or "<!DOCTYPE" in document:
                 skipped += 1  # a document declaring entities is not nvidia-smi's: never expanded
                 continue
-            try:
-                root = ElementTree.fromstring(document)
-            except ElementTree.ParseError:
+            root, whole = _parsed(document)
+            if root is None or root.tag != "nvidia_smi_log":
                 skipped += 1
                 continue
+            cut += not whole
             snapshots.append(_xml_snapshot(root, result))
+        if cut:
+            result.warnings.append(f"{cut} XML document(s) cut short: read up to the cut")
         if skipped:
-            result.warnings.append(f"{skipped} XML document(s) cut short or not nvidia-smi's: left out")
+            result.warnings.append(f"{skipped} XML document(s) not nvidia-smi's or unreadable: left out")
         _tables(result, snapshots, source.mtime, tz)
         return result
 
 
+_XML_GPU = re.compile(r'<gpu id="[0-9A-Fa-f:.]+">')
+
+
 def _xml_documents(lines: Iterable[str]) -> Iterator[str]:
-    """Each ``<nvidia_smi_log>`` document's text (its prolog and DOCTYPE left out: nothing needs them)."""
+    """Each ``<nvidia_smi_log>`` document's text (its prolog and DOCTYPE left out: nothing needs them);
+    a document cut short, as far as it goes; GPU elements pasted without a document, in one."""
     current: list[str] | None = None
     for line in lines:
         if current is None:
             start = line.find("<nvidia_smi_log>")
-            if start < 0:
+            if start < 0 and (gpu := _XML_GPU.search(line)):
+                current, line = ["<nvidia_smi_log>"], line[gpu.start() :]
+            elif start < 0:
                 continue
-            current, line = [], line[start:]
+            else:
+                current, line = [], line[start:]
         end = line.find("</nvidia_smi_log>")
         if end >= 0:
             current.append(line[: end + len("</nvidia_smi_log>")])
@@ -262,6 +272,31 @@ def _xml_documents(lines: Iterable[str]) -> Iterator[str]:
             current = None
         else:
             current.append(line)
+    if current:
+        yield "\n".join(current)
+
+
+def _parsed(document: str) -> tuple[ElementTree.Element | None, bool]:
+    """The document's tree and whether it was whole. A document cut short (a paste that stopped, a
+    fragment with no end) keeps the elements it holds: the standard library's pull parser builds the
+    tree as it reads, so what came before the cut is there when the cut is found."""
+    parser: ElementTree.XMLPullParser = ElementTree.XMLPullParser(events=("start",))
+    root: ElementTree.Element | None = None
+    whole = True
+    try:
+        parser.feed(document)
+        parser.close()
+    except ElementTree.ParseError:
+        whole = False
+    events = parser.read_events()
+    try:  # the events before the cut, then the cut's error again
+        for event in events:
+            element = event[-1]  # (event, element)
+            if root is None and isinstance(element, ElementTree.Element):
+                root = element
+    except ElementTree.ParseError:
+        whole = False
+    return root, whole
 
 
 # An element's path in -q -x, as -q names its section and key (what _query_field reads)
