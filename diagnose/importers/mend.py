@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from diagnose.importers import mend_csv
 from diagnose.importers.mend_csv import MAJORITY
+from diagnose.importers.mend_noise import without_noise
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 # The same codes written out by whatever carried them: rsyslog's "#033[", a JSON "\u001b[", "\x1b[",
@@ -69,29 +70,6 @@ _KEPT_PREFIXES = 20
 # A line that opens with a process tag is a record of its own, whatever follows the tag.
 _TAGGED = re.compile("|".join(prefix.pattern.pattern for prefix in _PREFIXES if prefix.everywhere))
 _INDENT = re.compile(r"^[ \t]*")
-
-# A shell prompt and the command after it: "$ nvidia-smi", "root@gpu-3:~# curl ...", "PS C:\> nvidia-smi"
-_PROMPT = re.compile(
-    r"^\s*(?:\([\w.-]+\)\s+)?"
-    r"(?:[\w.-]+@[\w.-]+(?::[^\s$#]*)?\s?[$#%]|\[[\w.-]+@[\w.-]+[^\]]*\]\s?[$#]|\$"
-    r"|PS [A-Za-z]:\\[^>]*>|[A-Z]:\\[^>]*>)"
-    r"\s+\S"
-)
-# nvidia-smi's query with its header turned off (--format=csv,noheader): the command names the columns,
-# in order, as the header would have (nvidia-smi --help-query-gpu); the header is put back in its place.
-_NOHEADER_QUERY = re.compile(
-    r"nvidia-smi\b[^\n]*?--query-(?:gpu|compute-apps)[= ]([\w.,]+)[^\n]*?--format[= ]([\w,]*noheader[\w,]*)"
-)
-# curl's progress meter (stderr, captured with 2>&1): its two header lines and its rows.
-_SIZE = r"[\d.]+[kMGT]?"
-_TIME = r"(?:--:--:--|\d+:\d\d:\d\d|\d+d \d\dh|\d+h \d\dm)"
-_CURL_ROW = re.compile(
-    rf"^\s*\d{{1,3}}\s+{_SIZE}\s+\d{{1,3}}\s+{_SIZE}\s+\d{{1,3}}\s+{_SIZE}\s+{_SIZE}\s+{_SIZE}"
-    rf"\s+{_TIME}\s+{_TIME}\s+{_TIME}\s+{_SIZE}"
-)
-_CURL_HEADER = re.compile(r"^\s*% Total\s+% Received % Xferd|^\s*Dload\s+Upload\s+Total\s+Spent")
-# tmux copy mode's position indicator, top right of the pane: "[12/340]" at the end of a line.
-_TMUX = re.compile(r"\s{2,}\[\d+/\d+\]\s*$")
 
 # Where a record of a known format starts. A glued line is split there when the record follows a
 # non-space character directly; a wrapped line is never joined to a line that starts one.
@@ -181,7 +159,7 @@ def mend(text: str, dedent: bool = True, steps: frozenset[str] | None = None) ->
     lines = step("unwrap", _unwrapped, lines)
     lines = step("unescape", lambda lines, undone: _unescaped("\n".join(lines), undone).split("\n"), lines)
     lines = step("prefixes", lambda lines, undone: _without_prefixes(lines, undone, prefixes, dedent), lines)
-    lines = step("noise", _without_noise, lines)
+    lines = step("noise", without_noise, lines)
     lines = step("unglue", _unglued, lines)
     lines = step("unwrap", _unwrapped, lines)
     return Mended("\n".join(lines), tuple(undone), tuple(prefixes), tuple(acted))
@@ -348,42 +326,6 @@ def _elided(prefix: str) -> str:
 def _common_indent(lines: list[str]) -> int:
     widths = [len(line) - len(line.lstrip(" \t")) for line in lines if line.strip()]
     return min(widths) if widths else 0
-
-
-def _without_noise(lines: list[str], undone: list[str]) -> list[str]:
-    """Lines no format wrote: shell prompts, curl's progress meter; a tmux indicator's tail."""
-    kept, prompts, meter, tmux, headers = [], 0, 0, 0, 0
-    for line in lines:
-        query = _NOHEADER_QUERY.search(line)
-        if query:
-            headers += 1
-            kept.append(", ".join(field for field in query.group(1).split(",") if field))
-            continue
-        if _PROMPT.match(line):
-            prompts += 1
-            continue
-        if _CURL_HEADER.match(line):
-            meter += 1
-            continue
-        row = _CURL_ROW.match(line)
-        if row:
-            meter += 1
-            rest = line[row.end() :]
-            if not rest.strip():
-                continue
-            line = rest  # the meter's last redraw glued to the scrape's next line
-        line, cut = _TMUX.subn("", line)
-        tmux += cut
-        kept.append(line)
-    for count, what in (
-        (prompts, "shell prompt line(s)"),
-        (meter, "line(s) of curl's progress meter"),
-        (tmux, "tmux scroll indicator(s)"),
-        (headers, "nvidia-smi command line(s) with noheader, put back as the header it names"),
-    ):
-        if count:
-            undone.append(f"removed {count} {what}")
-    return kept
 
 
 def _unglued(lines: list[str], undone: list[str]) -> list[str]:
