@@ -31,7 +31,7 @@ from diagnose.errors import DumpError
 from diagnose.units import human_bytes
 
 if TYPE_CHECKING:
-    from diagnose.importers import Imported, Source
+    from diagnose.importers import Imported, Importer, Source
     from diagnose.statements import StatementScan
 
 Progress = Callable[[str], None]  # told what is being read now (a status line on a terminal)
@@ -196,7 +196,21 @@ def _import_foreign(
             source = Source.from_path(path)
             scan = _statement_scan(source, tz)
             source.watch(scan.feed)
-        if importer is not None:
+        parts = _mixture(path, name) if text else []
+        reads: list[tuple[str, int]] = []  # (importer, rows) of each reading that worked
+        if parts:
+            # Several tools' outputs in one paste: each section read by its own importer
+            progress(f"reading {name} ({_size(path)}) in {len(parts)} sections")
+            result, mended = Imported(), ()
+            for number, (part_importer, part) in enumerate(parts, start=1):
+                try:
+                    section = part_importer.read(part, tz)
+                except Exception as error:  # noqa: BLE001 - one bad section never stops the rest
+                    warnings.append(f"{name}: section {number} not read as {part_importer.name} ({error})")
+                    continue
+                _merge_into(result, section, f"section {number} ({part_importer.name})")
+                reads.append((part_importer.name, section.rows))
+        elif importer is not None:
             progress(f"reading {name} ({_size(path)}) as {importer.name}")
             try:
                 if isinstance(importer, FileImporter):  # read as it streams from the file: no mending
@@ -205,10 +219,10 @@ def _import_foreign(
                     assert source is not None
                     mended = source.mended
                     result = importer.read(source, tz)
+                reads.append((importer.name, result.rows))
             except Exception as error:  # noqa: BLE001 - pasted text: one bad file never stops the rest
                 reason = f"{type(error).__name__}: {error}"
                 warnings.append(f"{name}: recognised as {importer.name} but not read ({reason}); not used")
-        read_by = importer.name if result is not None and importer is not None else None
         stated = 0
         if text:
             assert source is not None
@@ -227,8 +241,9 @@ def _import_foreign(
             warnings.append(f"{name}: read after undoing what pasting did to it: " + "; ".join(mended))
         not_used.remove(name)
         warnings.extend(f"{name}: {w}" for w in result.warnings)
-        if read_by is not None and (result.rows > stated or not stated):
-            used.append({"file": name, "importer": read_by, "rows": result.rows - stated})
+        for read_by, rows in reads:
+            if rows or not stated:
+                used.append({"file": name, "importer": read_by, "rows": rows})
         if stated:
             used.append({"file": name, "importer": STATEMENTS, "rows": stated})
         if result.environment:
@@ -256,6 +271,36 @@ def _import_foreign(
 
 
 STATEMENTS = "statements"  # what the report names as the reader of events found by the catalogue
+
+
+def _mixture(path: Path, name: str) -> list[tuple[Importer, Source]]:
+    """The file's sections with their importers, where it holds outputs of several formats (a terminal
+    capture of several commands: diagnose/importers/sections.py); none where it is one format."""
+    from diagnose.importers import HEAD_BYTES, Source, mend, recognise
+    from diagnose.importers.base import STREAM_BYTES, open_maybe_gzipped
+    from diagnose.importers.sections import sections
+
+    if path.stat().st_size > STREAM_BYTES:
+        return []  # a log of that size is one writer's
+    with open_maybe_gzipped(path) as handle:
+        pieces = sections(handle.read().decode("utf-8", errors="replace"))
+    if len(pieces) < 2:
+        return []
+    found: list[tuple[Importer, Source]] = []
+    for piece in pieces:
+        importer = recognise(mend(piece[:HEAD_BYTES]).text)
+        if importer is not None:
+            mended = mend(piece)
+            found.append((importer, Source(name, mended.text, path.stat().st_mtime, mended.undone)))
+    return found if len({importer.name for importer, _ in found}) > 1 else []
+
+
+def _merge_into(result: Imported, read: Imported, section: str) -> None:
+    for table, frame in read.tables.items():
+        held = result.tables.get(table)
+        result.tables[table] = frame if held is None else pd.concat([held, frame], ignore_index=True)
+    result.warnings.extend(f"{section}: {w}" for w in read.warnings)
+    result.environment.update(read.environment)
 
 
 def _statement_scan(source: Source, tz: str | None) -> StatementScan:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 # A shell prompt and the command after it: "$ nvidia-smi", "root@gpu-3:~# curl ...", "PS C:\> nvidia-smi"
-_PROMPT = re.compile(
+PROMPT = re.compile(
     r"^\s*(?:\([\w.-]+\)\s+)?"
     r"(?:[\w.-]+@[\w.-]+(?::[^\s$#]*)?\s?[$#%]|\[[\w.-]+@[\w.-]+[^\]]*\]\s?[$#]|\$"
     r"|PS [A-Za-z]:\\[^>]*>|[A-Z]:\\[^>]*>)"
@@ -42,7 +42,7 @@ def without_noise(lines: list[str], undone: list[str]) -> list[str]:
             headers += 1
             kept.append(", ".join(field for field in query.group(1).split(",") if field))
             continue
-        if _PROMPT.match(line):
+        if PROMPT.match(line):
             prompts += 1
             continue
         if _CURL_HEADER.match(line):
