@@ -41,7 +41,8 @@ def leading_iso_stamp(line: str, tz: str | None, within: int = 40) -> float | No
 
 
 _DMESG_T = re.compile(r"^\[(\w{3} \w{3} +\d+ \d{2}:\d{2}:\d{2} \d{4})\]")
-_SYSLOG = re.compile(r"^(\w{3} +\d+ \d{2}:\d{2}:\d{2}) ")
+# syslog's stamp; or a dmesg -T stamp whose weekday a cut took away, its year still after the time
+_SYSLOG = re.compile(r"^(\w{3} +\d+ \d{2}:\d{2}:\d{2})(?: (\d{4})\])? ")
 _GLOG = re.compile(r"^[IWEF](\d\d)(\d\d) (\d\d:\d\d:\d\d(?:\.\d+)?)\s")
 
 
@@ -57,7 +58,8 @@ def kernel_stamp(line: str, year: int, tz: str | None) -> float | None:
             except ValueError:
                 return None
             if form == "%b %d %H:%M:%S":
-                stamp = stamp.replace(year=year)
+                stated = match.group(2)
+                stamp = stamp.replace(year=int(stated) if stated else year)
             epoch = local_epoch(pd.Timestamp(stamp), tz)
             return None if epoch != epoch else epoch
     return leading_iso_stamp(text, tz, within=35)
