@@ -5,10 +5,13 @@ boundary), and what each says of the hypothesis."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
+from diagnose.collectors.identity import HostIdentity, compare, this_host
 from diagnose.verify import Host, verify
+from diagnose.verify.render import render
 from diagnose.verify.schedules import cron_period_s, crontab_lines, systemd_timers
 from tests.conftest import DUMPS
 
@@ -30,7 +33,14 @@ def _host(tmp_path, crontab: str = "", commands: dict | None = None, gpus=None, 
             raise NvmlUnavailable("no GPU can be read: NVML says NVML Shared Library Not Found")
         return gpus
 
-    return Host(tmp_path, lambda argv, timeout: answers.get(argv[0]), fetch, gpu_rows, sleep=lambda s: None)
+    return Host(
+        tmp_path,
+        lambda argv, timeout: answers.get(argv[0]),
+        fetch,
+        gpu_rows,
+        sleep=lambda s: None,
+        identity=lambda: HostIdentity("gpu-node-7"),  # the host the fixtures were recorded on
+    )
 
 
 def _only(found, cause):
@@ -168,7 +178,11 @@ def _pages(tmp_path, *pages: str) -> Host:
     """A host whose /metrics answers each page in turn (the probe scrapes twice, five seconds apart)."""
     answers = iter(pages)
     return Host(
-        tmp_path, lambda argv, timeout: None, lambda url, timeout: next(answers), sleep=lambda s: None
+        tmp_path,
+        lambda argv, timeout: None,
+        lambda url, timeout: next(answers),
+        sleep=lambda s: None,
+        identity=lambda: HostIdentity("gpu-node-7"),
     )
 
 
@@ -243,3 +257,40 @@ def test_the_recorder_keeps_the_metrics_map_in_the_manifest_for_verify():
     health.update("metrics", 0.0, None)
     entry = health.manifest()["metrics"]
     assert entry["map"] == {"q": "queue_depth"} and entry["status"] == "ok"
+
+
+def test_a_dump_recorded_on_another_host_is_not_verified_and_the_report_says_why(tmp_path):
+    laptop = replace(_host(tmp_path), identity=lambda: HostIdentity("laptop"))
+    found = verify(str(DUMPS / "co-located-contention"), host=laptop)
+    assert found.verified == () and found.probes == ()
+    assert found.host == "the dump was recorded on gpu-node-7, and this host is laptop"
+    assert "none ran (--here-anyway runs them)" in (found.not_run or "")
+    said = json.loads(render(found, "json"))
+    assert said["not_run"] == found.not_run and said["verified"] == []
+    assert render(found, "text").splitlines()[3].startswith("Nothing was checked: the dump was recorded on")
+    anyway = verify(str(DUMPS / "co-located-contention"), host=laptop, here_anyway=True)
+    assert anyway.verified and anyway.not_run is None
+
+
+@pytest.mark.parametrize(
+    ("recorded", "here", "same", "said"),
+    [
+        (HostIdentity("a", "m1", "b1"), HostIdentity("a", "m1", "b1"), True, "recorded on this machine"),
+        (HostIdentity("a", "m1", "b1"), HostIdentity("renamed", "m1", "b2"), True, "restarted since"),
+        (HostIdentity("a", "m1"), HostIdentity("a", "m2"), False, "another machine (a)"),
+        (HostIdentity("a"), HostIdentity("b", "m2"), False, "recorded on a, and this host is b"),
+        (HostIdentity(None), HostIdentity("b", "m2"), None, "does not say which host"),
+    ],
+)
+def test_the_host_is_told_by_its_machine_id_first_then_its_name(recorded, here, same, said):
+    found = compare(recorded, here)
+    assert found.same is same and said in found.reason
+
+
+def test_a_recording_keeps_the_machine_and_boot_it_was_made_on(tmp_path):
+    from diagnose.collectors.writer import DumpWriter
+
+    writer = DumpWriter(tmp_path / "dump", interval_s=1.0)
+    here = this_host()
+    assert writer.manifest["host"] == here.host
+    assert {k: writer.manifest.get(k) for k in here.manifest_fields()} == here.manifest_fields()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.collectors.identity import HostIdentity
 from diagnose.verify import Host, verify
 from tests.conftest import DUMPS
 
@@ -96,7 +97,14 @@ class FakeProc:
 
     def host(self) -> Host:
         self.write()
-        return Host(self.root, lambda argv, timeout: None, sleep=self.advance, clock=self.clock)
+        return Host(
+            self.root, lambda argv, timeout: None, sleep=self.advance, clock=self.clock, identity=_ANY_HOST
+        )
+
+
+def _ANY_HOST() -> HostIdentity:
+    """A host the test makes says nothing of which it is: the dump's host is not told from it."""
+    return HostIdentity(None)
 
 
 def _stat(pid: int, name: str, cpu_ticks: int, faults: int, threads: int, start: int) -> str:
@@ -214,7 +222,9 @@ def test_the_contending_command_running_now_confirms_co_located_contention_never
 
 
 def test_without_a_proc_the_probe_says_why_and_a_server_not_running_is_said(tmp_path):
-    found = verify(str(DUMPS / "cpu-bound-stage"), host=Host(tmp_path, lambda argv, timeout: None))
+    found = verify(
+        str(DUMPS / "cpu-bound-stage"), host=Host(tmp_path, lambda argv, timeout: None, identity=_ANY_HOST)
+    )
     _, check = _check(found, "cpu-bound-stage", "thread_pinned_now")
     assert check.outcome == "not run" and "no /proc under" in check.source
     gone = FakeProc(tmp_path / "gone")

@@ -13,13 +13,13 @@ import csv
 import errno
 import json
 import os
-import socket
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
 import yaml
 
+from diagnose.collectors.identity import this_host
 from diagnose.dump.schema import COLUMNS
 from diagnose.errors import DiskFull, InputError
 
@@ -45,9 +45,11 @@ class DumpWriter:
         self._files: dict[str, TextIO] = {}
         self._writers: dict[str, csv.DictWriter] = {}
         self.rows = dict.fromkeys([*COLUMNS, *JSONL_TABLES], 0)
-        self.manifest = {
+        identity = this_host()
+        self.manifest: dict[str, object] = {
             "format": "diagnose-dump/1",
-            "host": socket.gethostname(),
+            "host": identity.host,
+            **identity.manifest_fields(),  # which machine, which boot: verify checks it runs there
             "started_at": _now(),
             "interval_s": interval_s,
             "recorder": "diagnose record",

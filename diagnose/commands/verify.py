@@ -50,6 +50,11 @@ def add_parser(commands: Subcommands) -> None:
         help="read a service's own metrics as server columns, as record does (default: the map the dump "
         "was recorded with)",
     )
+    command.add_argument(
+        "--here-anyway",
+        action="store_true",
+        help="run the checks though the dump was recorded on another host (they read this one)",
+    )
     command.add_argument("--format", choices=("text", "json"), default="text", help="default: text")
     command.add_argument("--timeout", type=float, default=5.0, metavar="S", help="per command (default 5)")
     command.add_argument("--rules", type=Path, metavar="DIR", help="use the rules in DIR")
@@ -69,6 +74,14 @@ def run(args: argparse.Namespace) -> int:
     from diagnose.verify.render import render
 
     mapping = metrics_map(args.metrics_map) or None
-    found = verify(args.dump, args.rules, args.cause, Host(timeout_s=args.timeout), args.metrics_url, mapping)
+    found = verify(
+        args.dump,
+        args.rules,
+        args.cause,
+        Host(timeout_s=args.timeout),
+        args.metrics_url,
+        mapping,
+        args.here_anyway,
+    )
     sys.stdout.write(render(found, args.format))
     return ExitCode.OK

@@ -376,6 +376,13 @@ def table_from_rows(
         return None
 
 
+def read_manifest(path: str) -> Manifest:
+    """A dump's manifest alone, without its tables (what a command checks before it reads them); an
+    empty one where the dump has none or it cannot be read."""
+    file = Path(path) / MANIFEST_FILE
+    return _read_manifest(file, []) if file.is_file() else Manifest()
+
+
 def _read_manifest(file: Path, warnings: list[str]) -> Manifest:
     try:
         data = yaml.safe_load(file.read_text(encoding="utf-8"))

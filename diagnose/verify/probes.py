@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from diagnose.collectors.identity import HostIdentity, this_host
 from diagnose.facts.model import Facts, FactValue
 from diagnose.verify.processes_now import SAMPLE_S, SAMPLES, ServerIdentity, read_processes_now, snapshot
 from diagnose.verify.schedules import Schedule, crontab_lines, systemd_timers
@@ -66,6 +67,7 @@ class Host:
     clock: Callable[[], float] = time.time
     sample_s: float = SAMPLE_S  # between reads of /proc
     samples: int = SAMPLES  # intervals read
+    identity: Callable[[], HostIdentity] = this_host  # which host the probes read
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,13 @@ VERIFY_FORMAT = "diagnose-verify/1"
 def render(verification: Verification, form: str) -> str:
     if form == "json":
         return json.dumps({"format": VERIFY_FORMAT, **asdict(verification)}, indent=2) + "\n"
-    out = [f"diagnose verify: {verification.dump}", ""]
-    if not verification.verified:
+    out = [f"diagnose verify: {verification.dump}"]
+    if verification.host:
+        out.append(verification.host)
+    out.append("")
+    if verification.not_run:
+        out.append(f"Nothing was checked: {verification.not_run}.")
+    elif not verification.verified:
         out.append("No hypothesis to verify: the dump gives none (nothing likely, no runner-up).")
     for item in verification.verified:
         moved = (

@@ -13,7 +13,7 @@ checks "not run". The weights are the rule's, written beside each check.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -56,6 +56,8 @@ class Verification:
     dump: str
     verified: tuple[Verified, ...]
     probes: tuple[Found, ...]
+    host: str = ""  # whether the dump was recorded here, and how that was told
+    not_run: str | None = None  # why no check ran (a dump of another host)
 
 
 def verify(
@@ -65,13 +67,26 @@ def verify(
     host: Host | None = None,
     metrics_url: str | None = None,
     metrics_map: dict[str, str] | None = None,
+    here_anyway: bool = False,
 ) -> Verification:
+    """The checks of the dump's hypotheses on this host. A dump recorded on another host is not
+    analysed and nothing runs (this host's processes would be judged against that host's incident),
+    unless ``here_anyway``."""
+    from diagnose.collectors.identity import compare, recorded_host
+    from diagnose.dump.reader import read_manifest
     from diagnose.judge import default_rules_dir, load_rules
     from diagnose.pipeline import analyse_path
 
+    host = host or Host()
+    manifest = read_manifest(dump_path)
+    where = compare(recorded_host(manifest.host, manifest.extra), host.identity())
+    if where.same is False and not here_anyway:
+        why = f"{where.reason}: its checks read the host they run on, so none ran (--here-anyway runs them)"
+        return Verification(dump_path, (), (), where.reason, why)
     rules = load_rules(rules_dir or default_rules_dir())
     dump, analysis = analyse_path(dump_path, rules_dir)
-    return verify_report(dump_path, dump, analysis.report, rules, causes, host, metrics_url, metrics_map)
+    found = verify_report(dump_path, dump, analysis.report, rules, causes, host, metrics_url, metrics_map)
+    return replace(found, host=where.reason)
 
 
 def verify_report(
