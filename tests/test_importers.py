@@ -293,3 +293,16 @@ def test_tritons_own_gpu_gauges_become_gpu_rows():
     gpu = PrometheusTextImporter().read(Source.from_path(SAMPLES / "triton_metrics" / "06.txt")).tables["gpu"]
     assert list(gpu["util_pct"]) == [pytest.approx(12.0)] and list(gpu["gpu"]) == [0]
     assert gpu["gpu_uuid"].iloc[0] == "GPU-d4d0dbb0-037e-652e-6df4-a742b597738c"
+
+
+def test_a_request_log_under_any_name_is_read_by_what_its_rows_carry(tmp_path):
+    rows = [{"ts": 1_780_000_000 + i, "id": f"r{i}", "latency_ms": 40.0 + i} for i in range(30)]
+    (tmp_path / "service-requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "access.csv").write_text(
+        "ts,stage_queue_ms,stage_forward_ms\n" + "".join(f"{1_780_000_100 + i},{i},20\n" for i in range(10))
+    )
+    (tmp_path / "events-of-mine.jsonl").write_text('{"ts": 1780000000, "what": "deploy"}\n')  # no latency
+    dump = load_dump(str(tmp_path))
+    read = {i["file"]: (i["importer"], i["rows"]) for i in dump.importers}
+    assert read == {"service-requests.jsonl": ("request-log", 30), "access.csv": ("request-log", 10)}
+    assert len(dump.tables["requests"]) == 40 and "events-of-mine.jsonl" in dump.not_used

@@ -27,6 +27,7 @@ from diagnose.importers.oom_log import OomLogImporter
 from diagnose.importers.profiler_table import ProfilerTableImporter
 from diagnose.importers.profiler_trace import KinetoTraceImporter, OrtProfileImporter
 from diagnose.importers.prometheus_text import PrometheusTextImporter
+from diagnose.importers.request_log import RequestLogImporter
 from diagnose.importers.series import GrafanaCsvImporter, PromQueryImporter
 from diagnose.importers.sglang_log import SglangLogImporter
 from diagnose.importers.tgi_log import TgiLogImporter
@@ -61,6 +62,7 @@ IMPORTERS: tuple[Importer, ...] = (
     VllmLogImporter(),
     TorchMemoryImporter(),
     OomLogImporter(),
+    RequestLogImporter(),
 )
 
 __all__ = [
