@@ -328,8 +328,9 @@ def test_file_help_shows_examples_and_that_one_file_is_a_dump(run_cli, capsys):
     assert "examples:" in out and "diagnose file vllm.log" in out and "one file read as a dump" in out
 
 
-def test_a_report_piped_into_a_pager_wraps_to_the_terminal(monkeypatch):
-    """`diagnose file DUMP | less`: stdout is a pipe, stderr still the terminal, 80 columns wide."""
+def test_a_report_wraps_to_a_terminal_and_not_into_a_file_or_a_pipe(monkeypatch):
+    """A terminal has a width; a file or a pipe (`| cat`, `-o rep.txt`) has none: lines as long as their
+    content there, unless --width or COLUMNS says otherwise."""
     import os
 
     from diagnose.commands import output
@@ -345,14 +346,26 @@ def test_a_report_piped_into_a_pager_wraps_to_the_terminal(monkeypatch):
             return self.fd
 
     monkeypatch.delenv("COLUMNS", raising=False)
-    monkeypatch.setattr(output.sys, "stdout", Stream(False, 1))
-    monkeypatch.setattr(output.sys, "stderr", Stream(True, 2))
     monkeypatch.setattr(output.os, "get_terminal_size", lambda fd: os.terminal_size((80, 24)))
-    assert output.terminal_width() == 80
-    monkeypatch.setattr(output.sys, "stderr", Stream(False, 2))
-    assert output.terminal_width() == 100  # no terminal at all: a file, CI
+    monkeypatch.setattr(output.sys, "stdout", Stream(True, 1))
+    assert output.report_width(None, to_file=False) == 80
+    assert output.report_width(None, to_file=True) is None  # -o rep.txt
+    monkeypatch.setattr(output.sys, "stdout", Stream(False, 1))
+    assert output.report_width(None, to_file=False) is None  # | cat
+    assert output.report_width(120, to_file=False) == 120 and output.report_width(0, to_file=False) is None
     monkeypatch.setenv("COLUMNS", "132")
-    assert output.terminal_width() == 132
+    assert output.report_width(None, to_file=True) == 132
+
+
+def test_a_report_into_a_file_keeps_each_line_whole(run_cli, tmp_path):
+    code, _, err = run_cli("file", DUMPS / "cpu-bound-stage", "-o", tmp_path / "rep.txt")
+    assert code == 0, err
+    text = (tmp_path / "rep.txt").read_text()
+    assert max(len(line) for line in text.splitlines()) > 100  # a long evidence line, not cut at 100
+    code, _, err = run_cli("file", DUMPS / "cpu-bound-stage", "-o", tmp_path / "narrow.txt", "--width", "70")
+    narrow = (tmp_path / "narrow.txt").read_text()
+    prose = [line for line in narrow.splitlines() if line.startswith(("   ", "  -")) and "|" not in line]
+    assert prose and max(len(line) for line in prose) <= 70
 
 
 def test_recording_into_a_folder_that_is_not_empty_is_refused_before_it_says_it_records(run_cli, tmp_path):

@@ -16,7 +16,7 @@ from diagnose.commands.options import (
     window_seconds,
     zone,
 )
-from diagnose.commands.output import pictures_beside, report_format, terminal_width
+from diagnose.commands.output import pictures_beside, report_format, report_width
 from diagnose.commands.status_line import StatusLine, Ticker
 from diagnose.errors import ExitCode, InputError
 
@@ -49,6 +49,13 @@ def add_parser(commands: Subcommands) -> None:
         help="report format (default: from the -o file's extension, .md, .html or .json; else text)",
     )
     command.add_argument("-o", "--output", type=Path, help="write the report to this file instead of stdout")
+    command.add_argument(
+        "--width",
+        type=int,
+        metavar="COLUMNS",
+        help="wrap the text report's prose to COLUMNS (0: never); default: the terminal's width on a "
+        "terminal, no wrapping into a file or a pipe",
+    )
     command.add_argument(
         "--rules", type=Path, metavar="DIR", help="use the rules in DIR instead of the built-in ones"
     )
@@ -151,7 +158,7 @@ def _rendered(args: argparse.Namespace, output_format: str, dump, analysis) -> s
 
     report = analysis.report
     if output_format == "text":
-        return render_text(report, width=terminal_width() if args.output is None else 100)
+        return render_text(report, width=report_width(args.width, to_file=args.output is not None))
     if output_format == "markdown":
         with_pictures = args.output is not None and not args.no_plots
         pictures = pictures_beside(args.output, _report_pictures(analysis, dump)) if with_pictures else None

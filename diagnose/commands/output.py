@@ -60,12 +60,15 @@ def pictures_beside(output: Path, draw) -> list[tuple[str, str, str]]:
     return links
 
 
-def terminal_width() -> int:
-    """The columns the text report wraps to: the terminal's, also when the report is piped into a pager
-    (``diagnose file DUMP | less``: stderr is still the terminal); 100 with no terminal at all."""
+def report_width(asked: int | None, to_file: bool) -> int | None:
+    """The columns the text report's prose wraps to: ``--width`` (0: never), else ``COLUMNS``, else the
+    terminal's where the report goes to one; None (lines as long as their content) into a file or a
+    pipe, which has no width of its own."""
+    if asked is not None:
+        return asked or None
     if os.environ.get("COLUMNS", "").isdigit():
         return int(os.environ["COLUMNS"])
-    return next(filter(None, map(terminal_columns, (sys.stdout, sys.stderr))), 100)
+    return None if to_file else terminal_columns(sys.stdout)
 
 
 def terminal_columns(stream: TextIO) -> int | None:

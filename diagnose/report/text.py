@@ -31,12 +31,13 @@ from diagnose.report.spikes_section import (
 from diagnose.report.stages_section import stage_rows
 from diagnose.units import human_ms
 
-DEFAULT_WIDTH = 100  # when the terminal's width is not known: a file, a pipe
+DEFAULT_WIDTH = 100  # a report rendered for no output in particular
+_UNWRAPPED = 1_000_000  # "no width": a file or a pipe, where each line is as long as its content
 
 
-def render_text(report: Report, width: int = DEFAULT_WIDTH) -> str:
-    """The report for ``width`` columns: prose wraps to it; table rows stay whole."""
-    width = max(60, width)
+def render_text(report: Report, width: int | None = DEFAULT_WIDTH) -> str:
+    """The report for ``width`` columns: prose wraps to it (never where None); table rows stay whole."""
+    width = max(60, width) if width is not None else _UNWRAPPED
     out: list[str] = [f"diagnose: {report.dump}"]
     window = report.window
     if iso(window.start):
