@@ -76,3 +76,11 @@ def parse_size(text: str) -> int:
     if size < 1:
         raise InputError(f"the size must be positive, got {text!r}")
     return int(size)
+
+
+def counted(count: float, noun: str, plural: str | None = None) -> str:
+    """A count with its noun, singular or plural as the count asks: "1 GPU", "3 GPUs", "1,204 lines"
+    (``plural`` where adding an s is not it: "process", "processes")."""
+    whole = int(count) if float(count).is_integer() else count
+    word = noun if whole == 1 else (plural or f"{noun}s")
+    return f"{whole:,} {word}"

@@ -144,7 +144,7 @@ def test_non_numeric_value_becomes_missing_with_file_line_and_column(tmp_path):
     latency = dump.tables["requests"]["latency_ms"]
     assert latency.isna().sum() == 2 and latency.dropna().tolist() == [10.0, 12.0]
     assert (
-        "requests.csv line 3, column latency_ms: expected a number, got 'fast'; 2 such value(s) read as missing"
+        "requests.csv line 3, column latency_ms: expected a number, got 'fast'; 2 such values read as missing"
         in dump.warnings
     )
 
@@ -286,5 +286,5 @@ def test_a_latency_that_is_no_measurement_is_read_as_missing_and_said(tmp_path, 
     (tmp_path / "requests.csv").write_text("ts,latency_ms\n" + rows + "\n")
     code, out, err = run_cli("file", tmp_path, "--format", "json")
     assert code == 0, err
-    assert "column latency_ms" in err and "67 such value(s) read as missing" in err
+    assert "column latency_ms" in err and "67 such values read as missing" in err
     assert json.loads(out)["summary"]["latency_ms"]["p99"] == 15

@@ -229,8 +229,16 @@ def test_the_spikes_table_keeps_other_processes_out_unless_a_finding_names_them(
     assert code == 0 and json.loads(out)["signals"]["processes.cpu_pct[pid=200]"]["meta"]["server"] is False
     code, out, _ = run_cli("file", tmp_path)
     assert code == 0 and "processes.cpu_pct[pid=200]" not in out
-    assert "1 other process signal(s) left out" in out
+    assert "1 other process signal left out" in out
     assert "coincidence: the share of the latency spikes" in " ".join(out.split())
     (tmp_path / "manifest.yaml").write_text(yaml.safe_dump({"format": "diagnose-dump/1"}))
     code, out, _ = run_cli("file", tmp_path)  # the heaviest steady process is the server: the same
     assert code == 0 and "processes.cpu_pct[pid=200]" not in out
+
+
+@pytest.mark.parametrize(("count", "said"), [(0, "0 GPUs"), (1, "1 GPU"), (2, "2 GPUs"), (1204, "1,204 GPUs")])
+def test_a_count_says_its_noun_in_the_number_it_takes(count, said):
+    from diagnose.units import counted
+
+    assert counted(count, "GPU") == said
+    assert counted(1, "process", "processes") == "1 process" and counted(3, "process", "processes") == "3 processes"

@@ -300,7 +300,7 @@ def test_rules_command_lists_and_checks(run_cli, tmp_path):
     code, out, _ = run_cli("rules")
     assert code == 0 and "memory-fragmentation" in out
     code, out, _ = run_cli("rules", "check", default_rules_dir())
-    assert code == 0 and out.strip().endswith("rule(s) valid")
+    assert code == 0 and out.strip().endswith("rules valid")
     bad = tmp_path / "mine"
     bad.mkdir()
     (bad / "broken.yaml").write_text(RULE.replace("weight: 0.4", "weight: heavy"), encoding="utf-8")

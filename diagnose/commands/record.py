@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from diagnose.commands.options import Subcommands, add_collection_args, add_debug, record_options
 from diagnose.commands.status_line import StatusLine
 from diagnose.errors import DiagnoseError, DiskFull, ExitCode, InputError
-from diagnose.units import human_bytes
+from diagnose.units import counted, human_bytes
 
 if TYPE_CHECKING:
     from diagnose.collectors.recorder import Progress
@@ -160,12 +160,12 @@ def run(args: argparse.Namespace) -> int:
     if flight is not None:
         dumps = ", ".join(map(str, flight.written)) or "none"
         print(
-            f"diagnose: recorded {summary.samples} samples into the ring; incident dumps: {dumps}",
+            f"diagnose: recorded {counted(summary.samples, 'sample')} into the ring; incident dumps: {dumps}",
             file=sys.stderr,
         )
     else:
         print(
-            f"diagnose: recorded {summary.samples} samples to {args.output}"
+            f"diagnose: recorded {counted(summary.samples, 'sample')} to {args.output}"
             + (f" ({summary.skipped_ticks} late ticks skipped)" if summary.skipped_ticks else "")
             + f"; analyse it with: diagnose file {args.output}",
             file=sys.stderr,
@@ -214,7 +214,7 @@ def _status(progress: Progress) -> str:
     """recording 1:23, 166 samples, rows: 166 system, 2,045 requests; 1.2 MiB; request log ok"""
     minutes, seconds = divmod(int(progress.elapsed_s), 60)
     rows = ", ".join(f"{count:,} {table}" for table, count in progress.rows.items() if count) or "none"
-    parts = [f"recording {minutes}:{seconds:02d}, {progress.samples} samples, rows: {rows}"]
+    parts = [f"recording {minutes}:{seconds:02d}, {counted(progress.samples, 'sample')}, rows: {rows}"]
     if progress.bytes_written is not None:
         parts.append(human_bytes(progress.bytes_written))
     parts += [f"{what} {state}" for what, state in progress.sources]

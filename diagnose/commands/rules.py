@@ -8,6 +8,7 @@ from pathlib import Path
 
 from diagnose.commands.options import Subcommands, add_debug
 from diagnose.errors import DiagnoseError, ExitCode, InputError
+from diagnose.units import counted
 
 
 def add_parser(commands: Subcommands) -> None:
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         for rule in rules:
             note = "" if rule.id in ROOT_CAUSE_IDS else "  (id not in the standard list: document it)"
             print(f"ok  {rule.path}  {rule.id}{note}")
-        print(f"{len(rules)} rule(s) valid")
+        print(f"{counted(len(rules), 'rule')} valid")
         return ExitCode.OK
     if args.action == "test":
         from diagnose.judge.testing import run_rule_tests

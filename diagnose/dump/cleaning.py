@@ -13,6 +13,7 @@ import pandas as pd
 from diagnose.dump.formats import ReadResult, TableReadError
 from diagnose.dump.schema import EVENTS_TABLE, TABLES, TRACE_TABLES, is_numeric_column
 from diagnose.dump.timestamps import parse_ts
+from diagnose.units import counted
 
 
 def normalised(name: str, result: ReadResult, label: str, warnings: list[str]) -> pd.DataFrame:
@@ -95,7 +96,7 @@ def _coerce_numbers(
                 value = str(original.iloc[positions[0]])[:40]
                 warnings.append(
                     f"{file} {result.where(int(row))}, column {column}: expected a number, got "
-                    f"{value!r}; {positions.size} such value(s) read as missing"
+                    f"{value!r}; {counted(positions.size, 'such value')} read as missing"
                 )
             frame[column] = numbers.astype("float64")
         frame[column] = _without_absurd(frame[column], column, file, result, warnings)
@@ -122,7 +123,7 @@ def _without_absurd(
     row = int(values.index[positions[0]])
     warnings.append(
         f"{file} {result.where(row)}, column {column}: {float(numbers[positions[0]]):g} is no "
-        f"measurement; {positions.size} such value(s) read as missing"
+        f"measurement; {counted(positions.size, 'such value')} read as missing"
     )
     return values.mask(absurd)
 

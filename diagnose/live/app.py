@@ -43,6 +43,7 @@ from diagnose.live.panels import (
 from diagnose.pipeline import Analysis, analyse_dump
 from diagnose.report.markdown import render_hypothesis, render_markdown, render_not_found, render_sources
 from diagnose.report.model import Hypothesis, Report
+from diagnose.units import counted
 from diagnose.verify import Host, verify_report
 from diagnose.verify.render import render
 
@@ -251,7 +252,7 @@ class LiveApp(App[None]):
     def _show_top(self) -> None:
         state = self._state or self.feed.state()
         parts = [f"diagnose · {state.host}"]
-        parts.append(f"{len(state.gpus)} GPU(s)" if state.gpus else f"no GPU: {state.gpu_note}")
+        parts.append(counted(len(state.gpus), "GPU") if state.gpus else f"no GPU: {state.gpu_note}")
         parts.append(f"window {_window_label(self.window_s)}")
         parts.append(_position_label(state, self.paused))
         if state.recording:
@@ -324,7 +325,9 @@ class LiveApp(App[None]):
             for said in missing_evidence_lines(self.report):
                 detail.append(said + "\n", style="yellow")
             not_fired = len(self.report.ruled_out) + len(self.report.not_run)
-            detail.append(f"{not_fired} rule(s) ruled out or not checked; press o to see why", style="dim")
+            detail.append(
+                f"{counted(not_fired, 'rule')} ruled out or not checked; press o to see why", style="dim"
+            )
         self.query_one("#detail", Static).update(detail)
 
     def _show_stages(self) -> None:

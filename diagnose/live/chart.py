@@ -15,6 +15,7 @@ from textual.widget import Widget
 
 from diagnose.detect.signals import Signal
 from diagnose.live.panels import EpisodeMark, format_for, latest
+from diagnose.units import counted
 
 _CELLS = np.array(list(" ▁▂▃▄▅▆▇█"))
 _MARK_STYLES = ("dim", "red", "bold red")  # outside episodes, in a routine one, in one that stands out
@@ -60,7 +61,7 @@ class SeriesChart(Widget):
         if marks.any():
             visible = self._visible_episodes()
             unusual = sum(not e.routine for e in visible)
-            text.append(f"  {len(visible)} episode(s), {unusual} unusual ━", style="red")
+            text.append(f"  {counted(len(visible), 'episode')}, {unusual} unusual ━", style="red")
         for line in self._bars(columns, low, top, rows):
             text.append("\n")
             text.append(line, style="cyan")

@@ -29,7 +29,7 @@ from diagnose.report.spikes_section import (
     spike_rows,
 )
 from diagnose.report.stages_section import UNACCOUNTED, stage_rows
-from diagnose.units import human_ms, human_rate
+from diagnose.units import counted, human_ms, human_rate
 
 
 def render_markdown(report: Report, pictures: list[tuple[str, str, str]] | None = None) -> str:
@@ -138,7 +138,10 @@ def _spikes(report: Report) -> list[str]:
     if alignments:
         out += [f"What moves with `{reference}`:", "", *_table(ALIGNMENT_HEADER, alignments), ""]
     if left_out:
-        out += [f"{left_out} other process signal(s) left out: no finding or alignment names them.", ""]
+        out += [
+            f"{counted(left_out, 'other process signal')} left out: no finding or alignment names them.",
+            "",
+        ]
     return out + [f"*{LEGEND[0].upper()}{LEGEND[1:]}.*", ""]
 
 

@@ -29,7 +29,7 @@ from diagnose.report.spikes_section import (
     spike_rows,
 )
 from diagnose.report.stages_section import stage_rows
-from diagnose.units import human_ms
+from diagnose.units import counted, human_ms
 
 DEFAULT_WIDTH = 100  # a report rendered for no output in particular
 _UNWRAPPED = 1_000_000  # "no width": a file or a pipe, where each line is as long as its content
@@ -96,7 +96,7 @@ def _spikes(report: Report, width: int) -> list[str]:
     alignments = alignment_rows(report)
     if alignments:
         out += ["", f"what moves with {reference}:", *_columns(ALIGNMENT_HEADER, alignments)]
-    notes = [f"{left_out} other process signal(s) left out: no finding or alignment names them"]
+    notes = [f"{counted(left_out, 'other process signal')} left out: no finding or alignment names them"]
     return out + [""] + _wrap([*notes[: bool(left_out)], LEGEND], "  ", width)
 
 
@@ -188,7 +188,9 @@ def _wrap(items: list[str], indent: str, width: int) -> list[str]:
 
 
 def _evidence(evidence: EvidenceRead, width: int) -> list[str]:
-    tables = ", ".join(f"{n} ({t.rows:,} rows, {', '.join(t.files)})" for n, t in evidence.tables.items())
+    tables = ", ".join(
+        f"{n} ({counted(t.rows, 'row')}, {', '.join(t.files)})" for n, t in evidence.tables.items()
+    )
     out = _wrap([f"evidence: {tables}"], "", width)
     if evidence.missing:
         out += _wrap([f"missing:  {', '.join(evidence.missing)}"], "", width)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from diagnose.collectors.redact import redact_cmdline
 from diagnose.facts.model import FactValue
+from diagnose.units import counted
 
 SAMPLE_S = 1.0
 SAMPLES = 10  # intervals read: a thread's share of a core swings from second to second under bursty load
@@ -258,7 +259,8 @@ def _server_facts(
     involuntary = second.switches[1] - first.switches[1]
     facts["live.server.process"] = ", ".join(f"pid {p} ({second.processes[p].name})" for p in alive)
     facts["live.server.cpu_pct"] = cpu * 100
-    facts["live.server.threads"] = sum(second.processes[p].threads for p in alive)
+    threads = sum(second.processes[p].threads for p in alive)
+    facts["live.server.threads"] = threads
     facts["live.server.minor_faults_per_s"] = faults
     if voluntary + involuntary > 0:
         facts["live.server.involuntary_share"] = involuntary / (voluntary + involuntary)
@@ -269,7 +271,7 @@ def _server_facts(
             facts["live.server.started_in_dump"] = started > span[0]
     details.append(
         f"server {facts['live.server.process']}: {cpu * 100:.0f} % of a core, "
-        f"{facts['live.server.threads']} threads, {faults:,.0f} page faults/s"
+        f"{counted(threads, 'thread')}, {faults:,.0f} page faults/s"
     )
 
 
