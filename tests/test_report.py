@@ -236,9 +236,14 @@ def test_the_spikes_table_keeps_other_processes_out_unless_a_finding_names_them(
     assert code == 0 and "processes.cpu_pct[pid=200]" not in out
 
 
-@pytest.mark.parametrize(("count", "said"), [(0, "0 GPUs"), (1, "1 GPU"), (2, "2 GPUs"), (1204, "1,204 GPUs")])
+@pytest.mark.parametrize(
+    ("count", "said"), [(0, "0 GPUs"), (1, "1 GPU"), (2, "2 GPUs"), (1204, "1,204 GPUs")]
+)
 def test_a_count_says_its_noun_in_the_number_it_takes(count, said):
     from diagnose.units import counted
 
     assert counted(count, "GPU") == said
-    assert counted(1, "process", "processes") == "1 process" and counted(3, "process", "processes") == "3 processes"
+    assert (
+        counted(1, "process", "processes") == "1 process"
+        and counted(3, "process", "processes") == "3 processes"
+    )
