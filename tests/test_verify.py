@@ -294,3 +294,15 @@ def test_a_recording_keeps_the_machine_and_boot_it_was_made_on(tmp_path):
     here = this_host()
     assert writer.manifest["host"] == here.host
     assert {k: writer.manifest.get(k) for k in here.manifest_fields()} == here.manifest_fields()
+
+
+def test_the_text_wraps_to_the_terminal_and_keeps_each_line_whole_into_a_pipe(tmp_path):
+    found = verify(str(DUMPS / "co-located-contention"), host=_host(tmp_path, "*/4 * * * * root /opt/x.py\n"))
+    narrow = render(found, "text", 70)
+    # a line runs past 70 columns only where one word (a path) is too long to fit on any line
+    over = [line for line in narrow.splitlines() if len(line) > 70]
+    assert all(any(len(word) > 60 for word in line.split()) for line in over), over
+    assert len(narrow.splitlines()) > len(render(found, "text").splitlines())
+    whole = render(found, "text")
+    assert max(len(line) for line in whole.splitlines()) > 70
+    assert " ".join(narrow.split()) == " ".join(whole.split())  # the same words, only wrapped

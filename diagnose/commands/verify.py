@@ -56,6 +56,9 @@ def add_parser(commands: Subcommands) -> None:
         help="run the checks though the dump was recorded on another host (they read this one)",
     )
     command.add_argument("--format", choices=("text", "json"), default="text", help="default: text")
+    command.add_argument(
+        "--quiet", action="store_true", help="no status line while the checks run (none off a terminal)"
+    )
     command.add_argument("--timeout", type=float, default=5.0, metavar="S", help="per command (default 5)")
     command.add_argument("--rules", type=Path, metavar="DIR", help="use the rules in DIR")
     add_debug(command)
@@ -70,18 +73,22 @@ def run(args: argparse.Namespace) -> int:
     if not args.timeout > 0:
         raise InputError(f"--timeout {args.timeout:g}: expected a positive number of seconds")
     from diagnose.commands.options import metrics_map
+    from diagnose.commands.output import report_width
+    from diagnose.commands.status_line import StatusLine, Ticker
     from diagnose.verify import Host, verify
     from diagnose.verify.render import render
 
     mapping = metrics_map(args.metrics_map) or None
-    found = verify(
-        args.dump,
-        args.rules,
-        args.cause,
-        Host(timeout_s=args.timeout),
-        args.metrics_url,
-        mapping,
-        args.here_anyway,
-    )
-    sys.stdout.write(render(found, args.format))
+    with Ticker(StatusLine.for_terminal(args.quiet), "diagnose verify") as ticker:
+        found = verify(
+            args.dump,
+            args.rules,
+            args.cause,
+            Host(timeout_s=args.timeout),
+            args.metrics_url,
+            mapping,
+            args.here_anyway,
+            progress=ticker.step,
+        )
+    sys.stdout.write(render(found, args.format, report_width(None, to_file=False)))
     return ExitCode.OK

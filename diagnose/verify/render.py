@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from dataclasses import asdict
 
 from diagnose.verify.run import Verification
@@ -10,7 +11,8 @@ from diagnose.verify.run import Verification
 VERIFY_FORMAT = "diagnose-verify/1"
 
 
-def render(verification: Verification, form: str) -> str:
+def render(verification: Verification, form: str, width: int | None = None) -> str:
+    """The verification as text (its lines wrapped to ``width``, never where None) or JSON."""
     if form == "json":
         return json.dumps({"format": VERIFY_FORMAT, **asdict(verification)}, indent=2) + "\n"
     out = [f"diagnose verify: {verification.dump}"]
@@ -46,4 +48,25 @@ def render(verification: Verification, form: str) -> str:
             out.append(f"{found.probe} read:")
             out += [f"  {line}" for line in found.details]
             out.append("")
-    return "\n".join(out).rstrip() + "\n"
+    return "\n".join(_wrapped(out, width)).rstrip() + "\n"
+
+
+def _wrapped(lines: list[str], width: int | None) -> list[str]:
+    """Each line wrapped to ``width``, its continuation indented under its text."""
+    if width is None:
+        return lines
+    out = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        body = line.lstrip(" ")
+        hang = indent + ("    " if body.startswith("[") else "  ")
+        wrapped = textwrap.wrap(
+            body,
+            max(width, 60),
+            initial_indent=indent,
+            subsequent_indent=hang,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        out += wrapped or [""]
+    return out

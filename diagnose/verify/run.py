@@ -13,6 +13,7 @@ checks "not run". The weights are the rule's, written beside each check.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -68,6 +69,7 @@ def verify(
     metrics_url: str | None = None,
     metrics_map: dict[str, str] | None = None,
     here_anyway: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> Verification:
     """The checks of the dump's hypotheses on this host. A dump recorded on another host is not
     analysed and nothing runs (this host's processes would be judged against that host's incident),
@@ -84,8 +86,10 @@ def verify(
         why = f"{where.reason}: its checks read the host they run on, so none ran (--here-anyway runs them)"
         return Verification(dump_path, (), (), where.reason, why)
     rules = load_rules(rules_dir or default_rules_dir())
-    dump, analysis = analyse_path(dump_path, rules_dir)
-    found = verify_report(dump_path, dump, analysis.report, rules, causes, host, metrics_url, metrics_map)
+    dump, analysis = analyse_path(dump_path, rules_dir, progress=progress)
+    found = verify_report(
+        dump_path, dump, analysis.report, rules, causes, host, metrics_url, metrics_map, progress
+    )
     return replace(found, host=where.reason)
 
 
@@ -98,6 +102,7 @@ def verify_report(
     host: Host | None = None,
     metrics_url: str | None = None,
     metrics_map: dict[str, str] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Verification:
     """The checks of ``report``'s hypotheses (``dump``'s analysis, named ``name``) run on the live host:
     what the live view's key runs on the window it shows."""
@@ -129,6 +134,8 @@ def verify_report(
         outcomes = []
         for check in rule.checks:
             if check.probe not in probes:
+                if progress is not None:
+                    progress(f"checking {cause} on this host ({check.probe.replace('_', ' ')})")
                 probes[check.probe] = run_probe(check.probe, host, context)
             outcomes.append(_outcome(check, probes[check.probe], facts))
         verified.append(Verified(cause, score, _moved(score, outcomes), tuple(outcomes)))
