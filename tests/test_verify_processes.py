@@ -342,3 +342,18 @@ def test_a_restarted_server_is_found_though_its_recorded_command_line_had_its_se
         78: _Proc(78, "vllm", "vllm serve other", 0, 0, 1, 0),
     }
     assert find_server(processes, recorded) == {77}
+
+
+def test_a_server_not_running_leaves_no_hole_in_any_sentence(tmp_path):
+    """Where the probe could not measure a figure, the check says what it could not measure and why,
+    never "its busiest thread at none of a core"."""
+    gone = FakeProc(tmp_path / "gone")
+    gone.add(999, "nginx", "nginx: worker process", cpu=0.1, threads={999: 0.1})
+    found = verify(str(DUMPS / "cpu-bound-stage"), host=gone.host())
+    checks = [c for v in found.verified for c in v.checks if c.probe == "processes_now"]
+    assert checks
+    for check in checks:
+        words = f"{check.says} {check.test}".replace(",", " ").replace(";", " ").split()
+        assert "none" not in words, check
+        if check.outcome == "inconclusive":
+            assert check.test == "the dump's server is not running now: its figures cannot be read", check

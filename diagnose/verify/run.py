@@ -178,13 +178,13 @@ def _metrics_source(manifest: dict) -> dict:
 def _outcome(check: Check, found: Found, facts: Facts) -> CheckOutcome:
     if found.not_run is not None:
         return CheckOutcome(
-            check.name, check.probe, NOT_RUN, _says(check, facts), check.weight, "", found.not_run
+            check.name, check.probe, NOT_RUN, _says(check, facts, found), check.weight, "", found.not_run
         )
     both = Facts(values=dict(facts.values))
     for name, value in found.facts.items():
         both.add(name, value, found.source)
     lookup = {name: fact.value for name, fact in both.values.items()}
-    says = _says(check, both)
+    says = _says(check, both, found)
     if expr.evaluate(check.confirms, lookup) is True:
         return CheckOutcome(
             check.name, check.probe, CONFIRMS, says, check.weight, check.confirms_text, found.source
@@ -192,13 +192,34 @@ def _outcome(check: Check, found: Found, facts: Facts) -> CheckOutcome:
     if check.refutes is not None and expr.evaluate(check.refutes, lookup) is True:
         text = check.refutes_text or ""
         return CheckOutcome(check.name, check.probe, REFUTES, says, check.weight, text, found.source)
-    return CheckOutcome(
-        check.name, check.probe, INCONCLUSIVE, says, check.weight, "neither test held", found.source
+    read = expr.names(check.confirms) | (expr.names(check.refutes) if check.refutes is not None else set())
+    unread = sorted(name for name in read if name.startswith("live.") and name not in lookup)
+    why = f"not measured now: {_meanings(unread)}" if unread else "neither test held"
+    if unread and found.facts.get("live.server.found") is False:
+        why = "the dump's server is not running now: its figures cannot be read"
+    return CheckOutcome(check.name, check.probe, INCONCLUSIVE, says, check.weight, why, found.source)
+
+
+def _says(check: Check, facts: Facts, found: Found) -> str:
+    """The check in words, its facts filled in; where the probe could not measure some of them, what
+    it checked and what it could not measure, never a sentence with holes ("at none of a core")."""
+    rendered = render(check.says, facts)
+    if rendered is not None:
+        return rendered
+    unread = [name for name in check.says.facts if facts.get(name) is None]
+    server_gone = found.facts.get("live.server.found") is False
+    because = "; the dump's server is not running now" if server_gone else ""
+    return f"{check.name.replace('_', ' ')}: not measured now ({_meanings(unread)}){because}"
+
+
+def _meanings(names: list[str]) -> str:
+    """What facts are, in words (their catalogue's meaning), for a sentence that says they are missing."""
+    from diagnose.facts.catalogue import CATALOGUE, LIVE
+
+    said = [(LIVE.get(name) or CATALOGUE.get(name)) for name in names]
+    return "; ".join(
+        spec.meaning if spec is not None else name for spec, name in zip(said, names, strict=True)
     )
-
-
-def _says(check: Check, facts: Facts) -> str:
-    return render(check.says, facts, missing="none") or check.says.text
 
 
 def _moved(score: float, outcomes: list[CheckOutcome]) -> float:
