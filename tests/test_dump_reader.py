@@ -288,3 +288,13 @@ def test_a_latency_that_is_no_measurement_is_read_as_missing_and_said(tmp_path, 
     assert code == 0, err
     assert "column latency_ms" in err and "67 such values read as missing" in err
     assert json.loads(out)["summary"]["latency_ms"]["p99"] == 15
+
+
+def test_a_stage_column_without_a_name_is_said_and_not_used(tmp_path):
+    (tmp_path / "requests.csv").write_text("ts,stage__ms,stage_queue_ms\n1780000000,5,10\n1780000001,6,11\n")
+    dump = load_dump(str(tmp_path))
+    assert "stage__ms" not in dump.tables["requests"].columns
+    assert list(dump.tables["requests"]["latency_ms"]) == [10, 11]
+    assert any(
+        "column stage__ms names no stage (expected stage_<name>_ms); not used" in w for w in dump.warnings
+    )

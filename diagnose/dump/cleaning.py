@@ -33,6 +33,12 @@ def normalised(name: str, result: ReadResult, label: str, warnings: list[str]) -
     frame = _with_epoch_ts(frame, label, result, warnings)
     frame = _coerce_numbers(name, frame, label, result, warnings)
     if name == "requests":
+        nameless = [c for c in frame.columns if c.startswith("stage_") and c.endswith("_ms") and len(c) <= 9]
+        if nameless:  # "stage__ms": a stage column whose name was lost (an empty variable in a template)
+            warnings.append(
+                f"{label}: column {', '.join(nameless)} names no stage (expected stage_<name>_ms); not used"
+            )
+            frame = frame.drop(columns=nameless)
         frame = _ensure_latency(frame, label, warnings)
     if name == EVENTS_TABLE and "kind" not in frame.columns:
         raise TableReadError("no 'kind' field in any event")
