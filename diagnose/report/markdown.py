@@ -21,10 +21,10 @@ from diagnose.report.model import EvidenceRead, Hypothesis, Line, Report, Summar
 from diagnose.report.spikes_section import (
     ALIGNMENT_HEADER,
     EPISODE_HEADER,
-    LEGEND,
     SIGNAL_HEADER,
     alignment_rows,
     episode_rows,
+    legend,
     processes_left_out,
     spike_rows,
 )
@@ -142,7 +142,8 @@ def _spikes(report: Report) -> list[str]:
             f"{counted(left_out, 'other process signal')} left out: no finding or alignment names them.",
             "",
         ]
-    return out + [f"*{LEGEND[0].upper()}{LEGEND[1:]}.*", ""]
+    said = legend(report)
+    return out + [f"*{said[0].upper()}{said[1:]}.*", ""]
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:

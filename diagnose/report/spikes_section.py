@@ -12,12 +12,21 @@ MAX_ALIGNMENTS = 10
 
 
 # The columns, said once under the tables: what a reader of an incident review would otherwise ask.
-LEGEND = (
+# The alignment table's columns are said only where that table is shown.
+_SIGNALS_LEGEND = (
     "episodes: spells away from the signal's own usual level; unusual: unlike its other episodes "
-    "(the rest recur as a routine); period: how regularly they recur; coincidence: the share of the "
-    "latency spikes that overlap an episode of the signal; locked: the share whose nearest episode "
-    "starts at one common lag; p (chance): how often shifting the signal at random locks as well"
+    "(the rest recur as a routine); period: how regularly they recur"
 )
+_ALIGNMENTS_LEGEND = (
+    "coincidence: the share of the latency spikes that overlap an episode of the signal; locked: the "
+    "share whose nearest episode starts at one common lag; p (chance): how often shifting the signal at "
+    "random locks as well"
+)
+
+
+def legend(report: Report) -> str:
+    """What the columns of the tables shown mean."""
+    return f"{_SIGNALS_LEGEND}; {_ALIGNMENTS_LEGEND}" if report.alignments else _SIGNALS_LEGEND
 
 
 def spike_rows(report: Report) -> list[list[str]]:

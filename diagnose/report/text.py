@@ -21,10 +21,10 @@ from diagnose.report.model import EvidenceRead, Report, Summary
 from diagnose.report.spikes_section import (
     ALIGNMENT_HEADER,
     EPISODE_HEADER,
-    LEGEND,
     SIGNAL_HEADER,
     alignment_rows,
     episode_rows,
+    legend,
     processes_left_out,
     spike_rows,
 )
@@ -97,7 +97,7 @@ def _spikes(report: Report, width: int) -> list[str]:
     if alignments:
         out += ["", f"what moves with {reference}:", *_columns(ALIGNMENT_HEADER, alignments)]
     notes = [f"{counted(left_out, 'other process signal')} left out: no finding or alignment names them"]
-    return out + [""] + _wrap([*notes[: bool(left_out)], LEGEND], "  ", width)
+    return out + [""] + _wrap([*notes[: bool(left_out)], legend(report)], "  ", width)
 
 
 def _columns(header: list[str], rows: list[list[str]]) -> list[str]:
