@@ -306,3 +306,16 @@ def test_a_request_log_under_any_name_is_read_by_what_its_rows_carry(tmp_path):
     read = {i["file"]: (i["importer"], i["rows"]) for i in dump.importers}
     assert read == {"service-requests.jsonl": ("request-log", 30), "access.csv": ("request-log", 10)}
     assert len(dump.tables["requests"]) == 40 and "events-of-mine.jsonl" in dump.not_used
+
+
+def test_an_importer_that_leaves_out_reading_cannot_be_made():
+    from diagnose.importers import Importer
+
+    class OnlyRecognises(Importer):
+        name = "half"
+
+        def recognise(self, head: str) -> bool:
+            return True
+
+    with pytest.raises(TypeError, match="abstract"):
+        OnlyRecognises()

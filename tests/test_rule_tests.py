@@ -68,7 +68,7 @@ def test_a_case_the_rule_no_longer_meets_fails_and_exits_1(run_cli, tmp_path):
     folder = _copy(tmp_path)
     path = folder / "tests" / "cpu-bound-stage.yaml"
     document = yaml.safe_load(path.read_text())
-    document["cases"][0]["expect"] = "ruled out"
+    document["cases"][0]["expect"] = "ruled_out"
     path.write_text(yaml.safe_dump(document))
     code, out, _ = run_cli("rules", "test", folder)
     assert code == 1
@@ -82,7 +82,17 @@ def test_a_malformed_test_file_is_an_input_error_naming_it(run_cli, tmp_path):
         "rule: cpu-bound-stage\ncases:\n  - name: x\n    expect: maybe\n    facts: {}\n"
     )
     code, _, err = run_cli("rules", "test", folder)
-    assert code == 2 and "broken.yaml: x: expect is one of fired, ruled out, skipped" in err
+    assert code == 2 and "broken.yaml: x: expect is one of fired, ruled_out, skipped" in err
     (folder / "tests" / "broken.yaml").write_text("rule: no-such-rule\ncases: []\n")
     code, _, err = run_cli("rules", "test", folder)
     assert code == 2 and "rule 'no-such-rule' is not in the folder" in err
+
+
+def test_an_expectation_has_one_spelling(run_cli, tmp_path):
+    """`ruled_out`, as the generated files and the report's status write it; "ruled out" is refused."""
+    folder = _copy(tmp_path)
+    (folder / "tests" / "spelled.yaml").write_text(
+        "rule: cpu-bound-stage\ncases:\n  - name: x\n    expect: ruled out\n    facts: {}\n"
+    )
+    code, _, err = run_cli("rules", "test", folder)
+    assert code == 2 and "expect is one of fired, ruled_out, skipped; got 'ruled out'" in err

@@ -6,6 +6,7 @@ import gzip
 import os
 import re
 import zlib
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,18 +226,21 @@ def text_head(path: Path, size: int) -> str | None:
     return head.decode("utf-8", errors="replace")
 
 
-class Importer:
+class Importer(ABC):
+    """A reader of one format: it says whether a file is of its format, by the file's content, and
+    reads it into dump tables. A subclass that leaves either out cannot be made."""
+
     name: str = ""
     description: str = ""
     example: str = ""
 
+    @abstractmethod
     def recognise(self, head: str) -> bool:
         """``head``: the start of the file, mended like the text :meth:`read` gets."""
-        raise NotImplementedError
 
+    @abstractmethod
     def read(self, source: Source, tz: str | None = None) -> Imported:
         """``tz``: the zone of times written without an offset (``--tz``); UTC when None."""
-        raise NotImplementedError
 
 
 class FileImporter(Importer):
@@ -248,8 +252,9 @@ class FileImporter(Importer):
         """For a binary file (no text head to recognise): whether this importer reads it."""
         return False
 
+    @abstractmethod
     def read_file(self, path: Path, tz: str | None = None) -> Imported:
-        raise NotImplementedError
+        """The file read as it streams from disk."""
 
 
 def local_epoch(stamp: pd.Timestamp | str, tz: str | None) -> float:

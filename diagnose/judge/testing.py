@@ -6,7 +6,7 @@ A rule folder's ``tests/`` holds one YAML file per rule::
     cases:
       - name: a tokenizer thread pegged, requests waiting for it
         facts: {cpu_stage.cost_share: 0.71, thread.busiest.cpu_pct: 99.0}
-        expect: fired            # fired, ruled out, or skipped
+        expect: fired            # fired, ruled_out, or skipped
         score: [0.6, 0.8]        # for fired: the range the score must fall in
 
 ``diagnose rules test DIR`` runs every case against the rules in DIR and
@@ -27,12 +27,7 @@ from diagnose.facts.model import Facts
 from diagnose.judge.engine import Status, judge
 from diagnose.judge.rules import Rule, safe_yaml
 
-_STATUSES = {
-    "fired": Status.FIRED,
-    "ruled out": Status.RULED_OUT,
-    "ruled_out": Status.RULED_OUT,
-    "skipped": Status.SKIPPED,
-}
+_STATUSES = {status.value: status for status in Status}  # fired, ruled_out, skipped: one spelling each
 
 
 @dataclass(frozen=True)
@@ -77,7 +72,7 @@ def _run_file(path: Path, rules: dict[str, Rule]) -> list[CaseResult]:
         wanted = _STATUSES.get(str(case.get("expect")).replace("-", " "))
         if wanted is None:
             raise InputError(
-                f"{where}: expect is one of fired, ruled out, skipped; got {case.get('expect')!r}"
+                f"{where}: expect is one of fired, ruled_out, skipped; got {case.get('expect')!r}"
             )
         low, high = _range(case.get("score"), where) if wanted == Status.FIRED else (0.0, 1.0)
         facts = Facts()
