@@ -79,8 +79,6 @@ TRACE_TABLES: dict[str, TableSpec] = {
         TableSpec("op_summary", (), frozenset({"calls"}), per_request=True, timed=False),
     )
 }
-GPU_ACTIVITY_KINDS = ("kernel", "memcpy", "memset")
-HOST_CALL_KINDS = ("runtime", "operator", "annotation", "sync")
 
 # The columns of the fixed-schema tables, in the order diagnose record writes them (any may be empty).
 COLUMNS = {
