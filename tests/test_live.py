@@ -427,3 +427,18 @@ def test_the_verify_key_runs_the_checks_on_this_host_and_only_in_a_live_view(tmp
     screen, _, notices = asyncio.run(drive(LiveApp(ReplayFeed(dump, speed=0.0, from_start=False), settings)))
     assert screen != "verify"  # a recording is not this host: said, not verified
     assert any("diagnose verify DUMP" in notice for notice in notices)
+
+
+def test_the_cited_charts_are_named_in_words_and_only_the_processes_the_evidence_names():
+    from diagnose.detect.signals import build_signals, signal_words
+    from diagnose.live.panels import cited_signals
+    from diagnose.pipeline import analyse_path
+
+    dump, analysis = analyse_path(str(DUMPS / "cpu-bound-stage"), helper=False)
+    signals = {s.name: s for s in build_signals(dump)}
+    top = analysis.report.hypotheses[0]
+    cited = cited_signals(top, analysis.report, signals)
+    processes = [name for name in cited if name.startswith("processes.")]
+    others = [name for name in signals if name.startswith("processes.") and "4242" not in name]
+    assert processes and all("pid=4242" in name for name in processes) and others  # other processes exist
+    assert "busiest thread of pid 4242" in [signal_words(name) for name in cited]

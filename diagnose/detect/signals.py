@@ -372,3 +372,33 @@ def server_pids(dump: Dump) -> set[int]:
         if len(medians):
             found.add(int(cast(float, medians.idxmax())))  # the index holds pids
     return found
+
+
+_NAMES = {
+    "gpu_processes.mem_used_bytes": "GPU memory of {who}",
+    "gpu.mem_used_bytes": "GPU {who} memory used",
+    "gpu.util_pct": "GPU {who} utilisation",
+    "gpu.temp_c": "GPU {who} temperature",
+    "gpu.sm_clock_mhz": "GPU {who} SM clock",
+    "gpu.power_w": "GPU {who} power",
+    "processes.cpu_pct": "CPU of {who}",
+    "processes.max_thread_cpu_pct": "busiest thread of {who}",
+    "system.cpu_pct": "host CPU",
+    "system.mem_used_bytes": "host memory used",
+    "system.swap_used_bytes": "swap used",
+    "requests.throughput_rps": "throughput",
+}
+
+
+def signal_words(name: str) -> str:
+    """A signal as a reader says it: ``gpu_processes.mem_used_bytes[name=python3]``: GPU memory of python3."""
+    base, _, key = name.partition("[")
+    who = key.rstrip("]").split("=", 1)[-1] if key else ""
+    if key.startswith("pid="):
+        who = f"pid {who}"
+    if base in _NAMES:
+        return _NAMES[base].format(who=who).replace("  ", " ")
+    if base.startswith("requests.stage_"):
+        stage, _, statistic = base.removeprefix("requests.stage_").partition("_ms.")
+        return f"{stage} stage ({statistic or 'mean'})"
+    return name.removeprefix("requests.").replace("latency_ms.", "latency ")

@@ -24,7 +24,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from diagnose.detect.signals import Signal, build_signals, server_pids
+from diagnose.detect.signals import Signal, build_signals, server_pids, signal_words
 from diagnose.dump.model import Dump
 from diagnose.judge.rules import Rule
 from diagnose.live.chart import SeriesChart
@@ -269,7 +269,7 @@ class LiveApp(App[None]):
             shown = {c.key for c in charts}
             for name in cited_signals(hypothesis, self.report, self._signals):
                 if name not in shown:
-                    charts.append(Chart(name, f"cited: {name}", self._signals[name]))
+                    charts.append(Chart(name, f"cited: {signal_words(name)}", self._signals[name]))
         container = self.query_one("#charts", VerticalScroll)
         wanted = [c.key for c in charts]
         for key in [k for k in self._charts if k not in wanted]:

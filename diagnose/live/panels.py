@@ -77,9 +77,15 @@ def cited_signals(hypothesis: Hypothesis, report: Report, signals: dict[str, Sig
 
 
 def _names_column(source: str, signal: str, table_of: dict[str, str]) -> bool:
+    """Whether a citation names the file and column a signal is drawn from. A process's signal
+    (``processes.cpu_pct[pid=4242]``) is cited only where its process is: a citation of a column of
+    the process table names one process, not every process that has the column."""
     file, _, columns = source.partition(":")
     table = table_of.get(file.strip())
     if table is None or not signal.startswith(table + "."):
+        return False
+    key = signal.partition("[")[2].rstrip("]")
+    if key and key.split("=", 1)[-1] not in columns:
         return False
     column = signal[len(table) + 1 :].split("[")[0].split(".")[0]
     return re.search(rf"\b{re.escape(column)}\b", columns) is not None

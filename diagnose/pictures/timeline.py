@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from diagnose.detect import SpikeAnalysis
+from diagnose.detect.signals import signal_words
 from diagnose.dump.model import Dump
 from diagnose.report.model import Report
 
@@ -71,7 +72,7 @@ def _track(spikes: SpikeAnalysis, name: str) -> Track:
     signal = found.signal
     scale, unit = _unit(name)
     episodes = tuple((e.start, e.end) for e in found.episodes)
-    return Track(name, f"{_short(name)} ({unit})", signal.times(), signal.values / scale, episodes)
+    return Track(name, f"{signal_words(name)} ({unit})", signal.times(), signal.values / scale, episodes)
 
 
 def _span(data: TimelineData) -> tuple[float, float]:
@@ -99,36 +100,6 @@ def _unit(name: str) -> tuple[float, str]:
     return 1.0, "count"  # queue depth, requests running or waiting, batch size: no unit of time
 
 
-_NAMES = {
-    "gpu_processes.mem_used_bytes": "GPU memory of {who}",
-    "gpu.mem_used_bytes": "GPU {who} memory used",
-    "gpu.util_pct": "GPU {who} utilisation",
-    "gpu.temp_c": "GPU {who} temperature",
-    "gpu.sm_clock_mhz": "GPU {who} SM clock",
-    "gpu.power_w": "GPU {who} power",
-    "processes.cpu_pct": "CPU of {who}",
-    "processes.max_thread_cpu_pct": "busiest thread of {who}",
-    "system.cpu_pct": "host CPU",
-    "system.mem_used_bytes": "host memory used",
-    "system.swap_used_bytes": "swap used",
-    "requests.throughput_rps": "throughput",
-}
-
-
-def _short(name: str) -> str:
-    """A signal as a reader says it: ``gpu_processes.mem_used_bytes[name=python3]``: GPU memory of python3."""
-    base, _, key = name.partition("[")
-    who = key.rstrip("]").split("=", 1)[-1] if key else ""
-    if key.startswith("pid="):
-        who = f"pid {who}"
-    if base in _NAMES:
-        return _NAMES[base].format(who=who).replace("  ", " ")
-    if base.startswith("requests.stage_"):
-        stage, _, statistic = base.removeprefix("requests.stage_").partition("_ms.")
-        return f"{stage} stage ({statistic or 'mean'})"
-    return name.removeprefix("requests.").replace("latency_ms.", "latency ")
-
-
 def _events(dump: Dump) -> tuple[tuple[float, str], ...]:
     events = dump.table("events")
     marks = [(float(t), "start") for t in dump.manifest.process_starts]
@@ -151,7 +122,11 @@ def draw_timeline(data: TimelineData):
         data.latency, (style.LATENCY_LIGHT, style.LATENCY), (1.0, 1.4), strict=False
     ):
         axes[0].plot(
-            style.dates(track.times), track.values, color=colour, linewidth=width, label=_short(track.name)
+            style.dates(track.times),
+            track.values,
+            color=colour,
+            linewidth=width,
+            label=signal_words(track.name),
         )
     axes[0].set_ylabel("latency (ms)")
     axes[0].legend(loc="lower left", ncols=2, bbox_to_anchor=(0.0, 1.08), frameon=False)  # above the plot
