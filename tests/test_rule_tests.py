@@ -83,16 +83,12 @@ def test_a_malformed_test_file_is_an_input_error_naming_it(run_cli, tmp_path):
     )
     code, _, err = run_cli("rules", "test", folder)
     assert code == 2 and "broken.yaml: x: expect is one of fired, ruled_out, skipped" in err
-    (folder / "tests" / "broken.yaml").write_text("rule: no-such-rule\ncases: []\n")
-    code, _, err = run_cli("rules", "test", folder)
-    assert code == 2 and "rule 'no-such-rule' is not in the folder" in err
-
-
-def test_an_expectation_has_one_spelling(run_cli, tmp_path):
-    """`ruled_out`, as the generated files and the report's status write it; "ruled out" is refused."""
-    folder = _copy(tmp_path)
-    (folder / "tests" / "spelled.yaml").write_text(
+    # an expectation has one spelling, `ruled_out`, as the generated files and the report write it
+    (folder / "tests" / "broken.yaml").write_text(
         "rule: cpu-bound-stage\ncases:\n  - name: x\n    expect: ruled out\n    facts: {}\n"
     )
     code, _, err = run_cli("rules", "test", folder)
     assert code == 2 and "expect is one of fired, ruled_out, skipped; got 'ruled out'" in err
+    (folder / "tests" / "broken.yaml").write_text("rule: no-such-rule\ncases: []\n")
+    code, _, err = run_cli("rules", "test", folder)
+    assert code == 2 and "rule 'no-such-rule' is not in the folder" in err

@@ -196,7 +196,7 @@ def _import_foreign(
             source = Source.from_path(path)
             scan = _statement_scan(source, tz)
             source.watch(scan.feed)
-        parts = _mixture(path, name) if text else []
+        parts = _mixture(path, name, head) if text and head is not None else []
         reads: list[tuple[str, int]] = []  # (importer, rows) of each reading that worked
         if parts:
             # Several tools' outputs in one paste: each section read by its own importer
@@ -228,7 +228,7 @@ def _import_foreign(
             assert source is not None
             source.finish_watch()
             events = result.tables.get("events") if result is not None else None
-            found = scan.events(_records(events))
+            found = scan.events(_records(events)) if scan.found_any else []
             if found:
                 stated = len(found)
                 if result is None:
@@ -273,25 +273,25 @@ def _import_foreign(
 STATEMENTS = "statements"  # what the report names as the reader of events found by the catalogue
 
 
-def _mixture(path: Path, name: str) -> list[tuple[Importer, Source]]:
+def _mixture(path: Path, name: str, head: str) -> list[tuple[Importer, Source]]:
     """The file's sections with their importers, where it holds outputs of several formats (a terminal
-    capture of several commands: diagnose/importers/sections.py); none where it is one format."""
+    capture of several commands: diagnose/importers/sections.py); none where it is one format. Only a
+    file whose head shows a second command line is read again to be cut."""
     from diagnose.importers import HEAD_BYTES, Source, mend, recognise
     from diagnose.importers.base import STREAM_BYTES, open_maybe_gzipped
     from diagnose.importers.sections import sections
 
-    if path.stat().st_size > STREAM_BYTES:
-        return []  # a log of that size is one writer's
+    stat = path.stat()
+    if stat.st_size > STREAM_BYTES or len(sections(head)) < 2:
+        return []  # a log of that size is one writer's; a head with one command, one output
     with open_maybe_gzipped(path) as handle:
         pieces = sections(handle.read().decode("utf-8", errors="replace"))
-    if len(pieces) < 2:
-        return []
     found: list[tuple[Importer, Source]] = []
     for piece in pieces:
         importer = recognise(mend(piece[:HEAD_BYTES]).text)
         if importer is not None:
             mended = mend(piece)
-            found.append((importer, Source(name, mended.text, path.stat().st_mtime, mended.undone)))
+            found.append((importer, Source(name, mended.text, stat.st_mtime, mended.undone)))
     return found if len({importer.name for importer, _ in found}) > 1 else []
 
 

@@ -18,12 +18,12 @@ from functools import cache
 from typing import Any
 
 from diagnose.statements.catalogue import Statement, builtin_catalogue
+from diagnose.statements.template import figure_value
 
 try:
     import re2
 except ImportError:  # a platform without RE2's wheel: Python's engine finds the same, slower
     re2 = None
-from diagnose.statements.template import figure_value
 
 MESSAGE_CHARS = 400  # an event keeps this much of its line: a statement is near the start of what it says
 
@@ -47,8 +47,8 @@ class Finder:
         self._spaces = re.compile(r"\s+")
 
     def find(self, text: str, first_line: int = 1) -> Iterator[Found]:
-        """The statements in ``text``, one per line at most (the first template that matches it, the
-        most specific first where two share a key), in order."""
+        """The statements in ``text``, one per line at most (of the templates whose key is on the
+        line, the one whose match covers most of it), in order."""
         if self._keys is None:
             return
         line_number, counted_to, last_start = first_line, 0, -1
@@ -100,6 +100,11 @@ class StatementScan:
         self._finder, self._stamp, self._fallback = finder, stamp, fallback_ts
         self._found: list[Found] = []
         self._next_line = 1
+
+    @property
+    def found_any(self) -> bool:
+        """Whether any statement was found (the importer's events need be compared only then)."""
+        return bool(self._found)
 
     def feed(self, piece: str) -> None:
         """The next block of whole lines."""
