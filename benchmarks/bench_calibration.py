@@ -44,7 +44,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.quick import add_quick  # noqa: E402
-from diagnose.judge.ids import ROOT_CAUSE_IDS  # noqa: E402
+from diagnose.judge.ids import root_cause_ids  # noqa: E402
 from diagnose.pipeline import analyse  # noqa: E402
 
 LIKELY = 0.5
@@ -80,7 +80,7 @@ def _drawn(
 
 
 def cases(suites: tuple[str, ...], seeds: int, scratch: Path, testbed_runs: Path | None) -> Iterator[Case]:
-    every = frozenset(ROOT_CAUSE_IDS)
+    every = frozenset(root_cause_ids())
     if "fixtures" in suites:
         from fixtures.generate import SCENARIOS, write_scenario
 

@@ -5,6 +5,7 @@
     python benchmarks/bench_testbed.py --duration 3m --seeds 2 --out runs/
     python benchmarks/bench_testbed.py --duration 4m --first-seed 2  # draws no rule was mended on
     python benchmarks/bench_testbed.py --only cpu-bound-stage healthy-low
+    python benchmarks/bench_testbed.py --duration 4m --seeds 5 --first-seed 101 --burners 1  # beside a burner
 
 Runs each scenario with ``python -m testbed run`` (one at a time: they share
 the machine's cores, which is the point), then prints the score table of
@@ -13,8 +14,11 @@ the machine's cores, which is the point), then prints the score table of
 healthy runs. Scenarios this machine cannot run (memory-swapping without swap)
 are listed as skipped with the reason, and those whose fault this service cannot
 show above the machine's noise (profiler-overhead) as left out, with the
-measurements that say so; ``--only`` runs them. Takes a few minutes a scenario:
-not for CI.
+measurements that say so; ``--only`` runs them. ``--burners N`` runs N processes
+that spin on a core each beside every run, as a busy host would. Takes a few
+minutes a scenario: not for CI. Its per-scenario table (runs right, the cause's
+score from lowest to highest, what came first instead) is the check of record
+for a change to a rule, a fact or the score map (docs/testbed.md).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.testbed_options import add_run_options, run_seconds  # noqa: E402
+from diagnose.units import counted  # noqa: E402
 from testbed.scenarios import SCENARIOS  # noqa: E402
 
 
@@ -37,6 +42,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add_run_options(parser)
+    parser.add_argument(
+        "--burners", type=int, default=0, help="processes spinning on a core each beside every run"
+    )
     args = parser.parse_args()
     if args.quick:
         args.only, args.duration = args.only or ["healthy-low"], args.duration or "20s"
@@ -49,6 +57,21 @@ def main() -> None:
     duration_s = run_seconds(parser, args)
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-testbed-"))
     out.mkdir(parents=True, exist_ok=True)
+    spin = [sys.executable, "-c", "while True: pass"]
+    burners = [subprocess.Popen(spin) for _ in range(args.burners)]
+    try:
+        _run_all(args, names, duration_s, out)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    if burners:
+        print(f"beside {counted(len(burners), 'CPU burner')}")
+    subprocess.run([sys.executable, "-m", "testbed", "score", str(out)], cwd=ROOT, check=False)
+    print(f"runs kept in {out}")
+
+
+def _run_all(args: argparse.Namespace, names: list[str], duration_s: float | None, out: Path) -> None:
     for name in names:
         if (reason := SCENARIOS[name].unavailable()) is not None:
             print(f"skipped {name}: {reason}")
@@ -64,8 +87,6 @@ def main() -> None:
             took = time.monotonic() - began
             status = "ok" if done.returncode == 0 else f"failed ({done.stderr.strip()[-200:]})"
             print(f"{folder.name}: {status} in {took:.0f} s", flush=True)
-    subprocess.run([sys.executable, "-m", "testbed", "score", str(out)], cwd=ROOT, check=False)
-    print(f"runs kept in {out}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from diagnose.commands.status_line import StatusLine
 from testbed.pack import pack
 from testbed.runner import RunError, run, runs_under
 from testbed.scenarios import SCENARIOS
-from testbed.score import score_run, table
+from testbed.score import by_scenario, score_run, table
 
 DEFAULT_RUNS = Path("testbed-runs")
 
@@ -102,7 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         print("testbed: no runs (folders with truth.yaml) found", file=sys.stderr)
         return 2
     try:
-        print(table([score_run(folder) for folder in runs]))
+        scores = [score_run(folder) for folder in runs]
+        print(table(scores))
+        print()
+        print(by_scenario(scores))
     except RuntimeError as error:
         print(f"testbed: {error}", file=sys.stderr)
         return 2

@@ -34,6 +34,7 @@ import yaml
 
 from testbed.load import LoadPlan, LoadResult, PromptMaker, drive, measure_capacity, schedule
 from testbed.scenarios import Scenario
+from testbed.strength import CALIBRATION_PROMPTS, TokenizerSetting, set_tokenizer, tokenizer_busy
 from testbed.tokenizer import words
 
 # The service's own metrics, named to diagnose as a user of a home-grown service would name them.
@@ -112,6 +113,15 @@ def run(
             capacity = asyncio.run(measure_capacity(url, mix, PromptMaker(words(), seed)))
             ramp_to = round(scenario.ramp_to_capacity * capacity, 1)
             say(f"testbed: {scenario.name}: the service serves {capacity:.1f} requests/s; ramp to {ramp_to}")
+        tokenizer = None
+        if scenario.tokenizer_busy is not None:
+            progress(f"testbed: {scenario.name}: timing the tokenizer on the load's prompts")
+            prompts = _calibration_prompts(scenario, duration_s, seed)
+            tokenizer = set_tokenizer(url, prompts, scenario.rate_rps, scenario.tokenizer_busy)
+            say(
+                f"testbed: {scenario.name}: the tokenizer takes {tokenizer.one_pass_ms:.1f} ms a prompt; "
+                f"{tokenizer.passes} passes for {tokenizer.expected_busy:.0%} busy at {scenario.rate_rps:g}/s"
+            )
         started = time.time()
         recorder = children.start(
             [
@@ -142,8 +152,41 @@ def run(
     if scenario.graph_profile and paths.graph_profile.exists():  # made before the recorder's folder was
         shutil.copy2(paths.graph_profile, paths.dump / paths.graph_profile.name)
     windows = injector.fault_windows
-    _write_truth(paths, scenario, duration_s, seed, started, load_start, windows, result, ramp_to)
+    strength = _strength(paths, scenario, tokenizer, load_start, load_start + duration_s)
+    if strength and strength.get("held") is False:
+        say(f"testbed: {scenario.name}: the fault was weaker than promised: {strength}")
+    _write_truth(paths, scenario, duration_s, seed, started, load_start, windows, result, ramp_to, strength)
     return paths.dump
+
+
+def _calibration_prompts(scenario: Scenario, duration_s: float, seed: int) -> list[str]:
+    """The load's own first prompts (its lengths, its words), as many as the calibration times; made by a
+    maker of their own, so the load's draws are untouched."""
+    plan = schedule(LoadPlan(duration_s, scenario.rate_rps, seed=seed))[:CALIBRATION_PROMPTS]
+    maker = PromptMaker(words(), seed)
+    return [maker.make(request.prompt_tokens) for request in plan]
+
+
+def _strength(
+    paths: RunPaths, scenario: Scenario, tokenizer: TokenizerSetting | None, start: float, end: float
+) -> dict | None:
+    """What truth.yaml says of the fault's strength: what was aimed at, what the run reached, and whether
+    it held what the scenario promises. A slow tokenizer's busy share is said wherever it runs (the
+    scenarios that promise none too); None for a fault whose strength is not the tokenizer's."""
+    if scenario.tokenizer_busy is None and "--slow-tokenizer" not in scenario.service_args:
+        return None
+    reached = tokenizer_busy(paths.requests_log, start, end)
+    busy: dict[str, object] = {"reached": None if reached is None else round(reached, 3)}
+    if scenario.tokenizer_busy is None:
+        return {"tokenizer_busy": busy}
+    least = scenario.tokenizer_busy_at_least or 0.0
+    busy |= {
+        "aimed": scenario.tokenizer_busy,
+        "at_least": least,
+        "one_pass_ms": None if tokenizer is None else round(tokenizer.one_pass_ms, 2),
+        "passes": None if tokenizer is None else tokenizer.passes,
+    }
+    return {"tokenizer_busy": busy, "held": reached is not None and reached >= least}
 
 
 async def _drive_and_inject(
@@ -383,6 +426,7 @@ def _write_truth(
     windows: list[tuple[float, float]],
     result,
     ramp_to_rps: float | None,
+    strength: dict | None = None,
 ) -> None:
     if not windows and scenario.cause is not None:
         windows = [(load_start + scenario.fault_from * duration_s, load_start + duration_s)]
@@ -405,6 +449,7 @@ def _write_truth(
             "not_sent": result.skipped,
         },
         "service_args": list(scenario.service_args),
+        **({"strength": strength} if strength else {}),
         "host": {"cpus": psutil.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1)},
     }
     paths.truth.write_text(yaml.safe_dump(truth, sort_keys=False), encoding="utf-8")

@@ -30,6 +30,9 @@ class RunScore:
     cause_score: float | None
     top: tuple[tuple[str, float], ...]  # the first three hypotheses
     false_alarms: tuple[str, ...]
+    # Whether the run's fault reached the strength its scenario promises (truth.yaml's ``strength``);
+    # None where the scenario promises none. A run that fell short is shown, not counted.
+    strength_held: bool | None = None
 
     @property
     def first(self) -> bool:
@@ -56,6 +59,7 @@ def score_report(run: str, truth: dict, report: dict) -> RunScore:
         cause_score=hypotheses[rank - 1][1] if rank else None,
         top=tuple(hypotheses[:3]),
         false_alarms=tuple(i for i, s in hypotheses if s >= LIKELY and i != cause),
+        strength_held=(truth.get("strength") or {}).get("held"),
     )
 
 
@@ -80,12 +84,17 @@ def table(scores: list[RunScore]) -> str:
     for s in scores:
         top = ", ".join(f"{i} {v:.2f}" for i, v in s.top) or "none"
         lines.append(
-            f"| {s.run} | {s.cause or 'healthy'} | {s.rank or '-'} | "
+            f"| {s.run}{' (weak fault)' if s.strength_held is False else ''} | {s.cause or 'healthy'} | "
+            f"{s.rank or '-'} | "
             f"{'-' if s.cause_score is None else f'{s.cause_score:.2f}'} | {_mark(s.first)} | "
             f"{_mark(s.top3)} | {', '.join(s.false_alarms) or '-'} | {top} |"
         )
-    faults = [s for s in scores if s.cause is not None]
+    weak = [s.run for s in scores if s.strength_held is False]
+    faults = [s for s in scores if s.cause is not None and s.strength_held is not False]
     healthy = [s for s in scores if s.cause is None]
+    if weak:
+        lines.append("")
+        lines.append(f"not counted, their fault weaker than the scenario promises: {', '.join(weak)}")
     if faults:
         lines.append("")
         lines.append(
@@ -95,6 +104,26 @@ def table(scores: list[RunScore]) -> str:
     if healthy:
         alarms = sum(len(s.false_alarms) for s in healthy)
         lines.append(f"healthy runs: {len(healthy)}, likely hypotheses on them: {alarms}")
+    return "\n".join(lines)
+
+
+def by_scenario(scores: list[RunScore]) -> str:
+    """Per scenario, over its seeds: runs right (AC@1; for a healthy one, no likely finding), the injected
+    cause's score from lowest to highest, and what came first when it did not: the check of record a
+    rule, fact or score-map change is judged by (docs/testbed.md)."""
+    lines = [
+        "| scenario | runs | right | score of the cause | first instead, where it was not |",
+        "|---|---|---|---|---|",
+    ]
+    for scenario in dict.fromkeys(s.scenario for s in scores):
+        runs = [s for s in scores if s.scenario == scenario and s.strength_held is not False]
+        if not runs:
+            continue
+        cause_scores = [s.cause_score or 0.0 for s in runs]
+        spread = "-" if runs[0].cause is None else f"{min(cause_scores):.2f}-{max(cause_scores):.2f}"
+        others = [s.top[0] for s in runs if not s.first and s.top]
+        instead = ", ".join(f"{i} {v:.2f}" for i, v in others) or "-"
+        lines.append(f"| {scenario} | {len(runs)} | {sum(s.first for s in runs)} | {spread} | {instead} |")
     return "\n".join(lines)
 
 

@@ -346,6 +346,27 @@ def make_app(service: Service) -> Starlette:
         await service.start_profiling()
         return JSONResponse({"profiling": True})
 
+    async def tokenize_cost(request: Request) -> Response:
+        """One pass of the tokenizer over each prompt given, on its thread: what a prompt costs it here."""
+        prompts = [str(p) for p in (await request.json()).get("prompts", [])]
+        if not prompts:
+            return JSONResponse({"error": "give prompts"}, status_code=400)
+
+        def timed() -> float:
+            codec = service.ready()
+            began = time.perf_counter()
+            for prompt in prompts:
+                codec.encode(prompt, slow=service.settings.slow_tokenizer)
+            return (time.perf_counter() - began) * 1000 / len(prompts)
+
+        mean_ms = await asyncio.get_running_loop().run_in_executor(service.tokenizer_pool, timed)
+        return JSONResponse({"mean_ms": mean_ms, "prompts": len(prompts)})
+
+    async def tokenize_passes(request: Request) -> Response:
+        service.settings.tokenize_passes = max(1, int((await request.json()).get("passes", 1)))
+        _say(f"tokenizing each prompt {service.settings.tokenize_passes} times")
+        return JSONResponse({"passes": service.settings.tokenize_passes})
+
     async def metrics(_: Request) -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
@@ -358,6 +379,8 @@ def make_app(service: Service) -> Starlette:
             Route("/start_profile", start_profile, methods=["POST"]),
             Route("/fault/hang", fault_hang, methods=["POST"]),
             Route("/admin/release_memory", release_memory, methods=["POST"]),
+            Route("/admin/tokenize_cost", tokenize_cost, methods=["POST"]),
+            Route("/admin/tokenize_passes", tokenize_passes, methods=["POST"]),
             Route("/metrics", metrics),
             Route("/health", health),
         ]

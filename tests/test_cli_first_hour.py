@@ -252,7 +252,7 @@ def test_strict_turns_a_dead_source_into_exit_2_before_anything_is_written(tmp_p
         "--requests-log", tmp_path / "no-such.jsonl",
     )  # fmt: skip
     assert code == ExitCode.BAD_INPUT and "--strict" in err and "no-such.jsonl" in err
-    assert not (tmp_path / "dump").exists()
+    assert not (tmp_path / "dump").exists() and "recording to" not in err  # nothing said it was recording
 
 
 def test_a_source_that_is_lost_and_comes_back_is_said_and_recorded():

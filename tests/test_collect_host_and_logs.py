@@ -22,7 +22,7 @@ from diagnose.collectors.logs import events_from_lines
 from diagnose.collectors.prometheus import MetricsScraper
 from diagnose.collectors.requests_log import RequestLog, parse_map
 from diagnose.collectors.writer import DumpWriter
-from diagnose.engine_metrics import ENGINES, parse_samples
+from diagnose.engines.metrics import ENGINES, parse_samples
 from diagnose.errors import DiskFull, InputError
 from diagnose.units import parse_duration
 from tests.conftest import SHARED_DATA

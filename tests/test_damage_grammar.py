@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 
+from diagnose.engines.oom import UNKNOWN, classify_oom, parse_oom_message
 from diagnose.importers import Source, mend, recognise
-from diagnose.oom import UNKNOWN, classify_oom, parse_oom_message
 
 MTIME = 1_764_000_000.0
 

@@ -81,7 +81,7 @@ def test_duplicate_ts_key_rows_keep_the_last_and_are_counted(tmp_path):
     gpu = dump.tables["gpu"]
     assert gpu.loc[gpu["gpu"] == 0, "util_pct"].tolist() == [15.0, 20.0]
     assert len(gpu) == 3
-    assert any("1 duplicate (ts, gpu) row(s); kept the last" in w for w in dump.warnings)
+    assert any("1 row with a duplicate (ts, gpu); kept the last" in w for w in dump.warnings)
 
 
 def test_requests_without_ids_keep_simultaneous_arrivals(tmp_path):
@@ -95,7 +95,7 @@ def test_latency_is_summed_from_stages_when_absent(tmp_path):
     )
     dump = load_dump(str(tmp_path))
     assert dump.tables["requests"]["latency_ms"].tolist() == [12.0, 14.0]
-    assert any("sum of 2 stage(s)" in w for w in dump.warnings)
+    assert any("sum of 2 stages" in w for w in dump.warnings)
 
 
 def test_unknown_files_and_folders_are_listed_as_not_used(tmp_path):
@@ -153,9 +153,7 @@ def test_truncated_last_csv_line_is_skipped_with_its_line_number(tmp_path):
     (tmp_path / "gpu.csv").write_text("ts,gpu,util_pct\n1,0,10\n2,0,20\n3,0", encoding="utf-8")
     dump = load_dump(str(tmp_path))
     assert dump.tables["gpu"]["util_pct"].tolist() == [10.0, 20.0]
-    assert any(
-        "gpu.csv: skipped 1 malformed line(s): line 4 (2 fields, expected 3)" in w for w in dump.warnings
-    )
+    assert any("gpu.csv: skipped 1 malformed line: line 4 (2 fields, expected 3)" in w for w in dump.warnings)
 
 
 def test_truncated_gzip_keeps_the_complete_lines(tmp_path):
@@ -176,7 +174,7 @@ def test_bad_jsonl_lines_are_skipped_and_reported(tmp_path):
     dump = load_dump(str(tmp_path))
     assert len(dump.tables["requests"]) == 5
     (warning,) = dump.warnings
-    assert warning.startswith("requests.jsonl: skipped 3 unreadable line(s): line 2 (column 2: ")
+    assert warning.startswith("requests.jsonl: skipped 3 unreadable lines: lines 2 (column 2: ")
     assert ", 4 (a JSON list, expected an object), 8 (column 11: " in warning
 
 

@@ -164,7 +164,7 @@ def test_the_start_up_lines_give_the_cache_capacity(tmp_path):
 def test_every_engine_metric_is_in_the_map_of_what_it_feeds():
     from pathlib import Path
 
-    from diagnose.engine_metrics import ENGINES
+    from diagnose.engines.metrics import ENGINES
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "llm-serving.md").read_text(encoding="utf-8")
     names = set()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.judge.expr import ExpressionError, evaluate, names, parse
+from diagnose.expressions.expr import ExpressionError, evaluate, names, parse
 
 FACTS = {"a": 2.0, "b": 10.0, "name": "forward"}
 

@@ -310,7 +310,7 @@ def test_dump_now_asks_the_running_recorder_and_kill_9_leaves_the_ring_readable(
     time.sleep(1.5)
     again.send_signal(signal.SIGUSR1)
     _, stderr = again.communicate(timeout=30)
-    assert again.returncode == 0 and "segment(s) of an earlier run" in stderr, stderr
+    assert again.returncode == 0 and "of an earlier run" in stderr, stderr
     newest = _incidents(incidents)[-1]
     starts = load_dump(newest).table("system")["ts"]
     killed_at = max(

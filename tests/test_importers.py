@@ -282,7 +282,7 @@ def test_a_torn_nvidia_smi_row_is_skipped_with_its_row_number(tmp_path):
     dump = load_dump(str(tmp_path))
     assert len(dump.tables["gpu"]) == 2
     assert any(
-        "smi.csv: skipped 1 row(s) with the wrong number of fields (data row 4)" in w for w in dump.warnings
+        "smi.csv: skipped 1 row with the wrong number of fields (data row 4)" in w for w in dump.warnings
     )
 
 

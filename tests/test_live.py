@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +22,8 @@ from diagnose.judge import default_rules_dir, load_rules
 from diagnose.live.app import DocumentScreen, LiveApp, LiveSettings
 from diagnose.live.chart import SeriesChart
 from diagnose.live.feed import LiveFeed, ReplayFeed
-from diagnose.live.panels import EpisodeMark, cited_signals, episodes
+from diagnose.live.panels import EpisodeMark, episodes
+from diagnose.report.cited import cited_signals
 from tests.conftest import DUMPS
 
 RULES = load_rules(default_rules_dir())
@@ -184,6 +186,27 @@ def test_replay_clock_runs_at_its_speed_and_stops_while_paused():
     assert window.span()[0] >= start + 20 and window.span()[1] <= start + 40
     now[0] += 10_000
     assert feed.state().finished and feed.position() == dump.span()[1]
+
+
+def test_a_replay_window_ends_with_its_last_complete_second_at_any_speed():
+    """At 60x the clock is mid-second on every refresh: the second under way would read as a drop in
+    throughput ("now 1.0/s") and a minimum no second had."""
+    from diagnose.detect.signals import build_signals
+
+    dump = load_dump(str(DUMPS / "healthy-steady"))
+    for speed in (20.0, 60.0, 7.3):
+        now = [0.0]
+        feed = ReplayFeed(dump, speed=speed, clock=lambda now=now: now[0])
+        now[0] = 95.55 / speed  # the replay 95.55 s in
+        position = feed.position()
+        window = feed.window(60.0)
+        assert window.span()[1] < math.floor(position)
+        throughput = {s.name: s for s in build_signals(window, ())}["requests.throughput_rps"]
+        ts = dump.tables["requests"]["ts"]
+        last = ts[(ts >= math.floor(position) - throughput.step) & (ts < math.floor(position))]
+        assert throughput.values[-1] == pytest.approx(len(last) / throughput.step)
+    finished = ReplayFeed(dump, from_start=False)
+    assert finished.window(None) is dump  # at the end: the whole file, as diagnose file reads it
 
 
 def test_a_window_holding_everything_is_the_dump_itself():
@@ -429,10 +452,28 @@ def test_the_verify_key_runs_the_checks_on_this_host_and_only_in_a_live_view(tmp
     assert any("diagnose verify DUMP" in notice for notice in notices)
 
 
+def test_the_verify_key_on_a_window_with_no_finding_says_so_and_runs_nothing(tmp_path):
+    dump = load_dump(str(DUMPS / "healthy-steady"))
+    settings = LiveSettings(RULES, window_s=None, refresh_s=0.5, export_dir=tmp_path)
+    app = LiveApp(_ThisHost(dump, speed=0.0, from_start=False), settings)
+
+    async def drive() -> tuple[str | None, list[str]]:
+        async with app.run_test(size=(160, 50)) as pilot:
+            await _until(pilot, lambda: app.report is not None)
+            await pilot.press("v")
+            await _until(
+                pilot, lambda: any("nothing to verify" in str(n.message) for n in app._notifications)
+            )
+            return app.screen.id, [str(n.message) for n in app._notifications]
+
+    screen, notices = asyncio.run(drive())
+    assert screen != "verify" and not any("verifying" in notice for notice in notices)
+
+
 def test_the_cited_charts_are_named_in_words_and_only_the_processes_the_evidence_names():
     from diagnose.detect.signals import build_signals, signal_words
-    from diagnose.live.panels import cited_signals
     from diagnose.pipeline import analyse_path
+    from diagnose.report.cited import cited_signals
 
     dump, analysis = analyse_path(str(DUMPS / "cpu-bound-stage"), helper=False)
     signals = {s.name: s for s in build_signals(dump)}

@@ -43,7 +43,7 @@ def test_process_tags_are_removed_and_kept_as_who_wrote_the_lines():
     tagged = "\n".join(f"(EngineCore_3 pid={4000 + i}) {line}" for i, line in enumerate(lines))
     mended = mend(tagged)
     assert mended.text == "\n".join(lines)
-    assert mended.undone == ('removed a process tag prefix ("(EngineCore_3 pid=…)") from 3 line(s)',)
+    assert mended.undone == ('removed a process tag prefix ("(EngineCore_3 pid=…)") from 3 lines',)
     assert mended.prefixes[0] == "(EngineCore_3 pid=4000)"
 
 
@@ -179,3 +179,18 @@ def test_each_real_sample_reads_the_same_under_a_reversible_damage_and_never_wro
         assert outcome != "different", damage.name  # any damage may lose figures, none may change one
         if damage.reversible:
             assert outcome == "same", damage.name
+
+
+def test_what_was_undone_in_pieces_adds_up_with_its_noun_as_the_sum_asks():
+    """A file read in pieces says "from 1 line" for one piece and "from 3 lines" for the next: one kind,
+    said once for the file, "from 4 lines"."""
+    import copy
+
+    from diagnose.importers.undone import Undone
+
+    one, three = Undone("removed a prefix from ", 1, "line"), Undone("removed a prefix from ", 3, "line")
+    assert (one, three) == ("removed a prefix from 1 line", "removed a prefix from 3 lines")
+    assert one.kind == three.kind and one.plus(three) == "removed a prefix from 4 lines"
+    entities = Undone("decoded ", 1, "HTML entity", " (&lt;)", "HTML entities")
+    assert entities.plus(entities) == "decoded 2 HTML entities (&lt;)"
+    assert copy.deepcopy(three).plus(one) == "removed a prefix from 4 lines"  # a copy keeps its parts

@@ -79,7 +79,7 @@ def test_a_document_cut_short_is_read_up_to_the_cut():
     cut = _document("Tue Dec  5 10:00:01 2023", 200)
     result = _read(whole + cut[: cut.index("<processes>")] + "</nvidia_smi_log>\n")
     assert list(result.tables["gpu"]["mem_used_bytes"]) == [100 * 2**20, 200 * 2**20]
-    assert any("cut short: read up to the cut" in w for w in result.warnings)
+    assert any("cut short up to the cut" in w for w in result.warnings)
     value_cut = _read(whole + cut[: cut.index("MiB</used>")])  # cut inside a value, no end at all
     assert list(value_cut.tables["gpu"]["mem_total_bytes"]) == [81920 * 2**20] * 2
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.importers.oom_log import oom_events
-from diagnose.oom import (
+from diagnose.engines.oom import (
     ANOMALOUS,
     EXHAUSTION,
     EXHAUSTION_OTHER_PROCESS,
@@ -16,6 +15,7 @@ from diagnose.oom import (
     explain_oom,
     parse_oom_message,
 )
+from diagnose.importers.oom_log import oom_events
 from tests.conftest import SHARED_DATA
 
 MIB, GIB = 2**20, 2**30
@@ -129,7 +129,7 @@ def test_every_real_oom_sample_yields_its_requested_size():
 
 
 def test_a_serving_engine_holding_the_card_is_its_kv_cache_preallocation():
-    from diagnose.oom import EXHAUSTION_ENGINE_PREALLOCATED
+    from diagnose.engines.oom import EXHAUSTION_ENGINE_PREALLOCATED
 
     oom = parse_oom_message(_new("2.00 GiB", "80.00 GiB", "100.00 MiB", "79.50 GiB", "10.00 MiB"))
     assert classify_oom(oom) == EXHAUSTION
@@ -137,7 +137,7 @@ def test_a_serving_engine_holding_the_card_is_its_kv_cache_preallocation():
 
 
 def test_torch_1_0_to_1_3_cached_is_the_reserve_not_yet_allocated():
-    from diagnose.oom import FRAGMENTATION, explain_oom, parse_oom_message
+    from diagnose.engines.oom import FRAGMENTATION, explain_oom, parse_oom_message
 
     oom = parse_oom_message(
         "RuntimeError: CUDA out of memory. Tried to allocate 1.72 GiB (GPU 0; 10.76 GiB total capacity; "
@@ -188,7 +188,7 @@ def test_a_message_wrapped_mid_figure_by_the_terminal_keeps_its_reserve(tmp_path
     ],
 )
 def test_other_back_ends_are_named_not_read_as_cuda(line, backend):
-    from diagnose.oom import OTHER_BACKEND, explain_oom, parse_oom_message
+    from diagnose.engines.oom import OTHER_BACKEND, explain_oom, parse_oom_message
 
     oom = parse_oom_message(line)
     assert oom is not None and oom.backend == backend
@@ -196,8 +196,8 @@ def test_other_back_ends_are_named_not_read_as_cuda(line, backend):
 
 
 def test_an_error_without_figures_is_an_event_and_prose_that_mentions_one_is_not():
+    from diagnose.engines.oom import UNKNOWN
     from diagnose.importers.oom_log import oom_events
-    from diagnose.oom import UNKNOWN
 
     events = oom_events(
         [
@@ -210,7 +210,7 @@ def test_an_error_without_figures_is_an_event_and_prose_that_mentions_one_is_not
 
 
 def test_free_memory_a_rounding_away_from_the_request_is_not_anomalous():
-    from diagnose.oom import ANOMALOUS, EXHAUSTION, OomMessage, classify_oom
+    from diagnose.engines.oom import ANOMALOUS, EXHAUSTION, OomMessage, classify_oom
 
     gib = 2**30
     barely = OomMessage(requested_bytes=8.13 * gib, total_bytes=10.76 * gib, free_bytes=8.20 * gib)
@@ -219,7 +219,7 @@ def test_free_memory_a_rounding_away_from_the_request_is_not_anomalous():
 
 
 def test_zero_bytes_in_use_beside_allocations_is_not_believed():
-    from diagnose.oom import EXHAUSTION, classify_oom, parse_oom_message
+    from diagnose.engines.oom import EXHAUSTION, classify_oom, parse_oom_message
 
     oom = parse_oom_message(
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.88 GiB. GPU 3 has a total capacity of "
@@ -233,7 +233,7 @@ def test_zero_bytes_in_use_beside_allocations_is_not_believed():
 
 def test_hip_messages_are_read_by_their_figures_like_cuda_ones():
     """ROCm's PyTorch runs the same caching allocator and prints the same figures."""
-    from diagnose.oom import EXHAUSTION_LIMIT, explain_oom, parse_oom_message
+    from diagnose.engines.oom import EXHAUSTION_LIMIT, explain_oom, parse_oom_message
 
     hip = (
         "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity "
@@ -276,8 +276,8 @@ LargestFreeBlock:           {largest}
     ids=["pieces", "limit"],
 )
 def test_a_bfc_report_is_read_with_its_figures_under_other_back_end(tmp_path, limit, in_use, largest, says):
+    from diagnose.engines.oom import OTHER_BACKEND
     from diagnose.importers import Source, recognise
-    from diagnose.oom import OTHER_BACKEND
 
     path = tmp_path / "train.log"
     path.write_text(BFC_REPORT.format(limit=limit, in_use=in_use, largest=largest))

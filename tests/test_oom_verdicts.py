@@ -1,4 +1,4 @@
-"""OOM verdicts on every real OOM sample of both sets, against the documented rule (diagnose/oom.py).
+"""OOM verdicts on every real OOM sample of both sets, against the documented rule (diagnose/engines/oom.py).
 
 The expected classes are a careful reading of each message's figures by the
 rule; where a reading could go either way the note of the session that wrote
@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.importers import Source, recognise
-from diagnose.oom import (
+from diagnose.engines.oom import (
     ANOMALOUS,
     EXHAUSTION,
     EXHAUSTION_ENGINE_PREALLOCATED,
@@ -22,6 +21,7 @@ from diagnose.oom import (
     OTHER_BACKEND,
     UNKNOWN,
 )
+from diagnose.importers import Source, recognise
 from tests.conftest import SHARED_DATA
 
 SAMPLES = SHARED_DATA / "real-samples"

@@ -12,6 +12,7 @@ import pytest
 from diagnose.pictures.stages import stage_data
 from diagnose.pictures.timeline import draw_timeline, timeline_data
 from diagnose.pipeline import analyse_path
+from diagnose.report.cited import cited_signals
 from tests.conftest import DUMPS
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -68,7 +69,9 @@ def test_the_timeline_shows_the_job_the_diagnosis_names_first_in_its_own_units(c
     job = analysis.spikes.findings[cited].signal.values
     assert np.allclose(data.related[0].values, job / 2**30, equal_nan=True)
     aligned = {a.b for a in analysis.report.alignments}
-    assert all(track.name in aligned | {cited} for track in data.related)
+    report, signals = analysis.report, analysis.spikes.findings
+    evidence = {name for h in report.hypotheses for name in cited_signals(h, report, signals)}
+    assert all(track.name in aligned | evidence | {cited} for track in data.related)
 
 
 def test_the_stage_picture_shows_the_summary_shares(contention):
@@ -432,3 +435,12 @@ def test_the_time_axis_is_bounded_to_the_evidence_and_an_earlier_start_is_marked
     assert (low, high) == pytest.approx((times[0], times[-1]))
     labels = [text.get_text() for text in figure.axes[0].texts]
     assert "restart" in labels and any(label.startswith("start ") and label.endswith("←") for label in labels)
+
+
+def test_the_timeline_draws_the_signal_a_cpu_bound_finding_cites():
+    """The recorded cpu-bound-stage run: the finding cites the tokenize stage's time, and the timeline
+    draws it under the latency (it used to say "no aligned signal")."""
+    dump, analysis = analyse_path(str(DUMPS.parent / "recorded" / "cpu-bound-stage" / "dump"), helper=False)
+    assert analysis.report.hypotheses[0].id == "cpu-bound-stage"
+    data = timeline_data(analysis.report, analysis.spikes, dump)
+    assert "requests.stage_tokenize_ms.mean" in [track.name for track in data.related]

@@ -314,3 +314,7 @@ def test_a_sweep_in_two_shards_merged_is_the_single_sweep_and_a_resumed_one_redo
     assert "1 of 2 hosts already done" in resumed.stderr
     assert (out / "gpu-node-1" / "manifest.yaml").stat().st_mtime_ns == kept
     assert (out / "fleet.json").read_text() == single
+    moved = ("--all-instances", "--from", f"{began + 3}", "--to", f"{began + SCRAPED_S - 2}")
+    again = _pull(url, out, *moved, "--resume")  # as "--from now-5m" a minute later: another window
+    assert again.returncode == 0, again.stderr
+    assert "not this window" in again.stderr and "pulled again" in again.stderr

@@ -224,7 +224,7 @@ app_latency_seconds_count %(ok)s
 
 
 def test_a_services_own_metrics_are_recorded_by_type_through_metrics_map():
-    from diagnose.engine_metrics import custom_map, engine_row, parse_samples
+    from diagnose.engines.metrics import custom_map, engine_row, parse_samples
 
     mapping = custom_map(
         {

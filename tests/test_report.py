@@ -249,3 +249,18 @@ def test_a_count_says_its_noun_in_the_number_it_takes(count, said):
         counted(1, "process", "processes") == "1 process"
         and counted(3, "process", "processes") == "3 processes"
     )
+
+
+def test_no_message_writes_a_count_with_a_noun_in_brackets():
+    """ "1 row(s)" reads as a program that did not count: every f-string that puts a figure before a noun
+    in "(s)" goes through units.counted (docs and comments may still say "pid(s)")."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "diagnose").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.JoinedStr):
+                text = "".join(p.value if isinstance(p, ast.Constant) else "{}" for p in node.values)
+                if "(s)" in text:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text}")
+    assert found == []

@@ -6,7 +6,8 @@ import shutil
 
 import yaml
 
-from diagnose.judge import Status, default_rules_dir, expr, load_rules
+from diagnose.expressions import expr
+from diagnose.judge import Status, default_rules_dir, load_rules
 from diagnose.judge.testing import run_rule_tests
 from tests.conftest import ROOT
 
@@ -31,6 +32,28 @@ def test_every_rule_has_a_case_that_fires_it_and_healthy_cases_that_do_not():
         assert any(c["name"].startswith("fires on") and c["expect"] == Status.FIRED for c in cases), rule.id
         healthy = [c for c in cases if c["name"].startswith("healthy:")]
         assert all(c["expect"] != Status.FIRED or c["score"][1] < 0.6 for c in healthy), rule.id
+
+
+def test_every_rule_has_a_hand_written_meaning_file_that_says_when_it_is_likely_and_when_not():
+    """The generated cases record today's verdicts; the meaning file says what the evidence should prove,
+    written by a person from the rule's meaning: at least one case where the rule's evidence makes the
+    cause likely and one where it rules it out (docs/extending.md#a-rule, step 5)."""
+    lacking = []
+    for rule in load_rules(RULES):
+        path = RULES / "tests" / f"{rule.id}.meaning.yaml"
+        if not path.is_file():
+            lacking.append(f"{rule.id}: no {path.name}")
+            continue
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        cases = document["cases"]
+        likely = any(c["expect"] == Status.FIRED and c.get("score", [0, 1])[0] >= 0.5 for c in cases)
+        if (
+            document["rule"] != rule.id
+            or not likely
+            or not any(c["expect"] == Status.RULED_OUT for c in cases)
+        ):
+            lacking.append(f"{rule.id}: {path.name} needs a likely case and a ruled-out one")
+    assert lacking == []
 
 
 def test_every_case_gives_facts():

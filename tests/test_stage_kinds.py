@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from diagnose.facts.model import StageKind
 from diagnose.facts.stages import stage_kind
 
 
@@ -34,7 +35,7 @@ def test_the_contracts_conventional_stages_have_their_kinds():
     assert [stage_kind(n) for n in ("decode", "prefill", "forward")] == ["gpu"] * 3
     assert [stage_kind(n) for n in ("image_decode", "tokenize", "detokenize")] == ["cpu"] * 3
     assert [stage_kind(n) for n in ("queue", "batch_wait", "network")] == ["wait"] * 3
-    assert stage_kind("rerank") == "other" and stage_kind("rerank", {"rerank": "gpu"}) == "gpu"
+    assert stage_kind("rerank") == "other" and stage_kind("rerank", {"rerank": StageKind.GPU}) == "gpu"
 
 
 def test_an_llm_request_log_is_never_called_cpu_bound_for_its_decode(report_of, tmp_path):

@@ -93,7 +93,7 @@ def test_a_large_log_is_read_in_pieces_with_a_fraction_of_its_size_in_memory(tmp
     assert (
         mended
         == whole[3]
-        == ('removed a process tag prefix ("(VllmWorkerProcess pid=…)") from 20000 line(s)',)
+        == ('removed a process tag prefix ("(VllmWorkerProcess pid=…)") from 20,000 lines',)
     )
 
 

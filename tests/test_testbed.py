@@ -25,7 +25,8 @@ psutil = pytest.importorskip("psutil")
 from testbed.load import LoadPlan, PromptMaker, measure_capacity, schedule  # noqa: E402
 from testbed.model import VOCAB, Model  # noqa: E402
 from testbed.scenarios import SCENARIOS  # noqa: E402
-from testbed.score import score_report  # noqa: E402
+from testbed.score import by_scenario, score_report, table  # noqa: E402
+from testbed.strength import tokenizer_busy, tokenizer_passes  # noqa: E402
 from testbed.tokenizer import TextCodec, train, words  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,6 +211,47 @@ def test_a_run_is_scored_by_the_rank_and_score_of_its_cause():
     assert healthy.first and not healthy.false_alarms
     alarmed = score_report("r", {"cause": None}, report(("input-length-shift", 0.55)))
     assert not alarmed.first and alarmed.false_alarms == ("input-length-shift",)
+
+
+def test_the_tokenizers_passes_are_chosen_from_its_cost_and_the_rate():
+    """9 ms a prompt at 10 a second is 9 % busy: seven passes make 63 %, the nearest to two thirds."""
+    setting = tokenizer_passes(9.0, 10.0, 0.65)
+    assert setting.passes == 7 and setting.expected_busy == pytest.approx(0.63)
+    assert tokenizer_passes(80.0, 10.0, 0.65).passes == 1  # already busier than aimed: one pass, never none
+    with pytest.raises(ValueError):
+        tokenizer_passes(0.0, 10.0, 0.65)
+
+
+def test_the_tokenizers_busy_share_is_read_from_the_services_own_log(tmp_path):
+    log = tmp_path / "requests.jsonl"
+    lines = [json.dumps({"ts": 100.0 + k / 10, "stage_tokenize_ms": 60.0}) for k in range(100)]  # 10 s, 10/s
+    log.write_text("\n".join([*lines, '{"ts": 200.0, "stage_tok']) + "\n")  # the last line cut by a stop
+    assert tokenizer_busy(log, 100.0, 110.0) == pytest.approx(0.6)
+    assert tokenizer_busy(log, 100.0, 105.0) == pytest.approx(0.6)  # half the requests in half the time
+    assert tokenizer_busy(log, 300.0, 310.0) is None
+    assert tokenizer_busy(tmp_path / "none.jsonl", 100.0, 110.0) is None
+
+
+def test_a_run_whose_fault_fell_short_is_shown_and_not_counted():
+    report = {"hypotheses": [{"id": "cpu-bound-stage", "score": 0.2}]}
+    weak = score_report("weak", {"cause": "cpu-bound-stage", "strength": {"held": False}}, report)
+    strong = score_report("strong", {"cause": "cpu-bound-stage", "strength": {"held": True}}, report)
+    shown = table([weak, strong])
+    assert "weak (weak fault)" in shown and "not counted" in shown and "AC@1 0/1" in shown
+
+
+def test_the_seeds_of_a_scenario_are_summed_up_with_what_came_first_instead():
+    def report(*hypotheses):
+        return {"hypotheses": [{"id": i, "score": s} for i, s in hypotheses]}
+
+    scores = [
+        score_report("a-s1", {"scenario": "a", "cause": "x"}, report(("x", 0.9))),
+        score_report("a-s2", {"scenario": "a", "cause": "x"}, report(("y", 0.6), ("x", 0.3))),
+        score_report("a-s3", {"scenario": "a", "cause": "x", "strength": {"held": False}}, report()),
+        score_report("h-s1", {"scenario": "h", "cause": None}, report(("y", 0.2))),
+    ]
+    rows = by_scenario(scores).splitlines()[2:]
+    assert rows == ["| a | 2 | 1 | 0.30-0.90 | y 0.60 |", "| h | 1 | 1 | - | - |"]  # the weak run left out
 
 
 def _testbed(*args: str, **kwargs) -> subprocess.Popen:

@@ -62,7 +62,7 @@ def test_a_metrics_answer_is_placed_by_its_iterations_latencies_and_pauses_are_p
     server = result.tables["server"]
     assert server["running"].tolist() == [60.0] * 3 and server["queue_depth"].tolist() == [7.0] * 3
     assert server["ts"].tolist() == [MTIME - 0.5, MTIME - 0.25, MTIME]
-    assert any("placed by their iterations' latencies" in w for w in result.warnings)
+    assert any("without a time by the iterations' latencies" in w for w in result.warnings)
     preempted = result.tables["events"]
     assert preempted["kind"].tolist() == ["preemption", "preemption"]
     assert preempted["requests"].tolist() == [3.0, 2.0]
@@ -149,7 +149,7 @@ def test_triton_scrapes_of_the_tensorrt_llm_backend_give_its_batch_queue_and_kv_
 
 def _engine_and_row(page: str) -> tuple[str | None, dict]:
     """The engine a scrape is recognised as, and the server row its map makes of it."""
-    from diagnose.engine_metrics import ENGINES, detect_engine, engine_row, parse_samples
+    from diagnose.engines.metrics import ENGINES, detect_engine, engine_row, parse_samples
 
     samples = parse_samples(page)
     engine = detect_engine(samples)
@@ -178,7 +178,7 @@ def test_vllm_under_ray_serve_is_read_as_vllm_and_ray_serve_alone_by_its_own_map
 
 
 def test_kserve_model_servers_give_their_rate_and_predict_time():
-    from diagnose.engine_metrics import ENGINES, detect_engine, engine_row, parse_samples
+    from diagnose.engines.metrics import ENGINES, detect_engine, engine_row, parse_samples
 
     def page(count: int, seconds: float) -> str:
         return (

@@ -29,7 +29,7 @@ import psutil
 from diagnose.collectors.ring import RING_FOLDER, Ring, incident_name
 from diagnose.collectors.triggers import Firing, LiveSignals, Trigger, TriggerWatch
 from diagnose.errors import InputError
-from diagnose.units import human_bytes
+from diagnose.units import counted, human_bytes
 
 PID_FILE = "recorder.pid"
 
@@ -80,7 +80,9 @@ class FlightRecorder:
         """What it keeps, where, at what disk cost, and what makes it dump: said before the first sample."""
         triggers = "; ".join(t.text for t in self.options.triggers) or "no trigger"
         inherited = (
-            f"; kept {len(self.ring.inherited)} segment(s) of an earlier run" if self.ring.inherited else ""
+            f"; kept {counted(len(self.ring.inherited), 'segment')} of an earlier run"
+            if self.ring.inherited
+            else ""
         )
         return (
             f"diagnose: flight recorder: keeping the last {_span(self.options.keep_s)} in {self.ring.folder} "

@@ -1,6 +1,6 @@
 """Events from log lines: PyTorch CUDA OOM messages, NVIDIA Xid errors, profilers started or stopped,
 and what the statement catalogue knows (statements/: an engine that stalled, waited, died, ran out of
-KV cache, started), with a service's own "watchdog timeout" besides (diagnose/engine_failures.py):
+KV cache, started), with a service's own "watchdog timeout" besides (diagnose/engines/failures.py):
 a statement seen live is the same event as one found in a file afterwards.
 
 A profiler line is one that names a profiler (or profiling) and says it
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-from diagnose.engine_failures import engine_failure_kind
-from diagnose.oom import is_oom_message
+from diagnose.engines.failures import engine_failure_kind
+from diagnose.engines.oom import is_oom_message
 from diagnose.statements import builtin_finder
 
 _XID = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")

@@ -1,7 +1,7 @@
 """Scrape a serving engine's Prometheus ``/metrics`` into the server table, once an interval.
 
 Which metric becomes which column, for each engine, is
-:data:`diagnose.engine_metrics.ENGINES`, shared with the importer of scrape files;
+:data:`diagnose.engines.metrics.ENGINES`, shared with the importer of scrape files;
 a service of one's own is mapped with ``--metrics-map`` (:func:`custom_map`).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 
-from diagnose.engine_metrics import ENGINES, EngineMap, custom_map, detect_engine, engine_row, parse_samples
+from diagnose.engines.metrics import ENGINES, EngineMap, custom_map, detect_engine, engine_row, parse_samples
 
 
 class MetricsScraper:

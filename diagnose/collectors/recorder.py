@@ -30,7 +30,7 @@ from diagnose.collectors.prometheus import SCRAPE_FAILURES, MetricsScraper
 from diagnose.collectors.requests_log import RequestLog
 from diagnose.collectors.sources import SourceHealth
 from diagnose.collectors.writer import DumpWriter
-from diagnose.engine_metrics import detect_engine, parse_samples
+from diagnose.engines.metrics import detect_engine, parse_samples
 from diagnose.errors import InputError
 
 KERNEL_LOGS = ("/var/log/kern.log", "/var/log/messages")
@@ -96,8 +96,10 @@ def record(
     say: Callable[[str], None] = print,
     sink: Sink | None = None,
     progress: Callable[[Progress], None] | None = None,
+    started: Callable[[], None] | None = None,
 ) -> RecordSummary:
-    """Sample every interval until ``stop`` or the duration; ``progress`` hears after each sample."""
+    """Sample every interval until ``stop`` or the duration; ``progress`` hears after each sample, and
+    ``started`` once the sources were checked and the dump opened (a refused start never hears it)."""
     summary = RecordSummary()
     watched = list(options.pids or server_pids(options.metrics_url, options.requests_log))  # restarts follow
     requests = (
@@ -124,8 +126,11 @@ def record(
         writer = DumpWriter(options.output, options.interval_s, force=options.force)
     else:
         raise ValueError("record() writes into options.output or into a sink; it was given neither")
+    if started is not None:
+        started()
     if watched and not options.pids:
-        say(f"diagnose: watching server pid(s) {', '.join(map(str, watched))}, found from the request source")
+        pids = f"{'pid' if len(watched) == 1 else 'pids'} {', '.join(map(str, watched))}"
+        say(f"diagnose: watching the server ({pids}), found from the request source")
     host = HostCollector(tuple(watched), top=options.top)
     gpu = _open_gpu(options, summary, say)
     logs = [*user_logs, *(FileFollower(path) for path in KERNEL_LOGS if _readable(path))]

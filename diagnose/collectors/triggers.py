@@ -1,7 +1,7 @@
 """When the flight recorder saves its ring: conditions over the live signals, and events.
 
 A trigger is written as the rules' conditions are, in the same expression
-language (parsed and type-checked by :mod:`diagnose.judge.expr`, no second
+language (parsed and type-checked by :mod:`diagnose.expressions.expr`, no second
 evaluator), over a small set of live signals computed every tick::
 
     p99_ms > 500 for 10s          the last 10 s of requests, true on every tick for 10 s
@@ -26,8 +26,8 @@ from typing import Any
 
 from diagnose.dump.schema import SUCCESS_CODE, SUCCESS_WORDS
 from diagnose.errors import InputError
-from diagnose.judge.expr import ExpressionError, Node, evaluate, names, parse
-from diagnose.judge.types import TRUTH, check
+from diagnose.expressions.expr import ExpressionError, Node, evaluate, names, parse
+from diagnose.expressions.types import TRUTH, check
 from diagnose.units import parse_duration
 
 # The signals a trigger may read, with what each means (``diagnose record --help`` lists them).

@@ -191,12 +191,10 @@ def window_seconds(text: str | None) -> float | None:
 
 def root_cause(text: str) -> str:
     """A root-cause id of the contract (``--expects``), checked before any work."""
-    from diagnose.judge.ids import ROOT_CAUSE_IDS
+    from diagnose.judge.ids import root_cause_ids
 
-    if text not in ROOT_CAUSE_IDS:
-        raise argparse.ArgumentTypeError(
-            f"unknown root cause {text!r}: one of {', '.join(sorted(ROOT_CAUSE_IDS))}"
-        )
+    if text not in root_cause_ids():
+        raise argparse.ArgumentTypeError(f"unknown root cause {text!r}: one of {', '.join(root_cause_ids())}")
     return text
 
 

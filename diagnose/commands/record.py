@@ -144,10 +144,13 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGUSR1, lambda *_: flight.request_dump("SIGUSR1"))
         print(flight.describe(), file=sys.stderr)
     until = f"for {args.duration}" if args.duration else "until Ctrl-C"
-    print(f"diagnose: recording to {args.output} every {args.interval:g} s {until}", file=sys.stderr)
+
+    def started() -> None:  # once the sources are checked: --strict refuses before anything is said
+        print(f"diagnose: recording to {args.output} every {args.interval:g} s {until}", file=sys.stderr)
+
     try:
         shown = (lambda progress: status.show(_status(progress))) if status.enabled else None
-        summary = record(options, stop, say=status.say, sink=flight, progress=shown)
+        summary = record(options, stop, say=status.say, sink=flight, progress=shown, started=started)
     except DiskFull as error:
         raise DiagnoseError(
             f"{args.output}: the disk is full ({error}); recording stopped, "

@@ -33,7 +33,7 @@ def add_parser(commands: Subcommands) -> None:
 def run(args: argparse.Namespace) -> int:
     from diagnose.facts.catalogue import CATALOGUE
     from diagnose.judge import default_rules_dir, load_rules
-    from diagnose.judge.ids import ROOT_CAUSE_IDS
+    from diagnose.judge.ids import root_cause_ids
 
     if args.action == "show":
         if args.folder is None:
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             raise DiagnoseError("rules check needs a folder: diagnose rules check DIR")
         rules = load_rules(args.folder)
         for rule in rules:
-            note = "" if rule.id in ROOT_CAUSE_IDS else "  (id not in the standard list: document it)"
+            note = "" if rule.id in root_cause_ids() else "  (id not in the standard list: document it)"
             print(f"ok  {rule.path}  {rule.id}{note}")
         print(f"{counted(len(rules), 'rule')} valid")
         return ExitCode.OK
@@ -79,14 +79,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(results) - failed} passed, {failed} failed")
         return ExitCode.FINDING_AT_THRESHOLD if failed else ExitCode.OK
     if args.action == "docs":
-        from diagnose.judge.pages import rule_page
+        from diagnose.judge.pages import rule_page, rules_table
 
         if args.folder is None:
             raise DiagnoseError("rules docs needs a folder to write the pages into: diagnose rules docs DIR")
         args.folder.mkdir(parents=True, exist_ok=True)
-        for rule in load_rules(args.rules or default_rules_dir()):
+        rules = load_rules(args.rules or default_rules_dir())
+        for rule in rules:
             (args.folder / f"{rule.id}.md").write_text(rule_page(rule), encoding="utf-8")
-        print(f"wrote the rule pages to {args.folder}")
+        heading = "# The rules\n\n*Generated from the rule files by `diagnose rules docs`.*\n\n"
+        index = heading + rules_table(rules)
+        (args.folder / "README.md").write_text(index, encoding="utf-8")
+        print(f"wrote the rule pages and their index (README.md) to {args.folder}")
         return ExitCode.OK
     folder = args.rules or args.folder or default_rules_dir()
     rules = load_rules(folder)

@@ -20,6 +20,7 @@ from diagnose.dump.model import Dump
 from diagnose.dump.schema import stage_columns
 from diagnose.facts.coldstart import cold_requests
 from diagnose.facts.latency import Statuses
+from diagnose.facts.model import StageKind
 from diagnose.facts.stages import declared_kinds, stage_kind
 
 LATENCY_QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99, "p999": 0.999}
@@ -54,7 +55,7 @@ class Requests:
     duration_s: float
     source: str
     cold_excluded: int
-    stage_kinds: dict[str, str]  # the manifest's stages: map
+    stage_kinds: dict[str, StageKind]  # the manifest's stages: map
     salt: int  # seeds the bootstrap: from the dump's content, so two recordings draw independently
 
     @cached_property
@@ -157,7 +158,9 @@ def latency_measures(side: Requests, weights: np.ndarray | None = None) -> list[
 def wait_columns(side: Requests) -> list[str]:
     """The stages in which a request waits (a queue, a batch, the network): they move with the load."""
     return [
-        c for name, c in stage_columns(side.frame).items() if stage_kind(name, side.stage_kinds) == "wait"
+        c
+        for name, c in stage_columns(side.frame).items()
+        if stage_kind(name, side.stage_kinds) == StageKind.WAIT
     ]
 
 

@@ -15,6 +15,7 @@ per-window P99 means something at low traffic.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import cast
@@ -387,7 +388,16 @@ _NAMES = {
     "system.mem_used_bytes": "host memory used",
     "system.swap_used_bytes": "swap used",
     "requests.throughput_rps": "throughput",
+    "allocator.num_alloc_retries": "allocator retries in {who}",
+    "allocator.allocated_bytes": "PyTorch's allocated memory in {who}",
+    "allocator.reserved_bytes": "PyTorch's reserved memory in {who}",
+    "server.queue_depth": "requests waiting",
+    "server.running": "requests running",
+    "server.kv_cache_usage_pct": "KV cache in use",
+    "server.batch_size": "batch size",
+    "server.tokens_per_s": "tokens generated a second",
 }
+_UNITS = ("_bytes", "_pct", "_ms", "_per_s", "_mhz", "_rps", "_c", "_w", "_s")
 
 
 def signal_words(name: str) -> str:
@@ -396,9 +406,15 @@ def signal_words(name: str) -> str:
     who = key.rstrip("]").split("=", 1)[-1] if key else ""
     if key.startswith("pid="):
         who = f"pid {who}"
-    if base in _NAMES:
-        return _NAMES[base].format(who=who).replace("  ", " ")
+    if base in _NAMES:  # "GPU  memory used" and "allocator retries in" where no one is named
+        return re.sub(r" (?:of|in)$", "", " ".join(_NAMES[base].format(who=who).split()))
     if base.startswith("requests.stage_"):
         stage, _, statistic = base.removeprefix("requests.stage_").partition("_ms.")
         return f"{stage} stage ({statistic or 'mean'})"
-    return name.removeprefix("requests.").replace("latency_ms.", "latency ")
+    if base.startswith("requests."):
+        return name.removeprefix("requests.").replace("latency_ms.", "latency ")
+    table, _, column = base.partition(".")  # any other column in words: "server ttft", "system load1"
+    for unit in _UNITS:
+        column = column.removesuffix(unit)
+    said = f"{table.replace('_', ' ')} {column.replace('_', ' ')}"
+    return f"{said} of {who}" if who else said

@@ -65,7 +65,7 @@ def _with_epoch_ts(frame: pd.DataFrame, file: str, result: ReadResult, warnings:
                 "(expected epoch seconds or ISO-8601 with an offset)"
             )
         warnings.append(
-            f"{file} {result.where(first)}, column ts: {unreadable.size} row(s) without a "
+            f"{file} {result.where(first)}, column ts: {counted(unreadable.size, 'row')} without a "
             "readable timestamp skipped (expected epoch seconds or ISO-8601 with an offset)"
         )
         frame = frame.drop(index=frame.index[unreadable])
@@ -80,8 +80,8 @@ def _with_trace_ts(frame: pd.DataFrame, file: str, result: ReadResult, warnings:
         raise TableReadError(f"{result.where(0)}, column ts: no readable times (expected microseconds)")
     if unreadable.size:
         warnings.append(
-            f"{file} {result.where(int(unreadable[0]))}, column ts: {unreadable.size} row(s) without a "
-            "readable time skipped (expected microseconds)"
+            f"{file} {result.where(int(unreadable[0]))}, column ts: skipped "
+            f"{counted(unreadable.size, 'row')} without a readable time (expected microseconds)"
         )
     return frame.assign(ts=seconds).drop(index=frame.index[unreadable])
 
@@ -140,7 +140,7 @@ def _ensure_latency(frame: pd.DataFrame, file: str, warnings: list[str]) -> pd.D
     stages = [c for c in frame.columns if c.startswith("stage_") and c.endswith("_ms")]
     if not stages:
         raise TableReadError("no 'latency_ms' column and no stage_<name>_ms columns to sum")
-    warnings.append(f"{file}: no 'latency_ms' column; latency is the sum of {len(stages)} stage(s)")
+    warnings.append(f"{file}: no 'latency_ms' column; latency is the sum of {counted(len(stages), 'stage')}")
     return frame.assign(latency_ms=frame[stages].sum(axis=1, min_count=1))
 
 
@@ -164,7 +164,8 @@ def _drop_duplicates(name: str, frame: pd.DataFrame, file: str, warnings: list[s
     duplicated = frame.index[rows[_duplicated_last(ts[rows], [frame[c].iloc[rows] for c in key])]]
     if duplicated.size:
         warnings.append(
-            f"{file}: {duplicated.size} duplicate (ts, {', '.join(key) or 'row'}) row(s); kept the last"
+            f"{file}: {counted(duplicated.size, 'row')} with a duplicate (ts, {', '.join(key) or 'row'}); "
+            "kept the last"
         )
         frame = frame.drop(index=duplicated).reset_index(drop=True)
     return frame

@@ -23,6 +23,8 @@ import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
+from diagnose.units import counted
+
 _SNIFF_BYTES = 8192
 _MAX_LISTED_LINES = 3
 
@@ -200,7 +202,9 @@ def read_json_objects(path: Path, warnings: list[str]) -> tuple[list[dict[str, A
 def _skipped_lines(kind: str, bad: list[str]) -> str:
     listed = ", ".join(bad[:_MAX_LISTED_LINES])
     more = f" and {len(bad) - _MAX_LISTED_LINES} more" if len(bad) > _MAX_LISTED_LINES else ""
-    return f"skipped {len(bad)} {kind} line(s): line {listed}{more}"
+    return (
+        f"skipped {counted(len(bad), f'{kind} line')}: {'line' if len(bad) == 1 else 'lines'} {listed}{more}"
+    )
 
 
 def _first_line(error: BaseException) -> str:

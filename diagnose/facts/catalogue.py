@@ -94,6 +94,9 @@ CATALOGUE: dict[str, FactSpec] = {
     "cpu_stage.cost_excess_share": FactSpec(
         "ratio", _STAGES, "its share of the P99 excess, waiting for it included"
     ),
+    "cpu_stage.us_per_token": FactSpec(
+        "us", _STAGES, "what each further token costs it (a tokenize or detokenize stage): its time's slope"
+    ),
     "cpu_stages.share_mean": FactSpec("ratio", _STAGES, "all CPU-side stages' share of mean latency"),
     "forward.share_mean": FactSpec("ratio", _STAGES, "model forward's share of mean latency"),
     "forward.share_tail": FactSpec("ratio", _STAGES, "forward's share of the latency of P99 requests"),
@@ -579,6 +582,7 @@ CATALOGUE: dict[str, FactSpec] = {
         "ratio", _SERVER + ", system: cpu_pct", "the server's share of the host's busy CPU"
     ),
     "server.cores": FactSpec("number", _SERVER, "cores the server may use (its affinity and CPU quota)"),
+    "server.process": FactSpec("name", _SERVER, "the server's process(es), as the report names them"),
     "server.processes": FactSpec("count", _SERVER, "the server's processes at once (workers)"),
     "server.threads_per_core": FactSpec("number", _SERVER, "the server's threads per core it may use"),
     "server.core_share.p50": FactSpec(

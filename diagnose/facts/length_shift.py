@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.schema import stage_columns
-from diagnose.facts.model import Facts
+from diagnose.facts.model import Facts, StageKind
 from diagnose.facts.ranks import spearman
 from diagnose.facts.stages import stage_kind
 from diagnose.quantiles import binned_quantiles, median, quantile
@@ -187,7 +187,7 @@ def length_model(requests: pd.DataFrame, tail: bool = False) -> LengthModel | No
 
 def _served(requests: pd.DataFrame, latency: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Latency less the waiting stages (queue, batch_wait, network, ...), and which were taken off."""
-    waits = [column for name, column in stage_columns(requests).items() if stage_kind(name) == "wait"]
+    waits = [column for name, column in stage_columns(requests).items() if stage_kind(name) == StageKind.WAIT]
     if not waits:
         return latency, []
     waited = np.nansum(np.column_stack([_column(requests, column) for column in waits]), axis=1)

@@ -7,8 +7,7 @@ from collections import Counter
 import pandas as pd
 
 from diagnose.dump.model import Dump
-from diagnose.facts.model import Facts, OomClass
-from diagnose.oom import (
+from diagnose.engines.oom import (
     EXHAUSTION,
     EXHAUSTION_OTHER_PROCESS,
     EXHAUSTION_REQUEST_TOO_LARGE,
@@ -18,6 +17,8 @@ from diagnose.oom import (
     parse_oom_message,
     stranded_share,
 )
+from diagnose.facts.model import Facts, OomClass
+from diagnose.units import counted
 
 # When several OOMs disagree, the one most telling about the cause is reported.
 _PRECEDENCE = (FRAGMENTATION, EXHAUSTION_REQUEST_TOO_LARGE, EXHAUSTION_OTHER_PROCESS, EXHAUSTION)
@@ -61,7 +62,7 @@ def add_oom_facts(facts: Facts, dump: Dump) -> None:
     parsed = [oom for _, oom in read]
     if not parsed:
         return
-    cite = f"{source}: OOM message figures, {len(parsed)} event(s)"
+    cite = f"{source}: OOM message figures, {counted(len(parsed), 'event')}"
     # An importer that knew the message's context (a serving engine's log) classified it already.
     verdicts = [
         (row["oom_class"], str(row.get("oom_reason") or ""))

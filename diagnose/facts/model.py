@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import numpy as np
 
@@ -40,11 +41,20 @@ class TokenLatency:
     source: str
 
 
+class StageKind(StrEnum):
+    """What a stage's time goes to: the CPU, the GPU, waiting, or a stage the contract does not name."""
+
+    CPU = "cpu"
+    GPU = "gpu"
+    WAIT = "wait"
+    OTHER = "other"
+
+
 @dataclass(frozen=True)
 class StageShare:
     """A logged stage's share of the mean latency, of the tail's, and of the tail's excess."""
 
-    kind: str
+    kind: StageKind
     share: float
     tail_share: float
     excess_share: float

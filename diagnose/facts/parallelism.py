@@ -22,10 +22,21 @@ import pandas as pd
 
 from diagnose.detect.signals import server_pids
 from diagnose.dump.model import Dump
-from diagnose.dump.processes import process_ids
+from diagnose.dump.processes import describe, process_ids
 from diagnose.facts.model import Facts
 
 _BUSY_HOST_PCT = 5.0  # below this the host is idle, and its system share says nothing
+
+
+def _server_named(dump: Dump) -> str:
+    """The server as the report names a process: ``pid 4242 (python)``, ``pids 4242, 4243 (vllm)``."""
+    processes = dump.table("processes")
+    assert processes is not None  # server_rows found the server's rows in it
+    ids = process_ids(processes)
+    mine = sorted(int(p) for p in server_pids(dump) if (ids == p).any())
+    named = describe(processes, ids, mine[0]) if len(mine) == 1 else f"pids {', '.join(map(str, mine))}"
+    names = processes.loc[ids.isin(mine), "name"].dropna() if "name" in processes.columns else pd.Series()
+    return f"{named} ({names.iloc[-1]})" if len(names) else named
 
 
 def add_parallelism_facts(facts: Facts, dump: Dump) -> None:
@@ -110,6 +121,7 @@ def _add_server_facts(facts: Facts, dump: Dump, server: pd.DataFrame) -> None:
         if server["processes"].max() <= 1
         else f"the server's {server['processes'].max():.0f} processes"
     )
+    facts.add("server.process", _server_named(dump), f"{source}: the server's rows")
     cores, cores_from = None, ""
     if "cores_allowed" in server.columns and server["cores_allowed"].notna().any():
         cores, cores_from = float(server["cores_allowed"].median()), "cores_allowed"

@@ -32,9 +32,10 @@ import pandas as pd
 
 from diagnose.dump.model import Dump
 from diagnose.dump.schema import stage_columns
-from diagnose.facts.model import Facts
+from diagnose.facts.model import Facts, StageKind
 from diagnose.facts.ranks import spearman
 from diagnose.facts.stages import declared_kinds, stage_kind
+from diagnose.units import counted
 
 _WINDOWS = 20
 _MIN_REQUESTS = 30
@@ -230,7 +231,7 @@ def _model_busy(
     """Per window, the share of time the model's worker(s) were busy, from the request log; or why not."""
     declared = declared_kinds(dump.manifest.extra, [])  # its warnings are said once, by the stage facts
     stages = stage_columns(requests)
-    model = [column for name, column in stages.items() if stage_kind(name, declared) == "gpu"]
+    model = [column for name, column in stages.items() if stage_kind(name, declared) == StageKind.GPU]
     if not model:
         return "the request log has no model stage such as stage_forward_ms either"
     if {"ttft_ms", "tpot_ms"} & set(requests.columns) or "decode" in stages:
@@ -241,7 +242,7 @@ def _model_busy(
     stage_names = ", ".join(model)
     workers = _workers(dump.table("server"))
     if workers is not None:
-        how = f"{stage_names} over {workers:.0f} worker(s) ({dump.source('server')}: highest running)"
+        how = f"{stage_names} over {counted(workers, 'worker')} ({dump.source('server')}: highest running)"
         return (load / workers).clip(0, 0.99), how
     if np.nanmax(load) > 1.05:
         return (

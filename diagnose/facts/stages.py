@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.schema import stage_columns
-from diagnose.facts.model import Facts, StageShare
+from diagnose.facts.model import Facts, StageKind, StageShare
 from diagnose.facts.ranks import spearman
 from diagnose.quantiles import quantile, quantiles
 
@@ -36,20 +36,20 @@ CPU_STAGES = frozenset(
 )
 GPU_STAGES = frozenset({"forward", "prefill", "decode", "compute", "inference", "infer", "model", "generate"})
 WAIT_STAGES = frozenset({"queue", "batch_wait", "network", "wait", "schedule"})
-KINDS = ("cpu", "gpu", "wait")
+KINDS = (StageKind.CPU, StageKind.GPU, StageKind.WAIT)  # the kinds a manifest may declare
 
 
-def stage_kind(name: str, declared: dict[str, str] | None = None) -> str:
+def stage_kind(name: str, declared: dict[str, StageKind] | None = None) -> StageKind:
     """A stage's kind: the manifest's word for it, else the contract's convention, else ``other``."""
-    if declared and declared.get(name) in KINDS:
+    if declared and name in declared:
         return declared[name]
     if name in CPU_STAGES:
-        return "cpu"
+        return StageKind.CPU
     if name in GPU_STAGES:
-        return "gpu"
+        return StageKind.GPU
     if name in WAIT_STAGES or name.endswith(_WAIT_SUFFIXES):
-        return "wait"
-    return "other"
+        return StageKind.WAIT
+    return StageKind.OTHER
 
 
 # ``<stage>_queue`` or ``<stage>_wait``: the time a request waited for that stage's worker (a
@@ -66,7 +66,7 @@ def waiting_for(name: str, stages: dict) -> str | None:
     return None
 
 
-def declared_kinds(manifest_extra: dict, warnings: list[str]) -> dict[str, str]:
+def declared_kinds(manifest_extra: dict, warnings: list[str]) -> dict[str, StageKind]:
     """The manifest's ``stages:`` map, keeping only the kinds the contract knows."""
     declared = manifest_extra.get("stages")
     if declared is None:
@@ -77,14 +77,18 @@ def declared_kinds(manifest_extra: dict, warnings: list[str]) -> dict[str, str]:
     kinds = {}
     for name, kind in declared.items():
         if str(kind).lower() in KINDS:
-            kinds[str(name)] = str(kind).lower()
+            kinds[str(name)] = StageKind(str(kind).lower())
         else:
             warnings.append(f"manifest.yaml: stages: {name}: {kind!r} is not cpu, gpu or wait; ignored")
     return kinds
 
 
 _CPU_STAGE_KEYS = "name share_mean share_tail excess_share p99_ms wait_share cost_share cost_excess_share"
-_CPU_STAGE_FACTS = ("cpu_stages.share_mean", *(f"cpu_stage.{k}" for k in _CPU_STAGE_KEYS.split()))
+_CPU_STAGE_FACTS = (
+    "cpu_stages.share_mean",
+    "cpu_stage.us_per_token",
+    *(f"cpu_stage.{k}" for k in _CPU_STAGE_KEYS.split()),
+)
 _GPU_STAGE_FACTS = ("forward.share_mean", "forward.share_tail", "forward.p99_ms")
 _ALL_STAGE_FACTS = (
     "stages.count",
@@ -97,7 +101,7 @@ _ALL_STAGE_FACTS = (
 
 
 def add_stage_facts(
-    facts: Facts, requests: pd.DataFrame, source: str, declared: dict[str, str] | None = None
+    facts: Facts, requests: pd.DataFrame, source: str, declared: dict[str, StageKind] | None = None
 ) -> None:
     columns = stage_columns(requests)
     if not columns:
@@ -130,15 +134,15 @@ def add_stage_facts(
     driver = max(rows, key=lambda n: rows[n].excess_share)
     facts.add("stages.tail_driver.name", driver, cite)
     facts.add("stages.tail_driver.excess_share", rows[driver].excess_share, cite)
-    facts.add("stages.wait.share_mean", sum(r.share for r in rows.values() if r.kind == "wait"), cite)
+    facts.add("stages.wait.share_mean", sum(r.share for r in rows.values() if r.kind == StageKind.WAIT), cite)
     # Time in no logged stage went somewhere unmeasured: an event loop blocked by CPU work, a lock,
     # a thread pool. Often the real answer, so it is a figure of its own.
     unaccounted = max(0.0, 1.0 - sum(r.share for r in rows.values()))
     facts.summary.unaccounted_share = unaccounted
     facts.add("stages.unaccounted_share", unaccounted, f"{cite}: latency in no stage")
-    cpu_columns = [columns[n] for n in rows if rows[n].kind == "cpu"]
+    cpu_columns = [columns[n] for n in rows if rows[n].kind == StageKind.CPU]
     _add_unaccounted_load(facts, requests, columns, cpu_columns, valid, f"{cite}: latency in no stage")
-    cpu = [n for n in rows if rows[n].kind == "cpu"]
+    cpu = [n for n in rows if rows[n].kind == StageKind.CPU]
     kinds = ", ".join(f"{name} ({row.kind})" for name, row in rows.items())
     have = f"{source} has {kinds}"
     if not cpu:
@@ -162,9 +166,10 @@ def add_stage_facts(
         facts.add("cpu_stage.wait_share", cost(top, "share") - rows[top].share, cite_top)
         facts.add("cpu_stage.cost_share", cost(top, "share"), cite_top)
         facts.add("cpu_stage.cost_excess_share", cost(top, "excess_share"), cite_top)
-    if "decode" in rows and rows["decode"].kind == "gpu":  # LLM token generation
+        _add_cost_per_token(facts, requests, top, columns[top], valid, source)
+    if "decode" in rows and rows["decode"].kind == StageKind.GPU:  # LLM token generation
         facts.add("stages.generation_share", rows["decode"].share, f"{source}: {columns['decode']}")
-    gpu = [n for n in rows if rows[n].kind == "gpu"]
+    gpu = [n for n in rows if rows[n].kind == StageKind.GPU]
     if not gpu:
         facts.cannot(_GPU_STAGE_FACTS, f"a GPU stage such as stage_forward_ms or stage_prefill_ms ({have})")
     if gpu:
@@ -173,6 +178,49 @@ def add_stage_facts(
         facts.add("forward.share_tail", sum(rows[n].tail_share for n in gpu), cite_gpu)
         main = max(gpu, key=lambda n: rows[n].share)
         facts.add("forward.p99_ms", rows[main].p99_ms, cite_gpu)
+
+
+# The stages whose work is counted in tokens, and the column that counts them: a tokenizer's work grows
+# with the prompt, a detokenizer's with the answer. (``input_len`` is the request's natural unit; a
+# service that logs bytes there makes the cost per token read lower, never higher.)
+_TOKENS_OF = {"tokenize": "input_len", "validation": "input_len", "detokenize": "output_len"}
+_MIN_REQUESTS_FOR_SLOPE = 50
+_LENGTH_BINS = 10
+
+
+def _add_cost_per_token(
+    facts: Facts, requests: pd.DataFrame, stage: str, column: str, valid: np.ndarray, source: str
+) -> None:
+    """What each further token costs the stage, in microseconds: the slope of its median time over ten
+    bins of the requests' token counts. The slope, not time over tokens, so that a call's fixed cost
+    (a few hundred microseconds of Python around any tokenizer) does not read as a slow tokenizer on
+    short prompts; medians, so that a request that waited for the GIL moves nothing."""
+    fact = ("cpu_stage.us_per_token",)
+    counted = _TOKENS_OF.get(stage)
+    if counted is None or counted not in requests:
+        facts.cannot(fact, f"a tokenize or detokenize stage beside the requests' token counts ({stage})")
+        return
+    spent = requests[column].to_numpy(dtype="float64")[valid]
+    tokens = requests[counted].to_numpy(dtype="float64")[valid]
+    usable = np.isfinite(spent) & np.isfinite(tokens) & (tokens > 0)
+    spent, tokens = spent[usable], tokens[usable]
+    if spent.size < _MIN_REQUESTS_FOR_SLOPE:
+        facts.cannot(fact, f"{_MIN_REQUESTS_FOR_SLOPE} requests with {counted} ({source} has {spent.size})")
+        return
+    edges = np.unique(np.quantile(tokens, np.linspace(0.0, 1.0, _LENGTH_BINS + 1)))
+    bins = np.clip(np.searchsorted(edges, tokens, side="right") - 1, 0, max(edges.size - 2, 0))
+    medians = [(np.median(tokens[bins == b]), np.median(spent[bins == b])) for b in np.unique(bins)]
+    low, high = quantiles(tokens, (0.1, 0.9))
+    if len(medians) < 3 or high < 1.5 * low:
+        facts.cannot(fact, f"requests of differing lengths ({counted} P10 {low:.0f}, P90 {high:.0f})")
+        return
+    length, time_ms = np.array(medians).T
+    slope_ms = float(np.polyfit(length, time_ms, 1)[0])
+    facts.add(
+        fact[0],
+        max(0.0, slope_ms * 1000.0),
+        f"{source}: {column} against {counted}, the slope of its medians over {len(medians)} bins of length",
+    )
 
 
 _LOAD_WINDOW_S = 1.0  # the arrivals a blocked event loop still has to get through

@@ -75,6 +75,23 @@ _NO_COUNTERFACTUAL = {
 }
 
 
+Counterfactual = Callable[[Dump, SpikeAnalysis | None], ExpectedGain | None]
+# Each cause's counterfactual, registered where it is written (``@counterfactual(rule_id)``).
+_COUNTERFACTUALS: dict[str, Counterfactual] = {}
+
+
+def counterfactual(rule_id: str) -> Callable[[Counterfactual], Counterfactual]:
+    """Register the function below as what removing ``rule_id``'s cause would gain, on the dump."""
+
+    def register(function: Counterfactual) -> Counterfactual:
+        if rule_id in _COUNTERFACTUALS or rule_id in _NO_COUNTERFACTUAL:
+            raise ValueError(f"{rule_id}: a second counterfactual")
+        _COUNTERFACTUALS[rule_id] = function
+        return function
+
+    return register
+
+
 def no_counterfactual(cause: str) -> str | None:
     """Why ``cause`` has no expected gain, where that is known rather than not yet written."""
     return _NO_COUNTERFACTUAL.get(cause)
@@ -91,6 +108,7 @@ def expected_gain(cause: str, dump: Dump, spikes: SpikeAnalysis | None = None) -
     return counterfactual(dump, spikes) if counterfactual is not None else None
 
 
+@counterfactual("cold-start-contamination")
 def _cold_start(dump: Dump, spikes: SpikeAnalysis | None) -> ExpectedGain | None:
     requests = _requests(dump)
     if requests is None:
@@ -108,6 +126,7 @@ def _cold_start(dump: Dump, spikes: SpikeAnalysis | None) -> ExpectedGain | None
     return _without(dump, requests, cold, how)
 
 
+@counterfactual("co-located-contention")
 def _co_located(dump: Dump, spikes: SpikeAnalysis | None) -> ExpectedGain | None:
     requests = _requests(dump)
     chosen = contender(spikes) if spikes is not None and requests is not None else None
@@ -129,6 +148,7 @@ def _co_located(dump: Dump, spikes: SpikeAnalysis | None) -> ExpectedGain | None
     return _without(dump, requests, during, how)
 
 
+@counterfactual("gpu-throttling")
 def _throttling(dump: Dump, spikes: SpikeAnalysis | None) -> ExpectedGain | None:
     requests = _requests(dump)
     found = slowed_requests(dump, requests) if requests is not None else None
@@ -148,6 +168,7 @@ def _throttling(dump: Dump, spikes: SpikeAnalysis | None) -> ExpectedGain | None
     return _changed(dump, requests, latency - saved, how, "stage_forward_ms")
 
 
+@counterfactual("batch-window-too-long")
 def _batch_window(dump: Dump, spikes: SpikeAnalysis | None) -> ExpectedGain | None:
     requests = _requests(dump)
     if requests is None or "stage_batch_wait_ms" not in requests.columns:
@@ -181,6 +202,7 @@ def _batch_window(dump: Dump, spikes: SpikeAnalysis | None) -> ExpectedGain | No
     return _changed(dump, requests, latency - saved, how, "stage_batch_wait_ms")
 
 
+@counterfactual("queue-saturation")
 def _queue(dump: Dump, spikes: SpikeAnalysis | None) -> ExpectedGain | None:
     requests = _requests(dump)
     found = queue_windows(dump) if requests is not None and "stage_queue_ms" in requests.columns else None
@@ -253,12 +275,3 @@ def _figures(
             )
         )
     return ExpectedGain(tuple(figures), how, blocks.method, f"{dump.source('requests')}: {cite}")
-
-
-_COUNTERFACTUALS: dict[str, Callable[[Dump, SpikeAnalysis | None], ExpectedGain | None]] = {
-    "cold-start-contamination": _cold_start,
-    "co-located-contention": _co_located,
-    "gpu-throttling": _throttling,
-    "batch-window-too-long": _batch_window,
-    "queue-saturation": _queue,
-}

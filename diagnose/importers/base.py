@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import re
 import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
@@ -15,6 +14,7 @@ from typing import IO
 import pandas as pd
 
 from diagnose.importers.mend import Mended, mend
+from diagnose.importers.undone import Undone
 
 HEAD_BYTES = 65_536
 
@@ -113,7 +113,7 @@ class StreamedSource(Source):
     def __init__(self, path: Path) -> None:
         super().__init__(path.name, "", os.stat(path).st_mtime)
         self._path = path
-        self._counts: dict[str, int] = {}  # what was undone, its count of lines taken out: summed over pieces
+        self._undone: dict[object, str] = {}  # what was undone, by kind: its counts summed over the pieces
         self._counted = 0  # the pieces counted so far (the lines are read again by each pass over them)
         self._watched = 0  # the pieces given to the watcher so far
         self._ends_open = False
@@ -125,7 +125,7 @@ class StreamedSource(Source):
 
     @property
     def mended(self) -> tuple[str, ...]:
-        return tuple(said.replace(_HOLE, str(count)) for said, count in self._counts.items())
+        return tuple(self._undone.values())
 
     @property
     def text(self) -> str:
@@ -175,14 +175,10 @@ class StreamedSource(Source):
     def _count(self, mended: Mended) -> None:
         self._prefixes.update(dict.fromkeys(mended.prefixes))
         for said in mended.undone:
-            found = _COUNT.search(said)
-            key = _COUNT.sub(_HOLE, said, count=1)
-            self._counts[key] = self._counts.get(key, 0) + (int(found.group(0)) if found else 0)
-
-
-# The count in what mend says it undid ("from 12 line(s)", "rejoined 3 line break(s)"): the pieces' add up
-_COUNT = re.compile(r"\b\d+(?=\D*\bline)")
-_HOLE = "\x00"  # where the count goes back
+            kind = said.kind if isinstance(said, Undone) else said
+            kept = self._undone.get(kind)
+            both = isinstance(kept, Undone) and isinstance(said, Undone)
+            self._undone[kind] = kept.plus(said) if both else said  # type: ignore[union-attr]
 
 
 def _pieces(handle: IO[bytes] | gzip.GzipFile, size: int) -> Iterator[bytes]:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from diagnose.importers import mend_csv
 from diagnose.importers.mend_csv import MAJORITY
 from diagnose.importers.mend_noise import without_noise
+from diagnose.importers.undone import Undone
+from diagnose.units import counted
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 # The same codes written out by whatever carried them: rsyslog's "#033[", a JSON "\u001b[", "\x1b[",
@@ -215,10 +217,10 @@ def _characters(text: str, undone: list[str]) -> str:
     if "\x1b" in text:
         text, count = _ANSI.subn("", text)
         if count:
-            undone.append(f"removed {count} terminal colour code(s)")
+            undone.append(Undone("removed ", count, "terminal colour code"))
     if "[" in text and (count := len(_ESCAPED_ANSI.findall(text))):
         text = _ESCAPED_ANSI.sub("", text)
-        undone.append(f"removed {count} colour code(s) written out as text (#033[, \\u001b[ ...)")
+        undone.append(Undone("removed ", count, "colour code", " written out as text (#033[, \\u001b[ ...)"))
     return text.translate(_INVISIBLE)
 
 
@@ -227,11 +229,12 @@ def _unescaped(text: str, undone: list[str]) -> str:
     entities = len(_ENTITY.findall(text))
     if entities:
         text = html.unescape(text)
-        undone.append(f"decoded {entities} HTML entit{'y' if entities == 1 else 'ies'} (&lt; &quot; ...)")
+        undone.append(Undone("decoded ", entities, "HTML entity", " (&lt; &quot; ...)", "HTML entities"))
     escapes = len(_MARKDOWN_ESCAPE.findall(text)) + len(_EMPHASIS_TAG.findall(text))
     if escapes:
         text = _EMPHASIS_TAG.sub("_", _MARKDOWN_ESCAPE.sub(r"\1", text))
-        undone.append(f"undid {escapes} Markdown escape(s) or emphasis mark(s) (\\_ for _)")
+        marks = ("Markdown escape or emphasis mark", "Markdown escapes or emphasis marks")
+        undone.append(Undone("undid ", escapes, marks[0], " (\\_ for _)", marks[1]))
     return text
 
 
@@ -256,14 +259,14 @@ def _json_unwrapped(text: str, undone: list[str]) -> str:
 
     text = _JSON_STRING.sub(joined, text)
     if removed:
-        undone.append(f"rejoined {removed} line break(s) a hard wrap put inside JSON strings")
+        undone.append(Undone("rejoined ", removed, "line break", " a hard wrap put inside JSON strings"))
     return text
 
 
 def _without_fences(lines: list[str], undone: list[str]) -> list[str]:
     kept = [line for line in lines if not _FENCE.match(line)]
     if len(kept) < len(lines):
-        undone.append(f"removed {len(lines) - len(kept)} Markdown code fence line(s)")
+        undone.append(Undone("removed ", len(lines) - len(kept), "Markdown code fence line"))
     return kept
 
 
@@ -292,12 +295,14 @@ def _without_prefixes(
                 )
             if prefix.what == "Markdown quote":  # the quote ate the '#' of '# HELP' / '# TYPE'
                 lines = [f"# {line}" if line.startswith(("HELP ", "TYPE ")) else line for line in lines]
-            undone.append(f'removed a {prefix.what} prefix ("{_elided(shown)}") from {carried} line(s)')
+            undone.append(
+                Undone(f'removed a {prefix.what} prefix ("{_elided(shown)}") from ', carried, "line")
+            )
             peeled = True
         indent = _common_indent(lines) if dedent else 0
         if indent:
             lines = [line[indent:] for line in lines]
-            undone.append(f"removed a common indentation of {indent} character(s)")
+            undone.append(f"removed a common indentation of {counted(indent, 'character')}")
             peeled = True
         if not peeled:
             return lines
@@ -314,7 +319,7 @@ def _split_at_tags(lines: list[str], tags: set[str], undone: list[str]) -> list[
         splits += len(pieces) - 1
         out.extend(pieces)
     if splits:
-        undone.append(f"split {splits} place(s) where two tagged lines were glued together")
+        undone.append(Undone("split ", splits, "place", " where two tagged lines were glued together"))
     return out
 
 
@@ -344,7 +349,7 @@ def _unglued(lines: list[str], undone: list[str]) -> list[str]:
         splits += len(pieces) - 1
         out.extend(pieces)
     if splits:
-        undone.append(f"split {splits} place(s) where two lines were glued together")
+        undone.append(Undone("split ", splits, "place", " where two lines were glued together"))
     return out
 
 
@@ -406,7 +411,7 @@ def _unwrapped(lines: list[str], undone: list[str]) -> list[str]:
     flush()
     if not joined:
         return lines
-    undone.append(f"rejoined {joined} line(s) hard-wrapped at {width} columns")
+    undone.append(Undone("rejoined ", joined, "line", f" hard-wrapped at {width} columns"))
     return out
 
 

@@ -14,6 +14,8 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
+from diagnose.importers.undone import Undone
+
 MAJORITY = 0.6  # most lines: what a table's lines share, or a prefix the paste put on them
 
 
@@ -102,7 +104,9 @@ def unwrapped(
     whole_joined, broken_joined = _record_fit(joined, sizes)
     if whole_joined < whole or broken_joined >= broken or _agreement(joined) <= _agreement(lines):
         return lines
-    undone.append(f"rejoined {len(lines) - len(joined)} line(s) of a CSV table wrapped at {width} columns")
+    undone.append(
+        Undone("rejoined ", len(lines) - len(joined), "line", f" of a CSV table wrapped at {width} columns")
+    )
     return joined
 
 

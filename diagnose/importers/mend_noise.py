@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from diagnose.importers.undone import Undone
+
 # A shell prompt and the command after it: "$ nvidia-smi", "root@gpu-3:~# curl ...", "PS C:\> nvidia-smi"
 PROMPT = re.compile(
     r"^\s*(?:\([\w.-]+\)\s+)?"
@@ -58,12 +60,12 @@ def without_noise(lines: list[str], undone: list[str]) -> list[str]:
         line, cut = _TMUX.subn("", line)
         tmux += cut
         kept.append(line)
-    for count, what in (
-        (prompts, "shell prompt line(s)"),
-        (meter, "line(s) of curl's progress meter"),
-        (tmux, "tmux scroll indicator(s)"),
-        (headers, "nvidia-smi command line(s) with noheader, put back as the header it names"),
+    for count, what, after in (
+        (prompts, "shell prompt line", ""),
+        (meter, "line", " of curl's progress meter"),
+        (tmux, "tmux scroll indicator", ""),
+        (headers, "nvidia-smi command line", " with noheader, put back as the header it names"),
     ):
         if count:
-            undone.append(f"removed {count} {what}")
+            undone.append(Undone("removed ", count, what, after))
     return kept

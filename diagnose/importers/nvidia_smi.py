@@ -27,6 +27,7 @@ from diagnose.importers.base import (
     local_epochs,
     zone_note,
 )
+from diagnose.units import counted
 
 _UNIT = re.compile(r"^(.*?)\s*\[([^\]]+)\]\s*$")
 _NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*([A-Za-z%]*)\s*$")
@@ -197,7 +198,7 @@ def _read_blocks(source: Source, tz: str | None) -> Imported:
     result = Imported()
     blocks, skipped = csv_blocks(source.lines(), tz)
     if skipped:
-        result.warnings.append(f"passed over {skipped} line(s) outside the tables (a prompt, notes)")
+        result.warnings.append(f"passed over {counted(skipped, 'line')} outside the tables (a prompt, notes)")
     identity: dict[str, int] = {}
     gpus, apps = [], []
     for kind, table in blocks:
@@ -210,7 +211,8 @@ def _read_blocks(source: Source, tz: str | None) -> Imported:
         if table.malformed:
             shown = ", ".join(map(str, table.malformed[:3])) + (" ..." if len(table.malformed) > 3 else "")
             result.warnings.append(
-                f"skipped {len(table.malformed)} row(s) with the wrong number of fields (data row {shown})"
+                f"skipped {counted(len(table.malformed), 'row')} with the wrong number of fields "
+                f"(data row {shown})"
             )
     for name, frames in (("gpu", gpus), ("gpu_processes", apps)):
         if frames:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from diagnose.importers.base import Imported, Importer, Source, local_epoch, zone_note
+from diagnose.units import counted
 
 _MIB = 2**20
 _DATE = re.compile(r"^\s*(\w{3} \w{3}\s+\d{1,2} \d{2}:\d{2}:\d{2} \d{4})\s*$")
@@ -242,9 +243,11 @@ class NvidiaSmiXmlImporter(Importer):
             cut += not whole
             snapshots.append(_xml_snapshot(root, result))
         if cut:
-            result.warnings.append(f"{cut} XML document(s) cut short: read up to the cut")
+            result.warnings.append(f"read {counted(cut, 'XML document')} cut short up to the cut")
         if skipped:
-            result.warnings.append(f"{skipped} XML document(s) not nvidia-smi's or unreadable: left out")
+            result.warnings.append(
+                f"left out {counted(skipped, 'XML document')}: not nvidia-smi's or unreadable"
+            )
         _tables(result, snapshots, source.mtime, tz)
         return result
 
@@ -411,7 +414,9 @@ def _tables(result: Imported, snapshots: list[_Snapshot], mtime: float, tz: str 
             gpus.append({"ts": when, **{k: v for k, v in row.items() if k != "bus"}})
         processes += [{"ts": when, **row} for row in snapshot.processes]
     if untimed:
-        result.warnings.append(f"{untimed} snapshot(s) without a date: taken at the file's modification time")
+        result.warnings.append(
+            f"{counted(untimed, 'snapshot')} without a date: each taken at the file's modification time"
+        )
     if untimed < len([s for s in snapshots if s.gpus or s.processes]):
         result.warnings.append(zone_note("nvidia-smi dates", tz))
     if gpus:

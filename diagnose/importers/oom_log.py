@@ -3,7 +3,7 @@
 Each message is cut from its first line to the end of its figures (the
 memory-fraction variant spreads them over several lines; a terminal may wrap
 one mid-figure, which leaves a parenthesis open); its figures are parsed by
-:mod:`diagnose.oom`, which also classifies it and says why. A wall-clock
+:mod:`diagnose.engines.oom`, which also classifies it and says why. A wall-clock
 stamp at the start of the line (ISO-8601, or vLLM's ``MM-DD HH:MM:SS`` with
 the file's year) is used when there is one, else the file's modification time.
 """
@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
+from diagnose.engines.oom import explain_oom, is_oom_message, parse_oom_message
 from diagnose.importers.base import Imported, Importer, Source
 from diagnose.importers.stamps import engine_stamp, leading_iso_stamp
-from diagnose.oom import explain_oom, is_oom_message, parse_oom_message
 
 _CONTINUATION = re.compile(
     r"^\s*(Currently allocated|Requested|Device limit|Free \(according|PyTorch limit|:"

@@ -32,6 +32,7 @@ import pandas as pd
 
 from diagnose.importers.base import Imported, Importer, Source
 from diagnose.importers.dash_rules import RULE, cells, column_starts
+from diagnose.units import counted
 
 _HEADER_WORDS = re.compile(r"\bName\b.*(?:Self CPU|CPU total|# of Calls|Number of Calls)")
 _TIME = re.compile(r"^(-?\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s)$")
@@ -113,7 +114,7 @@ def _table(lines: list[str], start: int, warnings: list[str]) -> tuple[list[dict
     if index < len(lines) and RULE.match(lines[index]):
         index += 1
     if bad:
-        warnings.append(f"{bad} row(s) of a profiler table without figures skipped")
+        warnings.append(f"{counted(bad, 'row')} of a profiler table without figures skipped")
     return rows, index
 
 

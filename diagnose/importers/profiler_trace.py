@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.importers.base import FileImporter, Imported, Source, open_maybe_gzipped
+from diagnose.units import counted
 
 _GPU_KINDS = {
     "kernel": "kernel",
@@ -231,7 +232,7 @@ def _imported(events: Iterator[dict[str, Any] | Exception], head: str) -> Import
                 {"kind": _HOST_KINDS[category], "name": name, "thread": str(event.get("tid", ""))},
             )
     if skipped:
-        result.warnings.append(f"{skipped:,} event(s) without a readable ts or dur skipped")
+        result.warnings.append(f"{counted(skipped, 'event')} without a readable ts or dur skipped")
     if len(gpu):
         activity = gpu.frame()
         if "pinned" in activity:

@@ -2,7 +2,7 @@
 
 One parser, ``prometheus_client``'s. vLLM, Triton and TGI metrics map to the
 server table exactly as ``diagnose record --metrics-url`` maps them
-(:data:`diagnose.engine_metrics.ENGINES`); dcgm-exporter's per-GPU
+(:data:`diagnose.engines.metrics.ENGINES`); dcgm-exporter's per-GPU
 fields map to the gpu table. Several scrapes in one file are told apart by
 their repeated header; rates and per-window means need the scrapes' times,
 so they come only from samples that carry timestamps. Without any, the file's
@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from diagnose.engine_metrics import ENGINES, detect_engine, engine_row, parse_families, sum_samples
+from diagnose.engines.metrics import ENGINES, detect_engine, engine_row, parse_families, sum_samples
 from diagnose.importers.base import Imported, Importer, Source
+from diagnose.units import counted
 
 if TYPE_CHECKING:  # prometheus_client is imported where a page is parsed: not on every start
     from prometheus_client.metrics_core import Metric
@@ -94,8 +95,8 @@ class PrometheusTextImporter(Importer):
         if skipped:
             shown = ", ".join(map(str, skipped[:5])) + (" ..." if len(skipped) > 5 else "")
             result.warnings.append(
-                f"skipped {len(skipped)} line(s) that are not exposition text (a shell prompt, a line cut "
-                f"short): line {shown}"
+                f"skipped {counted(len(skipped), 'line')} of something else than exposition text (a shell "
+                f"prompt, a line cut short): line {shown}"
             )
         if last is None:
             return result

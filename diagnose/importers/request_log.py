@@ -16,6 +16,7 @@ import re
 import pandas as pd
 
 from diagnose.importers.base import Imported, Importer, Source
+from diagnose.units import counted
 
 _LATENCY = re.compile(r"^(?:latency_ms|stage_\w+_ms)$")
 _SAMPLED = 20  # rows looked at to recognise the file
@@ -53,7 +54,7 @@ class RequestLogImporter(Importer):
                     else:
                         rows.append(row)
             if bad:
-                result.warnings.append(f"passed over {bad} line(s) that are not a JSON object")
+                result.warnings.append(f"passed over {counted(bad, 'line')} that are not a JSON object")
             frame = pd.DataFrame(rows)
         else:
             frame = pd.read_csv(io.StringIO(text), skipinitialspace=True, on_bad_lines="skip")

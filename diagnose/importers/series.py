@@ -16,9 +16,10 @@ from itertools import chain, islice
 
 import pandas as pd
 
-from diagnose.engine_metrics import ENGINES
+from diagnose.engines.metrics import ENGINES
 from diagnose.importers.base import Imported, Importer, Source, data_lines, local_epoch
 from diagnose.importers.prometheus_text import DCGM_FIELDS
+from diagnose.units import counted
 
 _GAUGES = {
     name: (column, scale)
@@ -110,7 +111,9 @@ def _salvage(text: str, result: Imported) -> Imported:
             "not a complete JSON object (cut off?) and no complete point in it; nothing read"
         )
         return result
-    result.warnings.append(f"not a complete JSON object (cut off?): read the {read} complete point(s)")
+    result.warnings.append(
+        f"not a complete JSON object (cut off?): read the {counted(read, 'complete point')}"
+    )
     result.tables = _merge(parts)
     return result
 

@@ -39,9 +39,10 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
-from diagnose.engine_failures import SGLANG_DEAD, STALLED
+from diagnose.engines.failures import SGLANG_DEAD, STALLED
 from diagnose.importers.base import Imported, Importer, Source, local_epoch, zone_note
 from diagnose.importers.oom_log import OomScanner
+from diagnose.units import counted
 
 # "[2025-02-27 04:46:39 TP0] ", "[16:43:29 TP0] ", "[2025-05-14 09:31:43] ", "[... DP1 TP1 EP1] ";
 # the opening bracket may be cut off a pasted first line.
@@ -121,8 +122,8 @@ class SglangLogImporter(Importer):
             if clock.undated:
                 day = datetime.fromtimestamp(source.mtime, UTC).date()
                 result.warnings.append(
-                    f"{clock.undated} SGLang line(s) are stamped with a time and no date: read on {day}, "
-                    "the file's modification date"
+                    f"{counted(clock.undated, 'SGLang line')} stamped with a time and no date: read on "
+                    f"{day}, the file's modification date"
                 )
             if lead is not None and len(ranks) > 1:
                 result.warnings.append(

@@ -34,6 +34,7 @@ import pandas as pd
 from diagnose.importers.base import Imported, Importer, Source
 from diagnose.importers.oom_log import OomScanner
 from diagnose.importers.stamps import leading_iso_stamp
+from diagnose.units import counted
 
 _TARGETS = re.compile(r"text_generation_(?:launcher|router|server)|text_embeddings_router")
 _UNIT_MS = {"ns": 1e-6, "µs": 1e-3, "μs": 1e-3, "Âµs": 1e-3, "us": 1e-3, "ms": 1.0, "s": 1000.0}
@@ -109,7 +110,9 @@ class TgiLogImporter(Importer):
         if events:
             result.tables["events"] = pd.DataFrame(events)
         if skipped > 0:
-            result.warnings.append(f"{skipped} request line(s) with timings but no time stamp were left out")
+            result.warnings.append(
+                f"{counted(skipped, 'request line')} with timings but no time stamp were left out"
+            )
         return result
 
 

@@ -17,6 +17,7 @@ from collections import defaultdict
 import pandas as pd
 
 from diagnose.importers.base import Imported, Importer, Source
+from diagnose.units import counted
 
 _GEN_AI_STAGES = {
     "gen_ai.latency.time_in_queue": "queue",
@@ -43,7 +44,7 @@ class TraceImporter(Importer):
         result = Imported()
         spans, bad = _spans(source.text)
         if bad:
-            result.warnings.append(f"skipped {bad} line(s) that are not JSON")
+            result.warnings.append(f"skipped {counted(bad, 'line')} that are not JSON")
         if spans:
             result.tables["requests"] = _requests(spans)
         return result

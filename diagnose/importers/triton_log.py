@@ -35,6 +35,7 @@ import pandas as pd
 from diagnose.importers.base import Imported, Importer, Source, local_epoch, zone_note
 from diagnose.importers.oom_log import OomScanner
 from diagnose.importers.stamps import leading_iso_stamp
+from diagnose.units import counted
 
 _GLOG = re.compile(r"^([IWEF])(\d\d)(\d\d) (\d\d:\d\d:\d\d(?:\.\d+)?)\s+\d+ [\w.\-]+:\d+\]")
 _TRITON = re.compile(
@@ -110,7 +111,7 @@ class TritonLogImporter(Importer):
             result.tables["server"] = pd.DataFrame(rows)
             if placed:
                 result.warnings.append(
-                    f"{placed} TensorRT-LLM iteration(s) without a time: placed by their iterations' "
+                    f"placed {counted(placed, 'TensorRT-LLM iteration')} without a time by the iterations' "
                     "latencies (iterLatencyMS), the last at the file's modification time"
                 )
         if events:
@@ -213,7 +214,7 @@ def _rows(stats: list[tuple[float | None, dict]], mtime: float) -> tuple[list[di
         paused = _figure(stat, _PAUSED) or 0.0
         if paused > paused_before:
             more = paused - paused_before
-            said = f"TensorRT-LLM paused {more:.0f} more request(s) for KV cache blocks"
+            said = f"TensorRT-LLM paused {counted(more, 'more request')} for KV cache blocks"
             events.append({"ts": ts, "kind": "preemption", "requests": more, "message": said})
         paused_before = paused
     return rows, events, untimed

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
-from diagnose.engine_failures import STALLED, VLLM_DEAD, VLLM_STALLED
+from diagnose.engines.failures import STALLED, VLLM_DEAD, VLLM_STALLED
 from diagnose.importers.base import Imported, Importer, Source, zone_note
 from diagnose.importers.oom_log import OomScanner
 from diagnose.importers.stamps import engine_stamp

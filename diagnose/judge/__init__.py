@@ -1,8 +1,9 @@
 """Judging: YAML rules over facts, ending in ranked hypotheses.
 
 The names below load on first use (PEP 562), so a module that needs only the
-expression language (the flight recorder's triggers) does not pay for the
-engine and the fact catalogue.
+rule files' schema does not pay for the engine and the fact catalogue. The
+expression language rules are written in is :mod:`diagnose.expressions`, below
+the judge: the flight recorder's triggers share it.
 """
 
 from __future__ import annotations

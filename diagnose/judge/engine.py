@@ -32,9 +32,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from diagnose.expressions import expr
 from diagnose.facts.catalogue import CATALOGUE
 from diagnose.facts.model import Facts, FactValue
-from diagnose.judge import expr
 from diagnose.judge.calibration import calibrated
 from diagnose.judge.rules import Condition, Rule
 from diagnose.judge.template import format_value, render
@@ -53,6 +53,14 @@ class Status(StrEnum):
     FIRED = "fired"
     RULED_OUT = "ruled_out"
     SKIPPED = "skipped"
+
+
+class Confidence(StrEnum):
+    """A score in words: high at 0.75 or more, medium from likely (0.5), low below."""
+
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,8 @@ class Outcome:
     evidence: list[Line] = field(default_factory=list)
     contrary: list[Line] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    # The supporting conditions looked for and not seen, in the rule's words: what would raise the score.
+    unseen: list[str] = field(default_factory=list)
     reason: str = ""
     belief: float | None = None  # the certainty factor the evidence combines to; ``score`` is its probability
     explained_by: str | None = None  # the likely cause that explains this finding's evidence
@@ -85,14 +95,14 @@ class Outcome:
     own_score: float | None = None  # the score on its own evidence, before it was explained away
 
     @property
-    def confidence(self) -> str:
+    def confidence(self) -> Confidence:
         if self.score >= 0.75:
-            return "high"
-        return "medium" if self.score >= LIKELY else "low"
+            return Confidence.HIGH
+        return Confidence.MEDIUM if self.score >= LIKELY else Confidence.LOW
 
 
 def judge(rules: list[Rule], facts: Facts) -> list[Outcome]:
-    """Every rule's outcome. Rules are type-checked at load (judge/types.py); should a fact still hold
+    """Every rule's outcome. Rules are type-checked at load (expressions/types.py); should a fact still hold
     a value of another type than its catalogue says, that rule is skipped with the reason, not the run."""
     outcomes = []
     for rule in rules:
@@ -104,7 +114,8 @@ def judge(rules: list[Rule], facts: Facts) -> list[Outcome]:
             )
     for outcome in outcomes:
         if outcome.status == Status.FIRED:
-            outcome.belief, outcome.score = outcome.score, round(calibrated(outcome.score), 3)
+            score = calibrated(outcome.score, contested=bool(outcome.contrary))
+            outcome.belief, outcome.score = outcome.score, round(score, 3)
     _explain_away(outcomes)
     return outcomes
 
@@ -148,9 +159,22 @@ def evaluate_rule(rule: Rule, facts: Facts) -> Outcome:
     if score <= 0 or not evidence:
         reason = "; ".join(line.text for line in contrary) or "no evidence line could be rendered"
         return Outcome(rule, Status.RULED_OUT, contrary=contrary, reason=f"contrary evidence: {reason}")
+    unseen = [_unmet(c, facts) for c in rule.conditions if states[c.name] is False and _measured(c, facts)]
     return Outcome(
-        rule, Status.FIRED, round(score, 3), evidence, contrary, missing=_missing_evidence(unchecked, facts)
+        rule,
+        Status.FIRED,
+        round(score, 3),
+        evidence,
+        contrary,
+        missing=_missing_evidence(unchecked, facts),
+        unseen=unseen,
     )
+
+
+def _measured(condition: Condition, facts: Facts) -> bool:
+    """Whether the dump has every fact the condition's ``unmet`` words cite: only then can they say what
+    was seen instead (the missing ones are ``missing``'s to name)."""
+    return condition.unmet is not None and all(name in facts.values for name in condition.unmet.facts)
 
 
 def _combine(beliefs: Iterable[float]) -> float:
@@ -236,10 +260,16 @@ def _failed(node: expr.Node, states: dict[str, bool | None]) -> list[str]:
 
 
 def _unmet(condition: Condition, facts: Facts) -> str:
+    """The condition's ``unmet`` words. Where some of the facts they cite are missing but others are
+    there (those that decided it), the words are said with the missing ones as "not measured"; where
+    none is there, what would measure them."""
     if condition.unmet is not None:
-        absent = [name for name in dict.fromkeys(condition.unmet.facts) if name not in facts.values]
+        cited = list(dict.fromkeys(condition.unmet.facts))
+        absent = [name for name in cited if name not in facts.values]
         if not absent:
             return render(condition.unmet, facts) or condition.unmet.text
+        if len(absent) < len(cited):
+            return render(condition.unmet, facts, missing="not measured") or condition.unmet.text
         return f"{condition.name.replace('_', ' ')}: not measured (needs {'; '.join(_needs(absent, facts))})"
     shown = ", ".join(
         f"{n} = {format_value(n, facts.values[n].value)}" if n in facts.values else f"no {n} in this dump"

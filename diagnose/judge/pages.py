@@ -7,6 +7,13 @@ from diagnose.judge.engine import HOLDING_STRENGTH
 from diagnose.judge.rules import Condition, Rule
 
 
+def rules_table(rules: list[Rule], link_to: str = "") -> str:
+    """Every rule's id (linked to its page under ``link_to``) and title, as a Markdown table: the index
+    of docs/rules/ and the README's table, both from the YAML."""
+    rows = [f"| [`{r.id}`]({link_to}{r.id}.md) | {r.title} |" for r in sorted(rules, key=lambda r: r.id)]
+    return "\n".join(["| id | what it finds |", "|---|---|", *rows]) + "\n"
+
+
 def rule_page(rule: Rule) -> str:
     lines = [
         f"# `{rule.id}`: {rule.title}",

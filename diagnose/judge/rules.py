@@ -1,7 +1,7 @@
 """Rule files: load, validate and hold rules as plain, pre-parsed data.
 
 A rule file is YAML data, read with ``yaml.safe_load``; its conditions are
-parsed once by :mod:`diagnose.judge.expr`. Any mistake is a :class:`RuleError`
+parsed once by :mod:`diagnose.expressions.expr`. Any mistake is a :class:`RuleError`
 naming the file, the rule and the field, so ``diagnose rules check`` can point
 at it.
 """
@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 
 from diagnose.errors import RuleError
+from diagnose.expressions import expr, types
 from diagnose.facts.catalogue import CATALOGUE, LIVE, PROBES
-from diagnose.judge import expr, types
 from diagnose.judge.template import Template, TemplateError, compile_template
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")

@@ -9,9 +9,9 @@ slow analysis delays the findings, never the screen.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -33,14 +33,17 @@ from diagnose.live.feed import FeedState
 from diagnose.live.pages import HELP, DocumentScreen
 from diagnose.live.panels import (
     Chart,
-    cited_signals,
+    clock_label,
     episodes,
     missing_evidence_lines,
+    position_label,
     stage_rows,
     standard_charts,
     top_processes,
+    window_label,
 )
 from diagnose.pipeline import Analysis, analyse_dump
+from diagnose.report.cited import cited_signals
 from diagnose.report.markdown import render_hypothesis, render_markdown, render_not_found, render_sources
 from diagnose.report.model import Hypothesis, Report
 from diagnose.units import counted
@@ -214,7 +217,7 @@ class LiveApp(App[None]):
         self._span = (position - self.window_s, position) if self.window_s else _span_of(message)
         self._show_charts()
         self._show_processes(*message.processes)
-        key = (round(position), self.window_s)
+        key = (math.floor(position), self.window_s)  # the window's last complete second
         due = time.monotonic() - self._last_analysis >= self.settings.refresh_s
         if not self._analysing and key != self._analysed_key and (due or self._analysed_key is None):
             self._analysing, self._analysed_key = True, key
@@ -253,12 +256,12 @@ class LiveApp(App[None]):
         state = self._state or self.feed.state()
         parts = [f"diagnose · {state.host}"]
         parts.append(counted(len(state.gpus), "GPU") if state.gpus else f"no GPU: {state.gpu_note}")
-        parts.append(f"window {_window_label(self.window_s)}")
-        parts.append(_position_label(state, self.paused))
+        parts.append(f"window {window_label(self.window_s)}")
+        parts.append(position_label(state, self.paused))
         if state.recording:
             parts.append(f"recording to {state.recording}")
         if self.report is not None:
-            parts.append(f"analysed {_clock(self._analysed_key[0] if self._analysed_key else None)}")
+            parts.append(f"analysed {clock_label(self._analysed_key[0] if self._analysed_key else None)}")
             parts.append(f"in {self._analysis_s:.1f} s")
         self.query_one("#top", Static).update(Text(" │ ".join(parts), no_wrap=True, overflow="ellipsis"))
 
@@ -391,6 +394,9 @@ class LiveApp(App[None]):
                 timeout=8,
             )
             return
+        if not self._analysed[0].report.hypotheses:
+            self.notify("no finding in this window: nothing to verify", title="verify", timeout=4)
+            return
         self.notify("verifying on this host: about ten seconds", title="verify", timeout=4)
         self._verify(*self._analysed, state.host)
 
@@ -429,7 +435,7 @@ class LiveApp(App[None]):
         index = WINDOWS.index(self.window_s) if self.window_s in WINDOWS else -1
         self.window_s = WINDOWS[(index + 1) % len(WINDOWS)]
         self._last_analysis = float("-inf")
-        self.notify(f"window: {_window_label(self.window_s)}", timeout=2)
+        self.notify(f"window: {window_label(self.window_s)}", timeout=2)
         self._tick()
 
     def action_export_markdown(self) -> None:
@@ -471,29 +477,3 @@ class LiveApp(App[None]):
 def _span_of(message: Sampled) -> tuple[float, float]:
     span = message.window.span()
     return span if span else (0.0, 1.0)
-
-
-def _window_label(seconds: float | None) -> str:
-    if seconds is None:
-        return "everything"
-    return f"{seconds / 3600:g} h" if seconds >= 3600 else f"{seconds / 60:g} min"
-
-
-def _clock(epoch: float | None) -> str:
-    return "-" if epoch is None else datetime.fromtimestamp(epoch, UTC).strftime("%H:%M:%S")
-
-
-def _position_label(state: FeedState, paused: bool) -> str:
-    if state.mode == "live":
-        return "paused" if paused else "live"
-    if state.mode == "file":
-        return f"file, {_clock(state.start)}-{_clock(state.end)} UTC"
-    played = (state.position or 0) - (state.start or 0)
-    total = (state.end or 0) - (state.start or 0)
-    status = "paused" if paused else ("ended" if state.finished else f"x{state.speed:g}")
-    return f"replay {_duration(played)} / {_duration(total)} ({status}) at {_clock(state.position)} UTC"
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(max(seconds, 0))
-    return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"

@@ -7,6 +7,7 @@ and a recorded dump opened at its end is exactly ``diagnose file``.
 
 from __future__ import annotations
 
+import math
 import socket
 import threading
 import time
@@ -14,6 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from diagnose.collectors.recorder import RecordOptions, record
@@ -36,6 +38,12 @@ class FeedState:
     paused: bool
     finished: bool  # a replay that reached the end of its dump
     recording: str | None = None  # the folder a live view also writes to
+
+
+def last_complete_second(position: float) -> float:
+    """The end of the last whole second before ``position`` (epoch seconds), just short of the second
+    under way: a second still filling reads as a drop in throughput and a minimum no second had."""
+    return float(np.nextafter(math.floor(position), -np.inf))
 
 
 class ReplayFeed:
@@ -71,8 +79,10 @@ class ReplayFeed:
             self._since, self._paused = self._clock(), False
 
     def window(self, seconds: float | None) -> Dump:
-        """The last ``seconds`` before the replay position (None: everything up to it)."""
-        now = self.position()
+        """The last ``seconds`` before the replay position (None: everything up to it), ending with its
+        last complete second; at the dump's end, everything, so that the view is the file's analysis."""
+        position = self.position()
+        now = self._end if position >= self._end else last_complete_second(position)
         return self._dump.between(self._start if seconds is None else now - seconds, now)
 
     def state(self) -> FeedState:
@@ -190,8 +200,9 @@ class LiveFeed:
         self._frozen = None
 
     def window(self, seconds: float | None) -> Dump:
-        """Only rows new since the last call are converted; the kept frames are then cut to the window."""
-        end = self.position()
+        """Only rows new since the last call are converted; the kept frames are then cut to the window,
+        which ends with the last complete second."""
+        end = last_complete_second(self.position())
         warnings: list[str] = []
         with self._memory.lock:
             fresh = {name: list(kept) for name, kept in self._memory.rows.items() if kept}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -15,11 +16,12 @@ import numpy as np
 from diagnose.detect.signals import Signal
 from diagnose.dump.model import Dump
 from diagnose.report.evidence_lines import dead_source_lines, no_latency_line, source_lines
-from diagnose.report.model import Hypothesis, Report
+from diagnose.report.model import Report
 from diagnose.units import human_bytes, human_ms, percent
 
 if TYPE_CHECKING:
     from diagnose.detect.analysis import SpikeAnalysis
+    from diagnose.live.feed import FeedState
 
 _STANDARD = (
     ("requests.latency_ms.p99", "latency P99"),
@@ -54,41 +56,6 @@ def standard_charts(signals: dict[str, Signal]) -> list[Chart]:
             charts.append(Chart(name, f"{title} {match.group(1) if match else ''}".strip(), signals[name]))
     charts += [Chart(key, title, signals.get(key)) for key, title in _HOST]
     return charts
-
-
-def cited_signals(hypothesis: Hypothesis, report: Report, signals: dict[str, Signal]) -> list[str]:
-    """Signals the facts behind a hypothesis's evidence came from.
-
-    A fact's value may be a signal's name (``spikes.colocated.signal``); its
-    citation may name the signal (``gpu_processes.mem_used_bytes[name=x]:
-    episodes ...``) or the file and columns the signal is drawn from
-    (``gpu.csv: sm_clock_mhz, ...``).
-    """
-    table_of = {file: table for table, read in report.evidence.tables.items() for file in read.files}
-    cited: list[str] = []
-    for line in hypothesis.evidence:
-        for fact in (report.facts[name] for name in line.facts if name in report.facts):
-            if isinstance(fact.value, str) and fact.value in signals:
-                cited.append(fact.value)
-            cited += [
-                name for name in signals if name in fact.source or _names_column(fact.source, name, table_of)
-            ]
-    return list(dict.fromkeys(cited))
-
-
-def _names_column(source: str, signal: str, table_of: dict[str, str]) -> bool:
-    """Whether a citation names the file and column a signal is drawn from. A process's signal
-    (``processes.cpu_pct[pid=4242]``) is cited only where its process is: a citation of a column of
-    the process table names one process, not every process that has the column."""
-    file, _, columns = source.partition(":")
-    table = table_of.get(file.strip())
-    if table is None or not signal.startswith(table + "."):
-        return False
-    key = signal.partition("[")[2].rstrip("]")
-    if key and key.split("=", 1)[-1] not in columns:
-        return False
-    column = signal[len(table) + 1 :].split("[")[0].split(".")[0]
-    return re.search(rf"\b{re.escape(column)}\b", columns) is not None
 
 
 def episodes(spikes: SpikeAnalysis | None, key: str) -> list[EpisodeMark]:
@@ -182,3 +149,32 @@ def missing_evidence_lines(report: Report) -> list[str]:
     told = no_latency_line(report.evidence)  # names the request log's failure itself
     others = tuple(s for s in report.evidence.dead_sources if s.source != "requests_log")
     return [told, *source_lines(others)]
+
+
+def window_label(seconds: float | None) -> str:
+    """The top bar's window: "10 min", "1 h", "everything"."""
+    if seconds is None:
+        return "everything"
+    return f"{seconds / 3600:g} h" if seconds >= 3600 else f"{seconds / 60:g} min"
+
+
+def clock_label(epoch: float | None) -> str:
+    """A moment on the top bar, UTC to the second."""
+    return "-" if epoch is None else datetime.fromtimestamp(epoch, UTC).strftime("%H:%M:%S")
+
+
+def position_label(state: FeedState, paused: bool) -> str:
+    """Where the view is: live, a file's span, or a replay's clock and speed."""
+    if state.mode == "live":
+        return "paused" if paused else "live"
+    if state.mode == "file":
+        return f"file, {clock_label(state.start)}-{clock_label(state.end)} UTC"
+    played = (state.position or 0) - (state.start or 0)
+    total = (state.end or 0) - (state.start or 0)
+    status = "paused" if paused else ("ended" if state.finished else f"x{state.speed:g}")
+    return f"replay {_duration(played)} / {_duration(total)} ({status}) at {clock_label(state.position)} UTC"
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"

@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.detect import SpikeAnalysis
+from diagnose.detect.signals import signal_words
 from diagnose.dump.model import Dump
 from diagnose.pictures import evidence, trace
 from diagnose.pictures.stages import draw_stages, stage_data
 from diagnose.pictures.timeline import draw_timeline, timeline_data
 from diagnose.report.model import Report
+from diagnose.units import counted
 
 
 @dataclass(frozen=True)
@@ -58,12 +60,12 @@ def render_pictures(report: Report, spikes: SpikeAnalysis, dump: Dump, folder: P
     if timeline is not None:
         path = folder / "timeline.png"
         style.save(draw_timeline(timeline), path)
-        related = ", ".join(track.name for track in timeline.related) or "no aligned signal"
+        related = ", ".join(signal_words(track.name) for track in timeline.related) or "no other signal"
         pictures.append(
             Picture(
                 "Timeline",
                 path,
-                f"latency P50 and P99 over time, {len(timeline.episodes)} spike episodes shaded; "
+                f"latency P50 and P99 over time, {counted(len(timeline.episodes), 'spike episode')} shaded; "
                 f"below: {related}",
                 timeline,
             )
@@ -108,59 +110,69 @@ def _named_as_evidence(pictures: list[Picture], report: Report) -> list[Picture]
     return named
 
 
-# Each finding with a picture of its own: (file name, its data from (dump, report), drawing, alt text).
-EVIDENCE: dict[str, tuple[str, Callable[[Dump, Report], Any], Callable[[Any], Any], str]] = {
-    "memory-fragmentation": (
+@dataclass(frozen=True)
+class EvidencePicture:
+    """A finding's picture of its own: drawn from its data, named in the report beside the finding."""
+
+    name: str  # the file's name, without .png; findings that share a picture share it
+    data: Callable[[Dump, Report], Any]  # its data from the dump and the report; None: nothing to draw
+    draw: Callable[[Any], Any]  # the data -> a matplotlib figure
+    alt: str  # what it shows, for a reader who cannot see it
+
+
+# Each finding with a picture of its own, by rule id.
+EVIDENCE: dict[str, EvidencePicture] = {
+    "memory-fragmentation": EvidencePicture(
         "memory",
         lambda dump, report: evidence.memory_data(dump),
         evidence.draw_memory,
         "GPU memory with the allocator's reserved and allocated bytes, OOMs marked",
     ),
-    "cold-start-contamination": (
+    "cold-start-contamination": EvidencePicture(
         "cold-start",
         lambda dump, report: evidence.coldstart_data(dump),
         evidence.draw_coldstart,
         "latency against the time since each start, the cold requests marked",
     ),
-    "batch-window-too-long": (
+    "batch-window-too-long": EvidencePicture(
         "batch-curve",
         evidence.batch_curve,
         evidence.draw_batch_curve,
         "throughput and forward time against batch size",
     ),
-    "oversized-batch": (
+    "oversized-batch": EvidencePicture(
         "batch-curve",
         evidence.batch_curve,
         evidence.draw_batch_curve,
         "throughput and forward time against batch size",
     ),
-    "input-length-shift": (
+    "input-length-shift": EvidencePicture(
         "length-shift",
         evidence.shift_model,
         evidence.draw_shift,
         "each request's served time against its input length before and after the shift, with the line "
         "fitted before it",
     ),
-    "gpu-throttling": (
+    "gpu-throttling": EvidencePicture(
         "clocks",
         lambda dump, report: evidence.clock_data(dump, report.name("gpu.throttle_gpu")),
         evidence.draw_clocks,
         "the SM clock share of its maximum and the temperature while the most throttled GPU worked, its "
         "throttled seconds shaded, and the forward time on the same axis",
     ),
-    "kv-cache-pressure": (
+    "kv-cache-pressure": EvidencePicture(
         "engine",
         lambda dump, report: evidence.engine_panel(dump),
         evidence.draw_panel,
         "KV cache usage, preemptions, and requests running and waiting over time",
     ),
-    "memory-swapping": (
+    "memory-swapping": EvidencePicture(
         "swap",
         lambda dump, report: evidence.swap_panel(dump),
         evidence.draw_panel,
         "swap used and swapped bytes per second over time",
     ),
-    "prefill-decode-interference": (
+    "prefill-decode-interference": EvidencePicture(
         "interference",
         lambda dump, report: evidence.interference_data(dump),
         evidence.draw_interference,
@@ -168,7 +180,7 @@ EVIDENCE: dict[str, tuple[str, Callable[[Dump, Report], Any], Callable[[Any], An
         "last token at its time per output token, with the long prompts' prefills; beside it, TPOT relative "
         "to its minute during a long prefill and clear of one",
     ),
-    "coarse-sampling": (
+    "coarse-sampling": EvidencePicture(
         "sampling",
         lambda dump, report: evidence.sampling_data(dump),
         evidence.draw_sampling,
@@ -176,7 +188,7 @@ EVIDENCE: dict[str, tuple[str, Callable[[Dump, Report], Any], Callable[[Any], An
     ),
     # The three findings a profiler trace makes share one picture: the GPU's time and the top kernels.
     **{
-        rule_id: (
+        rule_id: EvidencePicture(
             "gpu-trace",
             lambda dump, report: trace.trace_strip(dump),
             trace.draw_trace,
@@ -192,21 +204,21 @@ EVIDENCE: dict[str, tuple[str, Callable[[Dump, Report], Any], Callable[[Any], An
             "gpu-waits-on-dependency",
         )
     },
-    "over-parallelism": (
+    "over-parallelism": EvidencePicture(
         "cpu",
         lambda dump, report: evidence.cpu_panel(dump),
         evidence.draw_panel,
         "the host's run queue against its cores, the server's context switches (preempted and blocked of "
         "their own accord) and its threads waiting for a core, over time",
     ),
-    "memory-cleanup-per-request": (
+    "memory-cleanup-per-request": EvidencePicture(
         "memory-taken-afresh",
         lambda dump, report: evidence.cleanup_panel(dump),
         evidence.draw_panel,
         "the allocator's cudaMalloc calls and the requests a second, the server's page faults a second and "
         "its resident memory, over time",
     ),
-    "queue-saturation": (
+    "queue-saturation": EvidencePicture(
         "queueing-curve",
         evidence.queue_curve,
         evidence.draw_queue_curve,
@@ -224,13 +236,13 @@ def _evidence_pictures(report: Report, dump: Dump, folder: Path) -> list[Picture
     for hypothesis in report.hypotheses:
         if hypothesis.id not in EVIDENCE or hypothesis.is_consequence:
             continue
-        name, data_of, draw, alt = EVIDENCE[hypothesis.id]
-        if name in drawn or (data := data_of(dump, report)) is None:
+        picture = EVIDENCE[hypothesis.id]
+        if picture.name in drawn or (data := picture.data(dump, report)) is None:
             continue
-        path = folder / f"{name}.png"
-        style.save(draw(data), path)
-        drawn.add(name)
-        pictures.append(Picture(f"Evidence: {hypothesis.id}", path, alt, data))
+        path = folder / f"{picture.name}.png"
+        style.save(picture.draw(data), path)
+        drawn.add(picture.name)
+        pictures.append(Picture(f"Evidence: {hypothesis.id}", path, picture.alt, data))
     return pictures
 
 

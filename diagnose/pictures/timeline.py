@@ -1,8 +1,9 @@
 """The timeline: latency P50/P99 with its spikes, and below it, on the same time axis, what moved with them.
 
-The rows under the latency are the signals the facts cite (the job that the
-co-located rule found, say) first, then the signals whose episodes align with
-the latency spikes, best p-value first. Every row shades the latency's
+The rows under the latency are the signals the findings' evidence cites (the
+job that the co-located rule found, the server thread a CPU-bound stage pins)
+first, then the signals whose episodes align with the latency spikes, best
+p-value first. Every row shades the latency's
 episodes, so a glance down a column shows what rose at the same moment;
 change points are dashed, restarts and OOMs marked.
 """
@@ -17,6 +18,7 @@ import numpy as np
 from diagnose.detect import SpikeAnalysis
 from diagnose.detect.signals import signal_words
 from diagnose.dump.model import Dump
+from diagnose.report.cited import cited_signals
 from diagnose.report.model import Report
 
 MAX_RELATED = 3
@@ -57,7 +59,10 @@ def timeline_data(report: Report, spikes: SpikeAnalysis, dump: Dump) -> Timeline
 
 
 def _related(report: Report, spikes: SpikeAnalysis) -> tuple[Track, ...]:
-    cited = [
+    """The signals each finding's evidence cites, strongest finding first (as the live view charts them),
+    then those whose episodes align with the latency's."""
+    cited = [name for h in report.hypotheses for name in cited_signals(h, report, spikes.findings)]
+    cited += [
         fact.value
         for fact in report.facts.values()
         if isinstance(fact.value, str) and fact.value in spikes.findings

@@ -73,9 +73,15 @@ def sweep(
     output.mkdir(parents=True, exist_ok=True)
     (output / RESULTS).mkdir(exist_ok=True)
     window = {"start": _iso(start), "end": _iso(end)}
-    finished = _finished(output, hosts, window) if resume else {}
+    finished, elsewhere = _finished(output, hosts, window) if resume else ({}, set())
     if finished:
         say(f"diagnose: resuming: {len(finished)} of {len(hosts)} hosts already done")
+    for start_, end_ in sorted(elsewhere):  # "--from now-5m" moves with the clock: said, not done silently
+        say(
+            f"diagnose: resuming: the earlier sweep into {output} was of {start_} to {end_}, not this "
+            f"window ({window['start']} to {window['end']}); its hosts are pulled again (give --from and "
+            "--to as times, not 'now-...', to resume a sweep)"
+        )
     todo = [host for host in hosts if host not in finished]
     if resume:  # a host with no result was stopped part-way: its dump, this sweep's own, is pulled again
         for host in todo:
@@ -145,18 +151,25 @@ def _keep(output: Path, result: HostResult, window: dict) -> None:
     os.replace(temporary, path)
 
 
-def _finished(output: Path, hosts: list[str], window: dict) -> dict[str, HostResult]:
-    """The hosts an earlier sweep of the same window finished (a result of another window is redone)."""
-    found = {}
+def _finished(
+    output: Path, hosts: list[str], window: dict
+) -> tuple[dict[str, HostResult], set[tuple[str, str]]]:
+    """The hosts an earlier sweep of the same window finished, and the other windows earlier sweeps
+    were of (their results are redone)."""
+    found, elsewhere = {}, set()
     for host in hosts:
         path = output / RESULTS / f"{_folder(host)}.json"
         try:
             kept = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
             continue
-        if kept.get("window") == window and kept.get("host") == host:
+        if kept.get("host") != host:
+            continue
+        if kept.get("window") == window:
             found[host] = _result(kept)
-    return found
+        elif isinstance(kept.get("window"), dict):
+            elsewhere.add((str(kept["window"].get("start")), str(kept["window"].get("end"))))
+    return found, elsewhere
 
 
 class _Progress:

@@ -26,7 +26,7 @@ import yaml
 
 from diagnose.collectors.sources import UNUSED
 from diagnose.dump.schema import COLUMNS, GROUP, MANIFEST_FILE
-from diagnose.engine_metrics import detect_engine
+from diagnose.engines.metrics import detect_engine
 from diagnose.errors import InputError, PullError
 from diagnose.pull.client import PrometheusClient
 from diagnose.pull.queries import (

@@ -6,7 +6,7 @@ turned into per-second rates by Prometheus itself: ``irate`` over three scrape
 intervals when the step is the scrape interval (the rate between the last two
 scrapes, as ``diagnose record`` computes it), ``rate`` over the step plus one
 scrape when the step is coarser. The serving engines' queries come from the
-same name map the recorder uses (:mod:`diagnose.engine_metrics`); latency
+same name map the recorder uses (:mod:`diagnose.engines.metrics`); latency
 histograms also give per-step percentiles from their own buckets
 (``histogram_quantile``).
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.engine_metrics import ENGINES, EngineMap
+from diagnose.engines.metrics import ENGINES, EngineMap
 
 _REGEX_META = set(r".^$*+?()[]{}|\\")
 

@@ -18,7 +18,7 @@ from diagnose.dump.schema import TRACE_TABLES
 from diagnose.facts.model import Facts
 from diagnose.gain import ExpectedGain, expected_gain, no_counterfactual
 from diagnose.isolation import isolated
-from diagnose.judge.engine import Outcome, Status
+from diagnose.judge.engine import LIKELY, Outcome, Status
 from diagnose.report.model import (
     AlignmentReport,
     CitedValue,
@@ -235,6 +235,7 @@ def _hypotheses(
             evidence=tuple(_line(e) for e in o.evidence),
             contrary=tuple(_line(e) for e in o.contrary),
             not_checked=tuple(o.missing),
+            not_seen=tuple(o.unseen) if o.unseen and o.score < LIKELY else None,
             verify=tuple(o.rule.verify),
             remedy=tuple(o.rule.remedy),
             pitfalls=tuple(o.rule.pitfalls),

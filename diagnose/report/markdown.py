@@ -93,6 +93,8 @@ def render_hypothesis(rank: int, h: Hypothesis, explains: list[Hypothesis] | Non
         settled = any(e.decisive for e in h.evidence)
         lead = "Would confirm it, not in the dump" if settled else "Not checked for lack of"
         out += [f"{lead}: {', '.join(h.not_checked)}", ""]
+    if h.not_seen:
+        out += ["Would raise it, looked for and not seen:", "", *[f"- {_cell(s)}" for s in h.not_seen], ""]
     out += ["**Verify**", "", *[f"{i}. {s}" for i, s in enumerate(h.verify, 1)], ""]
     out += ["**Remedy**", "", *[f"{i}. {s}" for i, s in enumerate(h.remedy, 1)], ""]
     out += ["**Pitfalls**", "", *[f"- {s}" for s in h.pitfalls], ""]

@@ -21,7 +21,10 @@ from diagnose.facts.model import (  # the summary's parts, as the facts layer co
     as_number,
 )
 from diagnose.gain.model import ExpectedGain
-from diagnose.judge.engine import Line as Line  # a hypothesis's evidence, as the rules engine wrote it
+from diagnose.judge.engine import (
+    Confidence,
+    Line as Line,  # a hypothesis's evidence, as the rules engine wrote it
+)
 
 _TIME = {"time": True}
 
@@ -141,7 +144,7 @@ class Hypothesis:
     title: str
     summary: str
     score: float
-    confidence: str
+    confidence: Confidence
     evidence: tuple[Line, ...]
     contrary: tuple[Line, ...]
     not_checked: tuple[str, ...]
@@ -153,6 +156,9 @@ class Hypothesis:
     explained_by: str | None = field(default=None, metadata={"omit_if_none": True})
     explanation: str | None = field(default=None, metadata={"omit_if_none": True})
     own_score: float | None = field(default=None, metadata={"omit_if_none": True})
+    # For a hypothesis below likely: the evidence for it that was looked for and not seen, in the rule's
+    # words (each condition's ``unmet``), which is what would raise it.
+    not_seen: tuple[str, ...] | None = field(default=None, metadata={"omit_if_none": True})
     # What removing the cause would gain, computed on the dump (diagnose/gain): where a counterfactual exists.
     expected_gain: ExpectedGain | None = field(default=None, metadata={"omit_if_none": True})
     # Why there is none, where the evidence cannot give one (diagnose/gain: no_counterfactual).

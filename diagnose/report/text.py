@@ -71,6 +71,7 @@ def render_text(report: Report, width: int | None = DEFAULT_WIDTH) -> str:
         out += _block("Expected gain if the cause is removed", [gain] if gain else [], width, bullet="=")
         missing = "Would confirm it, not in the dump" if settled else "Not checked, missing"
         out += _block(missing, h.not_checked, width, bullet="?")
+        out += _block("Would raise it, looked for and not seen", h.not_seen or (), width, bullet="?")
         out += _block("Verify", h.verify, width, numbered=True)
         out += _block("Remedy", h.remedy, width, numbered=True)
         out += _block("Pitfalls", h.pitfalls, width, bullet="!")

@@ -20,6 +20,7 @@ import yaml
 
 from diagnose.errors import CatalogueError
 from diagnose.statements.template import Compiled, Style, TemplateError, compile_template
+from diagnose.units import counted
 
 
 class EventKind(StrEnum):
@@ -115,7 +116,9 @@ def _statement(entry: Any, writer: str, where: str) -> Statement:
         raise CatalogueError(f"{where}: missing {', '.join(missing)}")
     unknown = sorted(set(entry) - set(_REQUIRED) - set(_OPTIONAL))
     if unknown:
-        raise CatalogueError(f"{where}: unknown key(s) {', '.join(unknown)}")
+        raise CatalogueError(
+            f"{where}: unknown {'key' if len(unknown) == 1 else 'keys'} {', '.join(unknown)}"
+        )
     ident = str(entry["id"])
     where = f"{where} ({ident})"
     if not _ID.match(ident):
@@ -137,7 +140,8 @@ def _statement(entry: Any, writer: str, where: str) -> Statement:
         raise CatalogueError(f"{where}: {error}") from error
     if len(figures) != len(compiled.kinds):
         raise CatalogueError(
-            f"{where}: its template has {len(compiled.kinds)} placeholder(s) and figures names {len(figures)}"
+            f"{where}: its template has {counted(len(compiled.kinds), 'placeholder')} and figures names "
+            f"{len(figures)}"
         )
     return Statement(
         id=ident,

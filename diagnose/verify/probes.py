@@ -254,7 +254,7 @@ def _gpu_clocks(host: Host) -> Found:
 
 def _engine_metrics(host: Host, url: str | None, metrics_map: dict[str, str] | None) -> Found:
     """Two scrapes ``ENGINE_GAP_S`` apart: the gauges now, and the rates and the queue's growth between."""
-    from diagnose.engine_metrics import ENGINES, custom_map, detect_engine, engine_row, parse_samples
+    from diagnose.engines.metrics import ENGINES, custom_map, detect_engine, engine_row, parse_samples
 
     if not url:
         return Found(

@@ -20,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from diagnose.dump.model import Dump
+from diagnose.expressions import expr
 from diagnose.facts.model import Facts
-from diagnose.judge import expr
 from diagnose.judge.rules import Check, Rule
 from diagnose.judge.template import render
 from diagnose.report.model import Report

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from diagnose.judge.expr import ExpressionError, Node
+from diagnose.expressions.expr import ExpressionError, Node
 
 NUMBER, TEXT, TRUTH = "number", "text", "true or false"
 _TEXT_UNITS = frozenset({"name", "id"})

@@ -29,6 +29,8 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from diagnose.units import counted
+
 Value = float | int | str | bool | None
 
 
@@ -283,5 +285,5 @@ class _Parser:
         self.take(")")
         arity = FUNCTIONS[function][0]
         if len(args) != arity:
-            raise ExpressionError(f"{function}() takes {arity} argument(s), got {len(args)}")
+            raise ExpressionError(f"{function}() takes {counted(arity, 'argument')}, got {len(args)}")
         return Node("call", tuple(args), function)

@@ -1,0 +1,80 @@
+"""A fault's strength, set from the service's own physics on this machine and checked after the run.
+
+A fixed knob gives a different fault on a different machine: the pure-Python
+tokenizer costs ~9 ms a prompt here and ~17 ms on a slower host, so at 10
+requests a second its one worker is 10 % busy on one and 17 % on the other,
+and neither is the pegged stage the scenario stands for. So the scenario names
+the utilisation it wants of the stage's worker (``tokenizer_busy``); before
+the load, the service times its tokenizer on the load's own prompts, and the
+passes a prompt are chosen so that rate x cost reaches it. After the run, the
+service's request log says how busy the worker really was: a run below the
+least the scenario promises is reported as too weak a fault, not scored as
+if it had one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+# Prompts timed to learn the tokenizer's cost: the load's lengths are heavy-tailed (the Azure trace), and
+# the slow tokenizer is superlinear in length, so a few dozen would miss the long prompts that weigh most.
+CALIBRATION_PROMPTS = 300
+_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class TokenizerSetting:
+    one_pass_ms: float  # the tokenizer's mean cost a prompt, one pass, on the load's prompts
+    passes: int  # passes a prompt, chosen so that rate x cost reaches the aimed utilisation
+    expected_busy: float  # what that gives at the load's rate
+
+
+def tokenizer_passes(one_pass_ms: float, rate_rps: float, aimed_busy: float) -> TokenizerSetting:
+    """The passes a prompt that keep the tokenizer's one worker ``aimed_busy`` of the time at ``rate_rps``."""
+    if one_pass_ms <= 0 or rate_rps <= 0:
+        raise ValueError("the tokenizer's cost and the load's rate must be positive")
+    per_second = rate_rps * one_pass_ms / 1000.0  # the worker's busy share at one pass
+    passes = max(1, round(aimed_busy / per_second))
+    return TokenizerSetting(one_pass_ms, passes, passes * per_second)
+
+
+def set_tokenizer(url: str, prompts: list[str], rate_rps: float, aimed_busy: float) -> TokenizerSetting:
+    """Time the service's tokenizer on ``prompts`` (one pass each, on its tokenizer thread), then set its
+    passes a prompt so that its worker is ``aimed_busy`` of the time at ``rate_rps``."""
+    timed = _post_json(f"{url}/admin/tokenize_cost", {"prompts": prompts})
+    setting = tokenizer_passes(float(timed["mean_ms"]), rate_rps, aimed_busy)
+    _post_json(f"{url}/admin/tokenize_passes", {"passes": setting.passes})
+    return setting
+
+
+def tokenizer_busy(requests_log: Path, start: float, end: float) -> float | None:
+    """The tokenizer worker's busy share from ``start`` to ``end`` (Unix seconds): the service's own
+    ``stage_tokenize_ms`` of the requests sent in that window, over its length. None: no such requests."""
+    if end <= start or not requests_log.is_file():
+        return None
+    busy_ms, seen = 0.0, 0
+    with requests_log.open(encoding="utf-8") as lines:
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by the service's stop
+            ts, spent = record.get("ts"), record.get("stage_tokenize_ms")
+            if isinstance(ts, int | float) and isinstance(spent, int | float) and start <= ts < end:
+                busy_ms += float(spent)
+                seen += 1
+    if not seen or not math.isfinite(busy_ms):
+        return None
+    return busy_ms / 1000.0 / (end - start)
+
+
+def _post_json(url: str, body: dict) -> dict:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"content-type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
+        return json.loads(response.read())
