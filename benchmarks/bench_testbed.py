@@ -6,6 +6,7 @@
     python benchmarks/bench_testbed.py --duration 4m --first-seed 2  # draws no rule was mended on
     python benchmarks/bench_testbed.py --only cpu-bound-stage healthy-low
     python benchmarks/bench_testbed.py --duration 4m --seeds 5 --first-seed 101 --burners 1  # beside a burner
+    python benchmarks/bench_testbed.py --only cpu-bound-stage --twins   # and its healthy twin, same seeds
 
 Runs each scenario with ``python -m testbed run`` (one at a time: they share
 the machine's cores, which is the point), then prints the score table of
@@ -45,6 +46,11 @@ def main() -> None:
     parser.add_argument(
         "--burners", type=int, default=0, help="processes spinning on a core each beside every run"
     )
+    parser.add_argument(
+        "--twins",
+        action="store_true",
+        help="also run each faulty scenario's healthy twin (testbed run --without-fault) on the same seeds",
+    )
     args = parser.parse_args()
     if args.quick:
         args.only, args.duration = args.only or ["healthy-low"], args.duration or "20s"
@@ -76,17 +82,19 @@ def _run_all(args: argparse.Namespace, names: list[str], duration_s: float | Non
         if (reason := SCENARIOS[name].unavailable()) is not None:
             print(f"skipped {name}: {reason}")
             continue
+        twins = [False, True] if args.twins and SCENARIOS[name].cause is not None else [False]
         for seed in range(args.first_seed, args.first_seed + args.seeds):
-            folder = out / f"{name}-s{seed}"
-            command = [sys.executable, "-m", "testbed", "run", name, "--out", str(folder)]
-            command += ["--seed", str(seed)]
-            if duration_s is not None:
-                command += ["--duration", f"{max(duration_s, SCENARIOS[name].min_duration_s):g}s"]
-            began = time.monotonic()
-            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-            took = time.monotonic() - began
-            status = "ok" if done.returncode == 0 else f"failed ({done.stderr.strip()[-200:]})"
-            print(f"{folder.name}: {status} in {took:.0f} s", flush=True)
+            for twin in twins:
+                folder = out / f"{name}{'-fixed' if twin else ''}-s{seed}"
+                command = [sys.executable, "-m", "testbed", "run", name, "--out", str(folder)]
+                command += ["--seed", str(seed), *(["--without-fault"] if twin else [])]
+                if duration_s is not None:
+                    command += ["--duration", f"{max(duration_s, SCENARIOS[name].min_duration_s):g}s"]
+                began = time.monotonic()
+                done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+                took = time.monotonic() - began
+                status = "ok" if done.returncode == 0 else f"failed ({done.stderr.strip()[-200:]})"
+                print(f"{folder.name}: {status} in {took:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

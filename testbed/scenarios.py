@@ -89,6 +89,8 @@ class Scenario:
             hang_at=None,
             release_memory_at=None,
             job_period_s=None,
+            tokenizer_busy=None,  # the fixed service's tokenizer is not made slow again by its passes
+            tokenizer_busy_at_least=None,
         )
 
     def unavailable(self) -> str | None:

@@ -529,3 +529,31 @@ def test_a_hypothesis_below_likely_says_what_would_raise_it_and_a_likely_one_doe
     below = hypotheses["queue-saturation"]
     assert below["score"] < 0.5
     assert any("requests waited with the engine full" in line for line in below["not_seen"])
+
+
+def test_a_count_of_one_takes_the_singular_in_every_template():
+    """One way to write a count in a rule's words: "{trace.kernels} kernels" reads "1 kernel" for one,
+    and no rule writes "(s)" for the reader to sort out."""
+    from diagnose.judge.template import compile_template, render
+
+    facts = _facts(trace__kernels=1, server__processes=1, trace__pageable_copies=1, oom__count=1)
+    facts.add("batch.wait_to_forward", 1.0, "test")
+    said = [
+        render(compile_template(text), facts)
+        for text in (
+            "{trace.kernels} kernels ran",
+            "in {server.processes} processes",
+            "{trace.pageable_copies} copies",
+            "{oom.count} OOMs",
+            "{batch.wait_to_forward} as long",
+        )
+    ]
+    assert said == ["1 kernel ran", "in 1 process", "1 copy", "1 OOM", "1.00x as long"]
+    texts = [
+        text.text
+        for rule in load_rules(default_rules_dir())
+        for c in (*rule.conditions, *rule.contrary, *rule.checks)
+        for text in (getattr(c, "evidence", None), getattr(c, "unmet", None), getattr(c, "says", None))
+        if text is not None
+    ]
+    assert [t for t in texts if "(s)" in t or "(es)" in t] == []

@@ -97,6 +97,8 @@ def test_a_scenario_without_its_fault_is_the_same_service_and_load_with_nothing_
     window = SCENARIOS["batch-window-too-long"].without_fault()
     assert window.service_args == ("--max-batch", "8", "--batch-window-ms", "5")
     assert window.name == "batch-window-too-long-fixed"
+    tokenizer = SCENARIOS["cpu-bound-stage"].without_fault()  # the fast tokenizer, never made slow by passes
+    assert tokenizer.service_args == () and tokenizer.tokenizer_busy is None
 
 
 def test_the_capacity_is_what_a_service_that_is_never_idle_completes():

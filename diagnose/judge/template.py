@@ -17,6 +17,10 @@ from diagnose.facts.model import Facts, FactValue
 from diagnose.units import human_measure
 
 _FIELD = re.compile(r"\{([A-Za-z0-9_.]+)(?::([A-Za-z0-9.,%]+))?\}")
+# A field and the plural noun a template wrote after it ("{trace.kernels} kernels"): one way to say a
+# count, so that no sentence reads "1 runs". Only a fact counted in whole things (unit ``count``) of 1
+# takes the singular.
+_FIELD_AND_NOUN = re.compile(_FIELD.pattern + r"(?P<noun> [A-Za-z][A-Za-z-]*s\b)?")
 _NUMERIC_SPEC = re.compile(r"^,?\.?\d*[fdeg%]?$")
 _NAMED_SPECS = {"x", "pct", "ms", "bytes", "s"}
 
@@ -58,10 +62,25 @@ def render(template: Template, facts: Facts, missing: str | None = None) -> str 
         return None
 
     def fill(m: re.Match[str]) -> str:
-        name = m.group(1)
-        return format_value(name, values[name], m.group(2)) if name in values else str(missing)
+        name, noun = m.group(1), m.group("noun") or ""
+        said = format_value(name, values[name], m.group(2)) if name in values else str(missing)
+        spec = CATALOGUE.get(name) or LIVE.get(name)
+        one = said == "1" and spec is not None and spec.unit == "count"
+        return said + (singular(noun) if one else noun)
 
-    return _FIELD.sub(fill, template.text)
+    return _FIELD_AND_NOUN.sub(fill, template.text)
+
+
+_PLURALS = (("ies", "y"), ("sses", "ss"), ("ches", "ch"), ("shes", "sh"), ("xes", "x"), ("s", ""))
+
+
+def singular(noun: str) -> str:
+    """The plural noun a template wrote after a count, for a count of one: "1 run", "1 OOM", "1 copy",
+    "1 process"; a word that is no plural ("process", "its") is left as it is."""
+    if noun.endswith("ss") or not noun.endswith("s"):
+        return noun
+    plural, one = next((p, o) for p, o in _PLURALS if noun.endswith(p))
+    return noun[: -len(plural)] + one
 
 
 def format_value(name: str, value: FactValue, spec: str | None = None) -> str:
