@@ -557,3 +557,38 @@ def test_a_count_of_one_takes_the_singular_in_every_template():
         if text is not None
     ]
     assert [t for t in texts if "(s)" in t or "(es)" in t] == []
+
+
+@pytest.mark.parametrize("value", [0, 1, 2])
+def test_every_rules_words_read_whole_with_counts_of_zero_one_and_two(value):
+    """Each evidence, unmet and check text of every rule, its figures all 0, 1 or 2: nothing left as a
+    hole ("none" where a number belongs), no "(s)", and no "1 runs" (issue 59)."""
+    import re
+
+    from diagnose.facts.catalogue import CATALOGUE, LIVE
+    from diagnose.judge.template import render
+
+    specs = CATALOGUE | LIVE
+    words = [
+        text
+        for rule in load_rules(default_rules_dir())
+        for c in (*rule.conditions, *rule.contrary, *rule.checks)
+        for text in (getattr(c, "evidence", None), getattr(c, "unmet", None), getattr(c, "says", None))
+        if text is not None
+    ]
+    not_plurals = {"is", "was", "as", "its", "has", "does", "this", "thus", "plus"}
+    wrong = []
+    for text in words:
+        facts = Facts()
+        for name in text.facts:
+            unit = specs[name].unit
+            facts.add(name, "pid 42 (python)" if unit == "name" else 1.7e9 if unit == "time" else value, "t")
+        said = render(text, facts)
+        ones = [
+            m.group(0)
+            for m in re.finditer(r"(?<![\d.,])1 ([A-Za-z]+s)\b", said or "")
+            if not m.group(1).endswith("ss") and m.group(1) not in not_plurals
+        ]
+        if said is None or "(s)" in said or said.count("none") != text.text.count("none") or ones:
+            wrong.append(f"{said} ({ones})")
+    assert wrong == []

@@ -65,7 +65,7 @@ def render(template: Template, facts: Facts, missing: str | None = None) -> str 
         name, noun = m.group(1), m.group("noun") or ""
         said = format_value(name, values[name], m.group(2)) if name in values else str(missing)
         spec = CATALOGUE.get(name) or LIVE.get(name)
-        one = said == "1" and spec is not None and spec.unit == "count"
+        one = said == "1" and spec is not None and spec.unit in ("count", "number")
         return said + (singular(noun) if one else noun)
 
     return _FIELD_AND_NOUN.sub(fill, template.text)
