@@ -8,6 +8,7 @@ from pathlib import Path
 
 from diagnose.commands.options import Subcommands, add_debug
 from diagnose.errors import ExitCode, InputError
+from diagnose.units import counted
 
 
 def add_parser(commands: Subcommands) -> None:
@@ -48,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     results = merge(args.shards, output)
     failed = sum(result.problem is not None for result in results)
     print(
-        f"diagnose: {len(results)} hosts ({failed} not analysed) merged into {output / 'fleet.json'} and "
+        f"diagnose: {counted(len(results), 'host')} ({failed} not analysed) merged into "
+        f"{output / 'fleet.json'} and "
         f"{output / 'fleet.md'}",
         file=sys.stderr,
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TextIO
 
 from diagnose.errors import InputError
+from diagnose.units import counted
 
 _SUFFIX_FORMATS = {
     ".md": "markdown",
@@ -56,7 +57,7 @@ def pictures_beside(output: Path, draw) -> list[tuple[str, str, str]]:
 
     folder, links = beside(output, draw)
     if links:
-        print(f"diagnose: {len(links)} pictures written to {folder.resolve()}", file=sys.stderr)
+        print(f"diagnose: {counted(len(links), 'picture')} written to {folder.resolve()}", file=sys.stderr)
     return links
 
 

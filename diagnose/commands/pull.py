@@ -84,7 +84,7 @@ def add_parser(commands: Subcommands) -> None:
 def run(args: argparse.Namespace) -> int:
     from diagnose.pull import Auth, PrometheusClient, pull, sweep
     from diagnose.pull.pull import parse_time
-    from diagnose.units import parse_duration
+    from diagnose.units import counted, parse_duration
 
     if not args.all_instances:
         for given, option in ((args.job, "--job"), (args.shard, "--shard"), (args.resume, "--resume")):
@@ -114,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
         failed = [r for r in results if r.problem]
         name = "fleet" if args.shard is None else f"fleet-shard-{args.shard[0]}-of-{args.shard[1]}"
         print(
-            f"diagnose: {len(results) - len(failed)} of {len(results)} hosts pulled and analysed into "
+            f"diagnose: {len(results) - len(failed)} of {counted(len(results), 'host')} pulled and analysed "
+            "into "
             f"{args.output}/; the summary: {args.output / (name + '.md')}",
             file=sys.stderr,
         )

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from diagnose.compare.delivery import relative_text
 from diagnose.compare.model import Comparison, Delivery, FigureChange, GateTrip
 from diagnose.compare.verdict import change_text
-from diagnose.units import human_measure
+from diagnose.units import counted, human_measure
 
 
 def render(
@@ -68,7 +68,8 @@ def _sides(comparison: Comparison) -> list[str]:
             continue
         cold = f", {side.cold_excluded:,} cold requests left out" if side.cold_excluded else ""
         lines.append(
-            f"{name}: {side.dump}  {side.window[0]} .. {side.window[1]}, {side.requests:,} requests{cold}"
+            f"{name}: {side.dump}  {side.window[0]} .. {side.window[1]}, "
+            f"{counted(side.requests, 'request')}{cold}"
         )
     return lines
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from diagnose.errors import DiagnoseError, InputError, PullError
 from diagnose.pull.client import PrometheusClient
 from diagnose.pull.pull import iso_utc as _iso, known_instances, pull
+from diagnose.units import counted
 
 RESULTS = ".sweep"  # the finished hosts' results, one file each, inside the sweep's folder
 
@@ -69,13 +70,13 @@ def sweep(
         raise PullError(f"{client.url}: no instances with an up series" + (f" in job {job!r}" if job else ""))
     if shard is not None:
         hosts = [host for host in hosts if in_shard(host, *shard)]
-        say(f"diagnose: shard {shard[0]} of {shard[1]}: {len(hosts)} hosts")
+        say(f"diagnose: shard {shard[0]} of {shard[1]}: {counted(len(hosts), 'host')}")
     output.mkdir(parents=True, exist_ok=True)
     (output / RESULTS).mkdir(exist_ok=True)
     window = {"start": _iso(start), "end": _iso(end)}
     finished, elsewhere = _finished(output, hosts, window) if resume else ({}, set())
     if finished:
-        say(f"diagnose: resuming: {len(finished)} of {len(hosts)} hosts already done")
+        say(f"diagnose: resuming: {len(finished)} of {counted(len(hosts), 'host')} already done")
     for start_, end_ in sorted(elsewhere):  # "--from now-5m" moves with the clock: said, not done silently
         say(
             f"diagnose: resuming: the earlier sweep into {output} was of {start_} to {end_}, not this "
@@ -191,7 +192,8 @@ class _Progress:
         )
         failed = f" ({self._failed} failed)" if self._failed else ""
         self._say(
-            f"diagnose: {self._done} of {self._total} hosts{failed}, {_span(elapsed)}{left}: {result.host}"
+            f"diagnose: {self._done} of {counted(self._total, 'host')}{failed}, {_span(elapsed)}{left}: "
+            f"{result.host}"
         )
 
 

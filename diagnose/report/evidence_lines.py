@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from diagnose.judge.engine import LIKELY
 from diagnose.report.model import EvidenceRead, Hypothesis, Report, SourceState, Summary
-from diagnose.units import human_ms, human_us, percent
+from diagnose.units import counted, human_ms, human_us, percent
 
 
 def source_lines(sources: tuple[SourceState, ...]) -> list[str]:
@@ -86,7 +86,7 @@ def trace_lines(report: Report) -> list[str]:
     lines = []
     if kernels:
         gpu = facts["trace.kernels"].source.rsplit(", ", 1)[-1].split(":")[0]
-        line = f"{kernels:,.0f} kernels"
+        line = counted(kernels, "kernel")
         if gpu.startswith("GPU"):
             line += f" on {gpu}"
         span, median, short = (

@@ -230,7 +230,9 @@ def read_processes_now(
     if queues and cores:
         median = queues[len(queues) // 2]
         facts["live.host.run_queue_per_core"] = median / cores
-        details.append(f"run queue {median} on {cores} cores (median of {len(queues)} reads)")
+        details.append(
+            f"run queue {median} on {counted(cores, 'core')} (median of {counted(len(queues), 'read')})"
+        )
     if first.swapped_pages and second.swapped_pages:
         swap_in = (second.swapped_pages[0] - first.swapped_pages[0]) * PAGE_BYTES / elapsed
         swap_out = (second.swapped_pages[1] - first.swapped_pages[1]) * PAGE_BYTES / elapsed

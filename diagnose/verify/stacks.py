@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from diagnose.facts.model import FactValue
+from diagnose.units import counted
 
 _THREAD = re.compile(r"^Thread\s+(?:0x)?[0-9A-Fa-f]+\s+\(([^)]*)\)")
 _FRAME = re.compile(r"^\s+(\S.*?)\s+\((.*)\)\s*$")
@@ -63,7 +64,7 @@ def read_stacks(dumps: list[str], stage: str | None) -> StackReading:
     """The live facts of several dumps of the server's threads."""
     samples = [thread for text in dumps for thread in parse_dump(text) if thread.active and thread.frames]
     facts: dict[str, FactValue] = {"live.stacks.active_samples": len(samples)}
-    details = [f"{len(dumps)} dumps, {len(samples)} active thread samples"]
+    details = [f"{counted(len(dumps), 'dump')}, {counted(len(samples), 'active thread sample')}"]
     if samples:
         leaves = Counter(thread.frames[0] for thread in samples)
         top, count = leaves.most_common(1)[0]
