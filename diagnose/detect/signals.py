@@ -25,7 +25,7 @@ import pandas as pd
 
 from diagnose.dump.model import Dump
 from diagnose.dump.processes import GROUP, identifiers, process_ids
-from diagnose.dump.schema import COLUMNS, stage_columns
+from diagnose.dump.schema import COLUMNS, UNIT_SUFFIXES, stage_columns
 from diagnose.quantiles import binned_quantiles
 
 _MIN_REQUESTS_PER_WINDOW = 10
@@ -397,7 +397,8 @@ _NAMES = {
     "server.batch_size": "batch size",
     "server.tokens_per_s": "tokens generated a second",
 }
-_UNITS = ("_bytes", "_pct", "_ms", "_per_s", "_mhz", "_rps", "_c", "_w", "_s")
+# The dump's unit suffixes (and the rate's), longest first: "swap_in_per_s" says "swap in", not "swap in per".
+_UNITS = sorted((*UNIT_SUFFIXES, "_rps"), key=len, reverse=True)
 
 
 def signal_words(name: str) -> str:
@@ -414,7 +415,6 @@ def signal_words(name: str) -> str:
     if base.startswith("requests."):
         return name.removeprefix("requests.").replace("latency_ms.", "latency ")
     table, _, column = base.partition(".")  # any other column in words: "server ttft", "system load1"
-    for unit in _UNITS:
-        column = column.removesuffix(unit)
+    column = next((column.removesuffix(unit) for unit in _UNITS if column.endswith(unit)), column)
     said = f"{table.replace('_', ' ')} {column.replace('_', ' ')}"
     return f"{said} of {who}" if who else said

@@ -207,11 +207,9 @@ def _add_cost_per_token(
     if spent.size < _MIN_REQUESTS_FOR_SLOPE:
         facts.cannot(fact, f"{_MIN_REQUESTS_FOR_SLOPE} requests with {counted} ({source} has {spent.size})")
         return
-    edges = np.unique(np.quantile(tokens, np.linspace(0.0, 1.0, _LENGTH_BINS + 1)))
-    bins = np.clip(np.searchsorted(edges, tokens, side="right") - 1, 0, max(edges.size - 2, 0))
-    medians = [(np.median(tokens[bins == b]), np.median(spent[bins == b])) for b in np.unique(bins)]
     low, high = quantiles(tokens, (0.1, 0.9))
-    if len(medians) < 3 or high < 1.5 * low:
+    medians = _binned_medians(tokens, spent) if high >= 1.5 * low else []
+    if len(medians) < 3:  # lengths too alike for a slope
         facts.cannot(fact, f"requests of differing lengths ({counted} P10 {low:.0f}, P90 {high:.0f})")
         return
     length, time_ms = np.array(medians).T
@@ -221,6 +219,13 @@ def _add_cost_per_token(
         max(0.0, slope_ms * 1000.0),
         f"{source}: {column} against {counted}, the slope of its medians over {len(medians)} bins of length",
     )
+
+
+def _binned_medians(tokens: np.ndarray, spent: np.ndarray) -> list[tuple[float, float]]:
+    """Per bin of length (ten quantile bins, fewer where lengths repeat): the median length and time."""
+    edges = np.unique(np.quantile(tokens, np.linspace(0.0, 1.0, _LENGTH_BINS + 1)))
+    bins = np.clip(np.searchsorted(edges, tokens, side="right") - 1, 0, max(edges.size - 2, 0))
+    return [(np.median(tokens[bins == b]), np.median(spent[bins == b])) for b in np.unique(bins)]
 
 
 _LOAD_WINDOW_S = 1.0  # the arrivals a blocked event loop still has to get through

@@ -177,8 +177,9 @@ class StreamedSource(Source):
         for said in mended.undone:
             kind = said.kind if isinstance(said, Undone) else said
             kept = self._undone.get(kind)
-            both = isinstance(kept, Undone) and isinstance(said, Undone)
-            self._undone[kind] = kept.plus(said) if both else said  # type: ignore[union-attr]
+            if isinstance(kept, Undone) and isinstance(said, Undone):
+                said = kept.plus(said)
+            self._undone[kind] = said
 
 
 def _pieces(handle: IO[bytes] | gzip.GzipFile, size: int) -> Iterator[bytes]:

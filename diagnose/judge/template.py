@@ -18,8 +18,8 @@ from diagnose.units import human_measure
 
 _FIELD = re.compile(r"\{([A-Za-z0-9_.]+)(?::([A-Za-z0-9.,%]+))?\}")
 # A field and the plural noun a template wrote after it ("{trace.kernels} kernels"): one way to say a
-# count, so that no sentence reads "1 runs". Only a fact counted in whole things (unit ``count``) of 1
-# takes the singular.
+# count, so that no sentence reads "1 runs". Only a count or a number that reads "1" takes the singular
+# ("1 token a second"; "1.0 threads" stays as it is).
 _FIELD_AND_NOUN = re.compile(_FIELD.pattern + r"(?P<noun> [A-Za-z][A-Za-z-]*s\b)?")
 _NUMERIC_SPEC = re.compile(r"^,?\.?\d*[fdeg%]?$")
 _NAMED_SPECS = {"x", "pct", "ms", "bytes", "s"}
