@@ -8,6 +8,7 @@ fast subset of ``benchmarks/bench_damage.py``).
 from __future__ import annotations
 
 import json
+import textwrap
 
 import pytest
 
@@ -100,6 +101,58 @@ def test_curls_progress_meter_is_removed_even_glued_to_a_line():
         "100  1234  100  1234    0     0  12345      0 --:--:-- --:--:-- --:--:-- 12345"
     )
     assert mend(meter + SCRAPE).text == SCRAPE
+
+
+def test_curls_redraws_interleaved_with_the_scrape_leave_it_whole():
+    # curl's meter redraws its row with carriage returns; piped through grep, what is left of a
+    # redraw stands before the scrape's next comment (curl's tool_progress.c prints sizes and clocks)
+    pasted = (
+        "  % Total    % Received % Xferd  Average Speed   Time    Time     Time  Current\n"
+        "                                 Dload  Upload   Total   Spent    Left  Speed\n"
+        "  0     0    0     0    0     0      0      0 --:--:-- --:--100  389k  100  389k    "
+        + SCRAPE.split("\n")[0]
+        + "\n0 "
+        + "\n".join(SCRAPE.split("\n")[1:])
+    )
+    assert mend(pasted).text == SCRAPE
+
+
+def test_samples_of_one_width_in_prose_are_not_read_as_a_wrap():
+    # labelled samples that happen to be the longest lines of a note, one before a shorter one
+    labels = '{gpu="0",UUID="GPU-603a8873",GPU_I_ID="1",pod=""}'
+    tensor, dram = (
+        f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{labels} 0.000000",
+        f"DCGM_FI_PROF_DRAM_ACTIVE{labels} 0.0",
+    )
+    note = "\n".join(
+        ["Steps:", "1. kubectl rollout restart ds dcgm-exporter", "2. curl 10.10.204.252:9400/metrics", ""]
+        + [
+            tensor,
+            dram,
+            "",
+            "3. started a benchmark job on the same instance.",
+            "4. curl again:",
+            "",
+            tensor,
+            dram,
+        ]
+    )
+    assert mend(note).text == note
+
+
+def test_rows_a_printer_padded_to_one_width_are_not_a_wrap_even_with_commas_in_them():
+    # nsys stats' cuda_gpu_kern_sum rows, padded to the widest name: thousands separators and
+    # template arguments hold commas, but the fields are aligned by spaces, not separated by commas
+    rows = [
+        f"{share:>9}  {total:>15}  {calls:>9}  {name:<60}"
+        for share, total, calls, name in [
+            ("8.2", "2,143,309,810", "2,596", "void mmq_ids_helper<(int)0>(const int *, int *, int *)"),
+            ("6.9", "1,793,200,482", "180", "void flash_attn_mma_ext_f16<(int)256, (int)8, (int)8>"),
+            ("5.6", "1,458,343,304", "4,376", "void mul_mat_q<(ggml_type)133, (int)128, (bool)0>"),
+        ]
+    ]
+    table = "\n".join([*rows, "      4.3    1,122,358,207        300  void delta_net"])
+    assert mend(table).text == textwrap.dedent(table)
 
 
 def test_glued_samples_and_log_lines_are_split_where_a_record_starts():

@@ -6,10 +6,14 @@ names: product_name, fb_memory_usage, clocks_event_reasons, gpu_power_readings, 
 
 from __future__ import annotations
 
+import pytest
+
 from diagnose.importers import mend, recognise
 from diagnose.importers.base import Source
+from tests.conftest import SHARED_DATA
 
 MTIME = 1_765_000_000.0
+FIELD_B = SHARED_DATA / "real-samples" / "field-2026-12-b" / "smi"
 
 
 def _document(stamp: str, used_mib: int, reason: str = "Not Active", tag: str = "clocks_event_reason") -> str:
@@ -100,3 +104,60 @@ def test_entities_declared_in_a_document_are_never_expanded():
     )
     result = _read(bomb + _document("Tue Dec  5 10:00:00 2023", 100))
     assert len(result.tables["gpu"]) == 1 and result.tables["gpu"]["gpu_name"].iloc[0] != "a" * 100
+
+
+def _rendered(text: str, escape_open: bool) -> str:
+    """The XML as a web page shows it when its source is copied: every '>' as &gt; (and '<' as &lt;,
+    or left literal, as some pages do), indentation as '&nbsp; ' runs."""
+    lines = []
+    for line in text.splitlines():
+        body = line.lstrip("\t")
+        body = body.replace(">", "&gt;")
+        body = body.replace("<", "&lt;") if escape_open else body
+        lines.append("&nbsp; " * 4 * (len(line) - len(body)) + body)
+    return "\n".join(lines)
+
+
+def _gpu_children(used_mib: int, reason: str) -> str:
+    """A GPU element's middle, from the end of its <pci> element (its start not copied) to its clocks."""
+    document = _document("Tue Dec  5 10:00:00 2023", used_mib, reason=reason)
+    middle = document[document.index("\t\t<fb_memory_usage>") : document.index("\t\t<processes>")]
+    return (
+        "\t\t</pci>\n\t\t<fan_speed>30 %</fan_speed>\n\t\t<performance_state>P0</performance_state>\n"
+        + middle
+    )
+
+
+@pytest.mark.parametrize("escape_open", [False, True], ids=["gt-only", "lt-and-gt"])
+def test_a_gpus_elements_copied_from_a_rendered_page_are_read_as_gpu_0(escape_open):
+    text = _rendered(_gpu_children(61234, "Active"), escape_open) + "\n&nbsp; &nbsp; &nb"  # cut mid-entity
+    result = _read(text)
+    gpu = result.tables["gpu"].iloc[0]
+    assert gpu["gpu"] == 0 and gpu["mem_used_bytes"] == 61234 * 2**20 and gpu["util_pct"] == 97.0
+    assert gpu["throttle_reasons"] == "sw_power_cap" and gpu["sm_clock_mhz"] == 1275.0
+    assert any("without its start (<gpu id=…>): read as GPU 0" in w for w in result.warnings)
+
+
+def test_another_tools_xml_with_a_section_of_the_same_name_is_not_a_gpus():
+    sensors = (
+        "<sensors>\n<temperature>\n<value>41</value>\n<unit>C</unit>\n<sensor>cpu0</sensor>\n"
+        "</temperature>\n<utilization><value>12</value></utilization>\n</sensors>\n"
+    )
+    importer = recognise(mend(sensors).text)
+    assert importer is None or importer.name != "nvidia-smi-xml"
+
+
+def test_a_fragment_declaring_entities_is_refused_unexpanded():
+    bomb = '<!DOCTYPE x [<!ENTITY a "aaaaaaaaaa">]>\n' + _gpu_children(100, "Not Active").replace(
+        "<total>81920 MiB</total>", "<total>&a;</total>"
+    )
+    result = _read(bomb)
+    assert "gpu" not in result.tables
+    assert any("not nvidia-smi's or unreadable" in w for w in result.warnings)
+
+
+@pytest.mark.skipif(not FIELD_B.is_dir(), reason="../shared/data/real-samples is not here")
+def test_the_field_paste_of_a_rendered_fragment_is_read():
+    result = _read((FIELD_B / "20_q_x_xml_html_entities_mangled.txt").read_text())
+    gpu = result.tables["gpu"].iloc[0]
+    assert gpu["gpu"] == 0 and gpu["throttle_reasons"] == "gpu_idle"

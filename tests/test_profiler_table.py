@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from diagnose.dump import load_dump
 from diagnose.facts import compute_facts
 from diagnose.importers import recognise
+from diagnose.importers.profiler_layouts import fragments
+from diagnose.importers.profiler_table import ProfilerTableImporter
+from tests.conftest import SHARED_DATA
 
 # (name, self cpu us, cpu total us, self cuda us, cuda total us, calls): an eager step of small adds.
 ROWS = [
@@ -142,3 +146,169 @@ def test_prefixes_a_second_table_and_a_cut_end(tmp_path):
 def test_what_is_not_a_profiler_table_is_not_taken_for_one():
     assert recognise("-----  -----\nName   Value\n-----  -----\nfoo    1\n") is None
     assert recognise(_new_table()).name == "pytorch-profiler-table"
+
+
+# Rows pasted without their header: read by the columns torch's _build_table prints for some flags.
+_CUDA = ["Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg"]
+_HOST = ["Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"]
+
+
+def _cells(flags: str, row: tuple) -> list[str]:
+    """One row's cells as _build_table writes them for ``flags`` (device, memory, flops, shapes, old)."""
+    n, sc, ct, sd, dt, k = row
+    if "old" in flags:  # torch 1.0-1.6: no self CUDA time
+        return [
+            n,
+            "1.00%",
+            _time(sc),
+            "2.00%",
+            _time(ct),
+            _time(ct / k),
+            "3.00%",
+            _time(dt),
+            _time(dt / k),
+            str(k),
+        ]
+    cells = [n, f"{sc / HOST_TOTAL_US:.2%}", _time(sc), f"{ct / HOST_TOTAL_US:.2%}", _time(ct), _time(ct / k)]
+    if "device" in flags:
+        cells += [_time(sd), "0.00%", _time(dt), _time(dt / k)]
+    if "memory" in flags:
+        cells += ["-631.96 MB", "0 B"]
+    cells.append(str(k))
+    if "shapes" in flags:
+        cells.append("[[64, 1024], [1024, 1024], []]")
+    if "flops" in flags:
+        cells.append("--" if sc == 0 else "1234.567")
+    return cells
+
+
+def _bare_rows(flags: str, rows=ROWS) -> str:
+    """The rows of such a table, its header and rules cut off: a paste that starts and ends mid-table."""
+    columns = ["Name", *_HOST, *(_CUDA if "device" in flags else [])]  # only the count of columns matters
+    cells = [_cells(flags, row) for row in rows]
+    columns += ["x"] * (len(cells[0]) - len(columns))
+    table = _render(columns, cells, name_width=55 if "old" not in flags else 34, right="old" not in flags)
+    return "\n".join(table.splitlines()[3:-1]) + "\n"
+
+
+@pytest.mark.parametrize("flags", ["device", "memory flops", "shapes", "device memory", "old"])
+def test_rows_without_their_header_are_read_by_the_documented_layout(tmp_path, flags):
+    dump, _ = _summary(_bare_rows(flags), tmp_path)
+    table = dump.traces["op_summary"].set_index("name")
+    assert len(table) == len(ROWS)
+    assert table.loc["aten::addmm", "self_host_us"] == pytest.approx(4_000.0)
+    assert table.loc["aten::addmm", "host_total_us"] == pytest.approx(6_000.0)
+    assert table.loc["cudaLaunchKernel", "calls"] == 6200
+    if "device" in flags:
+        assert table.loc["ampere_sgemm_128x64_tn", "self_device_us"] == pytest.approx(17_560.0)
+        assert table.loc["ampere_sgemm_128x64_tn", "kind"] == "kernel"
+    if "old" in flags:
+        assert table.loc["ampere_sgemm_128x64_tn", "device_total_us"] == pytest.approx(17_560.0)
+    assert any("documented layout" in w for w in dump.warnings)
+
+
+def test_a_table_behind_a_logger_head_in_a_worker_log_is_read(tmp_path):
+    """vLLM's logger heads every line of the message, the time stamp moving on; the process tag before it."""
+    lines = _new_table().splitlines()
+    logged = "\n".join(
+        f"(EngineCore_DP0 pid=4220) INFO 11-05 13:22:{49 + n // 10:02d} [cpu_worker.py:210] {line}"
+        for n, line in enumerate(lines)
+    )
+    dump, facts = _summary(logged + "\n", tmp_path, "worker.log")
+    assert dump.importers[0]["importer"] == "pytorch-profiler-table"
+    table = dump.traces["op_summary"].set_index("name")
+    assert table.loc["aten::addmm", "self_host_us"] == pytest.approx(4_000.0)
+    assert facts.number("trace.kernels") == 6200
+    assert any('prefix "INFO … [cpu_worker.py:210]"' in w for w in dump.warnings)
+
+
+def test_tables_kept_as_comments_in_a_script_are_read_each_by_its_own_columns(tmp_path):
+    first = _new_table()
+    second = _render(["Name", *_HOST, "# of Calls"], [_cells("", r)[:6] + [str(r[5])] for r in ROWS[:2]], 30)
+    commented = "\n".join(f"# {line}".rstrip() for line in ["Compiled", *first.splitlines(), "", "Eager",
+                                                            *second.splitlines()])  # fmt: skip
+    dump, _ = _summary(f"import torch\n\n{commented}\n", tmp_path, "bench.py")
+    assert len(dump.traces["op_summary"]) == len(ROWS) + 2
+    assert any("2 profiler tables" in w for w in dump.warnings)
+
+
+def test_ranks_printing_at_once_are_read_apart(tmp_path):
+    """Two ranks' tables interleaved line by line: each rank's lines are a table of their own."""
+    faster = [(n, sc / 2, ct / 2, sd, dt, k) for n, sc, ct, sd, dt, k in ROWS]
+    zero, one = _new_table().splitlines(), _new_table(faster).splitlines()
+    lines = [f"[rank{r}]:{line}" for pair in zip(zero, one, strict=True) for r, line in enumerate(pair)]
+    dump, _ = _summary("\n".join(lines) + "\n", tmp_path)
+    table = dump.traces["op_summary"]
+    assert len(table) == 2 * len(ROWS)
+    assert sorted(table.loc[table["name"] == "aten::addmm", "self_host_us"]) == [2_000.0, 4_000.0]
+
+
+@pytest.mark.parametrize(
+    "glued",
+    ["test_profiler_aggregation (test_autograd.TestAutograd) ... ", "INFO 11-05 13:22:49 [profiling.py:88] "],
+    ids=["test-runner", "logger-first-line-only"],
+)
+def test_a_rule_glued_to_the_line_before_is_read_alone(tmp_path, glued):
+    dump, _ = _summary(f"$ python -m pytest test/autograd\n{glued}{_old_table()}", tmp_path)
+    assert dump.traces["op_summary"]["calls"].sum() == sum(r[5] for r in ROWS)
+    assert not any("without the table's header" in w for w in dump.warnings)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # nvidia-smi pmon rows, header lost
+        "    0      12345     C    45    20     -     -   python3\n    1      12346     C    40    18     -     -   python3\n",
+        # ps aux
+        "root         1  0.0  0.1 169436 11520 ?        Ss   Dec01   0:05 /sbin/init\n"
+        "vllm      4220 98.5 12.3 9876543 2345678 ?     Rl   10:00 123:45 python3 -m vllm.entrypoints\n",
+        # top, its %CPU and TIME+ columns
+        " 4220 vllm      20   0   12.3g   2.1g  98304 R  98.5  12.3 123:45.67 python3\n"
+        " 4221 vllm      20   0   12.3g   2.1g  98304 S   1.5  12.3   0:45.67 python3\n",
+        # a pandas DataFrame print
+        "          a         b         c\n0  0.469112 -0.282863 -1.509059\n1 -1.135632  1.212112 -0.173215\n",
+        # shares and durations, but not in any order torch prints them
+        "step 1     12.50%     1.234ms     3\nstep 2     10.00%     2.000ms     4\n",
+    ],
+    ids=["pmon", "ps", "top", "pandas", "other-order"],
+)
+def test_other_text_tables_are_not_taken_for_profiler_rows(text):
+    assert not ProfilerTableImporter().recognise(text)
+
+
+def test_a_few_row_shaped_lines_in_a_log_do_not_make_it_a_profiler_table():
+    log = "\n".join(
+        f"INFO 11-05 13:22:{n:02d} [engine.py:1] Avg prompt throughput: {n}.0 tokens/s" for n in range(9)
+    )
+    assert not ProfilerTableImporter().recognise(log + "\n" + _bare_rows("device", ROWS[:2]))
+
+
+def test_rows_no_one_layout_fits_are_not_read():
+    """A run of rows is read by one layout or not at all: two tables' rows run together are neither."""
+    mixed = _bare_rows("device", ROWS[:3]) + _bare_rows("memory", ROWS[3:])
+    assert not list(fragments(mixed.splitlines(), set()))
+    assert not ProfilerTableImporter().recognise(mixed)
+
+
+FIELD_B = SHARED_DATA / "real-samples" / "field-2026-12-b" / "profiler"
+
+
+@pytest.mark.skipif(not FIELD_B.is_dir(), reason="../shared/data/real-samples/field-2026-12-b absent")
+@pytest.mark.parametrize(
+    ("prefix", "rows", "name", "self_host_us", "calls"),
+    [
+        ("02_", 36, "aten::addmm", 586.0, 20),
+        ("04_", 1, "lstm", 2_502.0, None),
+        ("05_", 2, "_C::onednn_mm", 1_022_000.0, 11392),
+        ("06_", 2, "nvjet_tst_448x64_64x3_2x1_2cta_v_bz_TNT", 0.0, 1),
+        ("07_", 6, "aten::to", 2_120.0, 3584),
+    ],
+)
+def test_field_pastes_behind_prefixes_and_without_headers(prefix, rows, name, self_host_us, calls):
+    path = next(FIELD_B.glob(f"{prefix}*"))
+    dump = load_dump(str(path))
+    table = dump.traces["op_summary"]
+    assert len(table) == rows
+    row = table[table["name"] == name].iloc[0]
+    assert row["self_host_us"] == pytest.approx(self_host_us)
+    assert pd.isna(row["calls"]) if calls is None else row["calls"] == calls

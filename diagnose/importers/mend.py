@@ -97,6 +97,8 @@ _GLUED_TYPE = re.compile(
 )
 # A Prometheus sample: a record in an exposition, and a wrap's tail anywhere else ("bpartition 1.").
 _SAMPLE = re.compile(rf"{_NAME}(?:\{{[^}}]*\}})?[ \t]+{_VALUE}(?:[ \t]+-?\d+)?[ \t]*$")
+# A sample with its label set ('name{k="v"} 1') is one in any text: no wrap leaves a tail of that shape.
+_LABELLED_SAMPLE = re.compile(rf"{_NAME}\{{[^}}]*=\"[^}}]*\}}[ \t]+{_VALUE}(?:[ \t]+-?\d+)?[ \t]*$")
 _EXPOSITION_COMMENT = re.compile(r"# (?:HELP|TYPE) ")
 _STARTS_RECORD = re.compile(
     "|".join(_RECORD_STARTS)
@@ -107,6 +109,7 @@ _STARTS_RECORD = re.compile(
 _LETTERS = re.compile(r"[A-Za-z]+")
 _DIGITS = re.compile(r"\d+")
 _WRAP_MIN = 60  # no terminal or paste box wraps narrower
+_PADDING = "  "
 
 
 @dataclass(frozen=True)
@@ -370,8 +373,13 @@ def _unwrapped(lines: list[str], undone: list[str]) -> list[str]:
     if mend_csv.is_csv(lines):
         return mend_csv.unwrapped(lines, width, undone, lambda line: _starts_record(line, False))
     exposition = _is_exposition(lines)
+    # A full-width line padded with spaces is a whole row a printer padded out (the rows of a profiler
+    # summary): a wrap cuts text, and what it cuts inside a gap goes on as an indented line.
     wrapped = (
-        len(line) == width and after.strip() and not _starts_record(after, exposition)
+        len(line) == width
+        and not line.endswith(_PADDING)
+        and after.strip()
+        and not _starts_record(after, exposition)
         for line, after in zip(lines, lines[1:], strict=False)
     )
     if not any(wrapped):  # every full-width line is followed by a record's start, or by nothing
@@ -401,6 +409,7 @@ def _unwrapped(lines: list[str], undone: list[str]) -> list[str]:
         continues = (
             record
             and len(record[-1]) == width
+            and not record[-1].endswith(_PADDING)
             and line.strip()
             and not _starts_record(line, exposition)
             and _shape(line) not in starts
@@ -421,6 +430,7 @@ def _starts_record(line: str, exposition: bool) -> bool:
         _STARTS_RECORD.match(line) is not None
         or _TAGGED.match(line) is not None
         or (exposition and _SAMPLE.match(line) is not None)
+        or _LABELLED_SAMPLE.match(line) is not None
     )
 
 

@@ -19,10 +19,20 @@ from diagnose.importers.undone import Undone
 MAJORITY = 0.6  # most lines: what a table's lines share, or a prefix the paste put on them
 
 
+# The columns of a printed table, aligned by runs of spaces (nsys stats, a profiler summary): its
+# commas are in its figures ("29,190,202") and names ("mul_mat<(int)8, (bool)0>"), never between fields.
+_ALIGNED = re.compile(r"\S {2,}(?=\S)")
+
+
 def is_csv(lines: list[str]) -> bool:
-    """Most lines hold several commas: a table, not prose that has a comma here and there."""
+    """Most lines hold several commas that separate fields: a table, not prose that has a comma here
+    and there, nor a space-aligned table whose figures and names hold commas."""
     filled = [line for line in lines if line.strip()]
-    return bool(filled) and sum(line.count(",") >= 2 for line in filled) >= MAJORITY * len(filled)
+    return bool(filled) and sum(_separates(line) for line in filled) >= MAJORITY * len(filled)
+
+
+def _separates(line: str) -> bool:
+    return line.count(",") >= 2 and len(_ALIGNED.findall(line)) < 3
 
 
 def record_start(lines: list[str]) -> tuple[re.Pattern[str], int] | None:

@@ -31,6 +31,9 @@ _CURL_ROW = re.compile(
     rf"\s+{_TIME}\s+{_TIME}\s+{_TIME}\s+{_SIZE}"
 )
 _CURL_HEADER = re.compile(r"^\s*% Total\s+% Received % Xferd|^\s*Dload\s+Upload\s+Total\s+Spent")
+# What the meter's carriage-return redraws leave before a scrape's comment when the two streams
+# interleave: figures, sizes and clock dashes ("--:--100  389k  100  389k    # HELP ...", "0 # TYPE ...").
+_METER_DEBRIS = re.compile(r"^[\d\s.:kMGT%-]+?(?=# (?:HELP|TYPE) )")
 # tmux copy mode's position indicator, top right of the pane: "[12/340]" at the end of a line.
 _TMUX = re.compile(r"\s{2,}\[\d+/\d+\]\s*$")
 
@@ -57,6 +60,10 @@ def without_noise(lines: list[str], undone: list[str]) -> list[str]:
             if not rest.strip():
                 continue
             line = rest  # the meter's last redraw glued to the scrape's next line
+        debris = _METER_DEBRIS.match(line) if meter else None
+        if debris:
+            meter += 1
+            line = line[debris.end() :]
         line, cut = _TMUX.subn("", line)
         tmux += cut
         kept.append(line)

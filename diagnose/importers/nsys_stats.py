@@ -1,6 +1,6 @@
 """Nsight Systems summaries as pasted: ``nsys stats`` reports, text or CSV -> the ``op_summary`` table.
 
-Every release's summary reports share one grammar: a header naming ``Total
+Every release's time summaries share one grammar: a header naming ``Total
 Time`` with its unit (``Total Time (ns)``), a count column and a name column,
 then (in text) a rule of dash groups that gives the columns, then rows; CSV
 (``--format csv``) has the same header with commas. Which report it is comes
@@ -9,11 +9,19 @@ from its columns, not its title, which pastes often lose:
 | count column | report | rows are |
 |---|---|---|
 | Instances | cuda_gpu_kern_sum (gpukernsum) | kernels ("[CUDA memcpy ...]" rows: copies) |
+| Instances, with Style / Range | nvtx_sum (nvtxsum) | NVTX ranges (``annotation``) |
 | Num Calls | cuda_api_sum (cudaapisum), osrt_sum | runtime calls (cuda…, cu…, hip…), OS calls |
 | Count, Operations | cuda_gpu_mem_time_sum (gpumemtimesum) | copies and memsets |
 
-Numbers may carry thousands separators. Kernel and copy time is the GPU's
-(``self_device_us``); an API call's is the host's (``self_host_us``).
+The report scripts print the columns in one order per release (:data:`_LAYOUTS`);
+rows pasted without their header are read by the layout whose cells fit them
+(a share with one decimal, whole nanoseconds, averages with one decimal) and
+whose figures agree as a summary's must (minimum <= average <= maximum, total =
+average x count), in nanoseconds (the reports' default unit), the report told
+by the names (CUDA API calls, POSIX calls, ``[CUDA memcpy ...]``, or kernels);
+a warning says so. A row is found by its run of figures, wherever the paste put
+the line ends. Numbers may carry thousands separators. Kernel and copy time is
+the GPU's (``self_device_us``); an API call's is the host's (``self_host_us``).
 """
 
 from __future__ import annotations
@@ -21,11 +29,16 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pandas as pd
 
 from diagnose.importers.base import Imported, Importer, Source
 from diagnose.importers.dash_rules import RULE, cells, column_starts
+from diagnose.importers.line_streams import are_the_paste, streams
+from diagnose.units import counted
 
 _HEADER = re.compile(r"Time\s*\(%\).*Total Time\s*\((ns|us|ms|s)\)", re.IGNORECASE)
 _UNIT_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
@@ -37,6 +50,74 @@ _COUNTS = {
     "calls": "runtime",
 }
 _RUNTIME = re.compile(r"^(?:cuda|cu|hip|hsa|nccl)[A-Z]\w*")
+_MEMORY_OPERATION = re.compile(r"^\[(?:CUDA|HIP) mem(?:cpy|set)\b")
+# The C library and POSIX calls an OS runtime trace (osrt_sum) covers, by family.
+_OS_CALL = re.compile(
+    r"^(?:pthread_\w+|sem_\w+|e?poll\w*|p?select|(?:p?read|p?write)v?(?:64)?|ioctl|(?:f|shm_)?open\w*"
+    r"|f?close|fread|fwrite|fflush|f?sync|mmap\w*|munmap|mprotect|fcntl\w*|socket|connect|accept4?|bind"
+    r"|listen|send\w*|recv\w*|(?:clock_)?nanosleep|u?sleep|fork|wait\w*|pipe2?|dup[23]?)$"
+)
+_INT = r"(?:\d{1,3}(?:,\d{3})+|\d+)"
+_DEC = _INT + r"\.\d"
+
+
+@dataclass(frozen=True)
+class _Column:
+    """A column of a time summary: its role, its header's words in any release (lower case, unit
+    dropped), how its cells are written."""
+
+    role: str
+    headers: tuple[str, ...]
+    shape: str
+
+
+_PCT = _Column("pct", ("time (%)", "time(%)"), r"\d{1,3}\.\d")
+_TOTAL = _Column("total", ("total time",), _INT)
+_COUNT = _Column("count", tuple(_COUNTS), _INT)
+_AVG = _Column("avg", ("avg", "average"), _DEC)
+_MED = _Column("med", ("med",), _DEC)
+_MIN = _Column("min", ("min", "minimum"), _INT)
+_MAX = _Column("max", ("max", "maximum"), _INT)
+_STDDEV = _Column("stddev", ("stddev",), _DEC)
+_STYLE = _Column("style", ("style",), r"PushPop|StartEnd")
+_NAME = _Column("name", ("name", "operation", "range"), "")
+# The reports' columns in the order the report scripts print them, newest release first (nvtx_sum's
+# before the others': its Style would otherwise be read as the start of a name).
+_LAYOUTS: tuple[tuple[_Column, ...], ...] = (
+    (_PCT, _TOTAL, _COUNT, _AVG, _MED, _MIN, _MAX, _STDDEV, _STYLE, _NAME),  # nvtx_sum
+    # 2022.1 on: cuda_api_sum, cuda_gpu_kern_sum, cuda_gpu_mem_time_sum, osrt_sum
+    (_PCT, _TOTAL, _COUNT, _AVG, _MED, _MIN, _MAX, _STDDEV, _NAME),
+    (_PCT, _TOTAL, _COUNT, _AVG, _MIN, _MAX, _STDDEV, _NAME),  # 2021.2 to 2021.5: cudaapisum, ...
+    (_PCT, _TOTAL, _COUNT, _AVG, _MIN, _MAX, _NAME),  # 2020 and 2021.1
+)
+# The columns' roles by their headers' words: the same table read the other way.
+_ROLES = {header: column.role for layout in _LAYOUTS for column in layout for header in column.headers}
+# A layout's run of figures (and NVTX style), where a row starts: the name is what follows it. A run
+# starts after anything but a figure: a paste that joins full-width lines glues a row to a name's end.
+_RUNS: dict[tuple[_Column, ...], re.Pattern[str]] = {
+    layout: re.compile(
+        r"(?<![\d.,])" + r"[ \t]+".join(f"({c.shape})" for c in layout if c is not _NAME) + r"(?=[ \t]|$)"
+    )
+    for layout in _LAYOUTS
+}
+
+
+@dataclass(frozen=True)
+class _BareRow:
+    """A row read without its header: its name, calls and total time."""
+
+    name: str
+    calls: float
+    total_ns: float
+
+
+@dataclass(frozen=True)
+class _Fragment:
+    """Rows without their header, in one layout: how many lines they took, whether nvtx_sum's."""
+
+    rows: tuple[_BareRow, ...]
+    lines: int
+    nvtx: bool
 
 
 class NsysStatsImporter(Importer):
@@ -49,27 +130,51 @@ class NsysStatsImporter(Importer):
     )
 
     def recognise(self, head: str) -> bool:
-        return any(_HEADER.search(line) and _count_column(_split_header(line)) for line in head.splitlines())
+        if any(_HEADER.search(line) and _count_column(_split_header(line)) for line in head.splitlines()):
+            return True
+        bare = [f for stream in streams(head.splitlines()) for f in _fragments(stream.lines, set())]
+        return are_the_paste(head, sum(len(f.rows) for f in bare), sum(f.lines for f in bare))
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()
-        lines = source.text.splitlines()
         rows: list[dict[str, object]] = []
         reports = 0
-        index = 0
-        while index < len(lines):
-            unit = _HEADER.search(lines[index])
-            if unit is None or not _count_column(_split_header(lines[index])):
-                index += 1
-                continue
-            read, index = _report(lines, index, unit.group(1).lower())
+        for stream in streams(source.text.splitlines()):
+            read, count = _stream_rows(stream.lines, result.warnings)
             rows.extend(read)
-            reports += 1
+            reports += count
         if rows:
             result.tables["op_summary"] = pd.DataFrame(rows)
         if reports > 1:
             result.warnings.append(f"{reports} nsys reports in the file: their rows are read together")
         return result
+
+
+def _stream_rows(lines: tuple[str, ...], warnings: list[str]) -> tuple[list[dict[str, object]], int]:
+    """One writer's rows, from its reports and from rows pasted without their header; and how many
+    reports there were."""
+    rows: list[dict[str, object]] = []
+    taken: set[int] = set()
+    reports = 0
+    index = 0
+    while index < len(lines):
+        unit = _HEADER.search(lines[index])
+        if unit is None or not _count_column(_split_header(lines[index])):
+            index += 1
+            continue
+        read, end = _report(lines, index, unit.group(1).lower())
+        taken.update(range(index, end))
+        rows.extend(read)
+        reports += 1
+        index = end
+    for fragment in _fragments(lines, taken):
+        rows.extend(_bare_rows(fragment))
+        reports += 1
+        warnings.append(
+            f"{counted(len(fragment.rows), 'nsys stats row')} without the report's header: their columns"
+            " are taken from the report's documented layout, their times in nanoseconds"
+        )
+    return rows, reports
 
 
 def _split_header(line: str) -> list[str]:
@@ -82,16 +187,22 @@ def _count_column(cells: list[str]) -> str | None:
     return next((cell.lower() for cell in cells if cell.lower() in _COUNTS), None)
 
 
-def _report(lines: list[str], start: int, unit: str) -> tuple[list[dict[str, object]], int]:
+def _role(header: str) -> str | None:
+    return _ROLES.get(re.sub(r"\s*\((?:ns|us|ms|s)\)$", "", header.strip().lower()))
+
+
+def _report(lines: tuple[str, ...], start: int, unit: str) -> tuple[list[dict[str, object]], int]:
     header = lines[start]
     is_csv = "," in header and not RULE.match(lines[start + 1] if start + 1 < len(lines) else "")
     cells = _split_header(header)
-    lowered = [cell.lower() for cell in cells]
+    roles = [_role(cell) for cell in cells]
     count_name = _count_column(cells)
-    name_at = next((i for i, c in enumerate(lowered) if c in ("name", "operation")), len(cells) - 1)
-    total_at = next(i for i, c in enumerate(lowered) if c.startswith("total time"))
-    count_at = lowered.index(count_name) if count_name else None
-    report_kind = _COUNTS.get(count_name or "", "kernel")
+    if "total" not in roles:  # its header's cells run together: no column can be told
+        return [], start + 1
+    name_at = roles.index("name") if "name" in roles else len(cells) - 1
+    total_at = roles.index("total")
+    count_at = [cell.lower() for cell in cells].index(count_name) if count_name else None
+    report_kind = "annotation" if "style" in roles else _COUNTS.get(count_name or "", "kernel")
     index = start + 1
     starts = None
     if not is_csv and index < len(lines) and RULE.match(lines[index]):
@@ -110,10 +221,79 @@ def _report(lines: list[str], start: int, unit: str) -> tuple[list[dict[str, obj
         name = values[name_at]
         if total is None or not name:
             continue
-        kind = _kind(report_kind, name)
-        time_column = "self_host_us" if kind in ("runtime", "os") else "self_device_us"
-        rows.append({"name": name, "kind": kind, "calls": count, time_column: total * _UNIT_US[unit]})
+        rows.append(_row(name, _kind(report_kind, name), count, total * _UNIT_US[unit]))
     return rows, index
+
+
+def _row(name: str, kind: str, calls: float | None, us: float) -> dict[str, object]:
+    """A summary row: an API or OS call's time is the host's, an NVTX range's the range's, the rest
+    (kernels, copies, memsets) the GPU's."""
+    column = {"runtime": "self_host_us", "os": "self_host_us", "annotation": "host_total_us"}
+    return {"name": name, "kind": kind, "calls": calls, column.get(kind, "self_device_us"): us}
+
+
+def _fragments(lines: tuple[str, ...], taken: set[int]) -> Iterator[_Fragment]:
+    """Runs of lines outside ``taken`` made of rows in one documented layout."""
+    index = 0
+    while index < len(lines):
+        layout = next((layout for layout in _LAYOUTS if _bare(lines[index], layout)), None)
+        if index in taken or layout is None:
+            index += 1
+            continue
+        rows: list[_BareRow] = []
+        end = index
+        while end < len(lines) and end not in taken and (read := _bare(lines[end], layout)):
+            rows.extend(read)
+            end += 1
+        yield _Fragment(tuple(rows), end - index, _STYLE in layout)
+        index = end
+
+
+def _bare(line: str, layout: tuple[_Column, ...]) -> list[_BareRow]:
+    """The rows a line holds in ``layout`` (several where a paste joined their lines), each a row only
+    where its figures agree as a summary's do; none unless the whole line is rows."""
+    runs = list(_RUNS[layout].finditer(line))
+    if not runs or line[: runs[0].start()].strip():
+        return []
+    roles = [column.role for column in layout if column is not _NAME]
+    rows: list[_BareRow] = []
+    for run, after in zip(runs, [*runs[1:], None], strict=True):
+        figures = dict(zip(roles, run.groups(), strict=True))
+        name = line[run.end() : after.start() if after else len(line)].strip()
+        numbers = {role: _number(text) for role, text in figures.items() if role != "style"}
+        calls, total = numbers["count"], numbers["total"]
+        if not name or not _agrees(numbers) or calls is None or total is None:
+            return []
+        rows.append(_BareRow(name, calls, total))
+    return rows
+
+
+def _agrees(n: dict[str, float | None]) -> bool:
+    """What a summary's figures must satisfy: a share of 100 at most, the average and median between
+    the minimum and the maximum, the total the average times the count (the average has one decimal)."""
+    known = {role: value for role, value in n.items() if value is not None}
+    if len(known) < len(n):
+        return False
+    low, high, count = known["min"] - 0.05, known["max"] + 0.05, known["count"]
+    between = all(low <= known[role] <= high for role in ("avg", "med") if role in known)
+    total_fits = abs(known["total"] - known["avg"] * count) <= 0.05 * count + 1
+    return known["pct"] <= 100 and count >= 1 and between and total_fits
+
+
+def _bare_rows(fragment: _Fragment) -> list[dict[str, object]]:
+    """Rows without their report's header: the report told by what their names are."""
+    names = [row.name for row in fragment.rows]
+    report = "annotation" if fragment.nvtx else Counter(map(_report_of, names)).most_common(1)[0][0]
+    return [
+        _row(row.name, _kind(report, row.name), row.calls, row.total_ns * _UNIT_US["ns"])
+        for row in fragment.rows
+    ]
+
+
+def _report_of(name: str) -> str:
+    if _MEMORY_OPERATION.match(name):
+        return "memory"
+    return "runtime" if _RUNTIME.match(name) or _OS_CALL.match(name) else "kernel"
 
 
 def _cells(line: str, starts: list[int] | None, is_csv: bool) -> list[str] | None:
@@ -140,6 +320,8 @@ def _kind(report_kind: str, name: str) -> str:
         return "memcpy"
     if "memset" in lowered and name.startswith("["):
         return "memset"
+    if report_kind == "annotation":
+        return "annotation"
     if report_kind == "runtime":
         return "runtime" if _RUNTIME.match(name) else "os"
     return "kernel" if report_kind == "kernel" else "memcpy"

@@ -90,6 +90,22 @@ class _Table:
         self.stamp = stamp  # a time written above the table, for rows without a timestamp field
 
 
+# --query-compute-apps's fields as its header names them (nvidia-smi --help-query-compute-apps): a field
+# asked by its other name is headed by its first ("name" by process_name, "used_memory" by
+# used_gpu_memory, though older drivers wrote used_memory).
+_APPS_FIELDS = frozenset(
+    {
+        "timestamp",
+        "gpu_name",
+        "gpu_bus_id",
+        "gpu_serial",
+        "gpu_uuid",
+        "pid",
+        "process_name",
+        "used_gpu_memory",
+        "used_memory",
+    }
+)
 _ISO = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?")
 _COMMAND = re.compile(r"^\s*(?:[$#>%]|PS |\[|\S+@\S+|C:\\)|nvidia-smi|kubectl")
 
@@ -105,6 +121,8 @@ def header_kind(line: str) -> str | None:
     fields = [_UNIT.sub(r"\1", part).strip().lower() for part in line.split(",")]
     if "pid" in fields and ("used_gpu_memory" in fields or "used_memory" in fields):
         return "apps"
+    if set(fields) <= _APPS_FIELDS and {"pid", "process_name"} & set(fields):
+        return "apps"  # any other set of its fields that names processes (gpu_uuid, process_name)
     if "pid" not in fields and any(field.startswith(_KNOWN) for field in fields):
         return "gpu"
     return None
@@ -248,22 +266,42 @@ def _gpu_frame(table: _Table, mtime: float, result: Imported, tz: str | None, id
 def _apps_frame(
     table: _Table, mtime: float, result: Imported, tz: str | None, identity: dict
 ) -> pd.DataFrame:
-    memory_field = "used_gpu_memory" if "used_gpu_memory" in table.fields else "used_memory"
-    unit = table.units[table.fields.index(memory_field)]
+    pids = _column(table, "pid")
     frame = pd.DataFrame(
         {
-            "pid": pd.to_numeric(pd.Series(_column(table, "pid")), errors="coerce"),
+            "pid": pd.to_numeric(pd.Series(pids), errors="coerce") if pids is not None else np.nan,
             "name": _column(table, "process_name") or _column(table, "name"),
-            "mem_used_bytes": [_value(v, unit or "mib", None) for v in _column(table, memory_field) or []],
-        }
+        },
+        index=range(len(table.rows)),
     )
+    memory_field = next((f for f in ("used_gpu_memory", "used_memory") if f in table.fields), None)
+    if memory_field is not None:
+        unit = table.units[table.fields.index(memory_field)]
+        frame["mem_used_bytes"] = [_value(v, unit or "mib", None) for v in _column(table, memory_field) or []]
     names = _column(table, "gpu_bus_id") or _column(table, "gpu_uuid")
     if names is not None:
         frame["gpu"] = [identity.setdefault(name, len(identity)) for name in names]
     else:
         frame["gpu"] = 0
     frame["ts"] = _row_times(table, mtime, result, tz)
-    return frame.dropna(subset=["pid"])
+    if pids is not None:
+        return frame.dropna(subset=["pid"])
+    return _without_pids(frame, result)
+
+
+def _without_pids(frame: pd.DataFrame, result: Imported) -> pd.DataFrame:
+    """Processes listed without their pid (not asked for). The table tells a GPU's processes apart by
+    pid: without it, a GPU's processes at one time are one row, their names joined (memory summed)."""
+    columns = {"name": ("name", lambda names: "; ".join(dict.fromkeys(names.dropna())) or None)}
+    if "mem_used_bytes" in frame.columns:
+        columns["mem_used_bytes"] = ("mem_used_bytes", lambda used: used.sum(min_count=1))
+    rows = frame.groupby(["ts", "gpu"], sort=False, as_index=False).agg(**columns)
+    listed = counted(len(frame), "process", "processes")
+    result.warnings.append(
+        f"no pid field: each GPU's processes at one time are one row ({listed} as "
+        f"{counted(len(rows), 'row')}; the table tells processes apart by pid)"
+    )
+    return rows.assign(pid=np.nan)
 
 
 def _row_times(table: _Table, mtime: float, result: Imported, tz: str | None) -> np.ndarray:

@@ -10,6 +10,14 @@
 | summary "CUDA OOMs" / ``num_ooms`` | num_ooms |
 | ``num_device_alloc`` / ``num_device_free`` (PyTorch 2.1+) | num_device_alloc / num_device_free |
 
+A summary's rows and columns are ``memory_summary``'s own (torch/cuda/memory.py): the metrics
+Allocated, Active, Requested, GPU reserved and Non-releasable memory, then the counts (Allocations,
+Active allocs, GPU reserved segments, Non-releasable allocs, Oversize allocations and segments), each
+with Cur Usage, Peak Usage, Tot Alloc and Tot Freed; sizes in B, KB/MB/GB (older versions: binary
+all the same) or KiB/MiB/GiB, chosen per cell. A table pasted without its header (from a row in the
+middle, the device ID and the OOM and retry counts above it lost) is read by those row names, its
+first figure the current usage; a metric met again starts another table.
+
 A ``memory_stats()`` dump is read as JSON or, when printed as Python's
 ``OrderedDict([('key', value), ...])``, by matching its ``('key', number)``
 pairs — never evaluated. These texts carry no time: rows take the file's
@@ -37,6 +45,8 @@ _UNITS = {
     "mb": 2**20,
     "gb": 2**30,
     "tb": 2**40,
+    "pib": 2**50,
+    "pb": 2**50,
 }  # the old summary's "MB" meant MiB
 _SUMMARY_DEVICE = re.compile(r"PyTorch CUDA memory summary, device ID (\d+)")
 _SUMMARY_ROWS = {
@@ -46,6 +56,21 @@ _SUMMARY_ROWS = {
     "non-releasable memory": "inactive_split_bytes",
 }
 _SUMMARY_CELL = re.compile(r"\|\s*([A-Za-z -]+?)\s*\|\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)\s*\|", re.IGNORECASE)
+_COUNT_ROWS = (
+    "Allocations",
+    "Active allocs",
+    "GPU reserved segments",
+    "Non-releasable allocs",
+    "Oversize allocations",
+    "Oversize GPU segments",
+)
+# A metric's row as memory_summary writes it: its name, then its Cur Usage cell (a size or a count)
+_MEMORY_ROW = re.compile(
+    r"^\s*\|\s*(Allocated memory|Active memory|Requested memory|GPU reserved memory|Non-releasable memory)"
+    r"\s*\|\s*(\d+)\s*([KMGTP]i?B|B)\s*\|",
+    re.MULTILINE,
+)
+_COUNT_ROW = re.compile(rf"^\s*\|\s*({'|'.join(_COUNT_ROWS)})\s*\|\s*\d+\s*[KM]?\s*\|", re.MULTILINE)
 _COUNTS = re.compile(r"CUDA OOMs:\s*(\d+)\s*\|\s*cudaMalloc retries:\s*(\d+)")
 _STAT_PAIR = re.compile(r"\(\s*'([a-z_.]+)'\s*,\s*(-?\d+)\s*\)")
 _STATS = {
@@ -75,6 +100,7 @@ class TorchMemoryImporter(Importer):
             or '"allocated_bytes.all.current"' in head
             or _RANK.search(head)
             or "active_bytes.all." in head
+            or _headless_summary(head)
         )
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
@@ -82,6 +108,12 @@ class TorchMemoryImporter(Importer):
         stamp = source.mtime
         rows = _summaries(text) or _stats(text) or _ranks(text)
         result = Imported()
+        if not rows and _headless_summary(text):
+            rows = _headless_rows(text)
+            result.warnings.append(
+                "a memory_summary() table without its header (device ID, OOM and retry counts): "
+                "read by its rows' names, the first figure of each the current usage"
+            )
         if rows:
             result.tables["allocator"] = pd.DataFrame([{"ts": stamp, **row} for row in rows])
             result.warnings.append("allocator figures carry no time: taken at the file's modification time")
@@ -104,6 +136,24 @@ def _summaries(text: str) -> list[dict]:
             if column and column not in row:
                 row[column] = float(value) * _UNITS[unit.lower()]
         rows.append(row)
+    return rows
+
+
+def _headless_summary(text: str) -> bool:
+    """Rows of a summary without its header: two of its metrics at least, one of them a size."""
+    sizes = {label for label, _, _ in _MEMORY_ROW.findall(text)}
+    return bool(sizes) and len(sizes | set(_COUNT_ROW.findall(text))) >= 2
+
+
+def _headless_rows(text: str) -> list[dict]:
+    rows: list[dict] = []
+    for label, value, unit in _MEMORY_ROW.findall(text):
+        column = _SUMMARY_ROWS.get(label.lower())
+        if column is None:
+            continue  # Requested memory: the dump has no column for it
+        if not rows or column in rows[-1]:
+            rows.append({"device": None})
+        rows[-1][column] = float(value) * _UNITS[unit.lower()]
     return rows
 
 

@@ -30,6 +30,10 @@ THIRD_BATCH = {
     "field-2026-12-b/oom/04_torch113_quoted_in_chinese.md": "memory-fragmentation",
     # reserved but unallocated 2.57 GiB for a 388 MiB request
     "field-2026-12-b/oom/23_fsdp_trl_then_rank0_traceback.log": "memory-fragmentation",
+    # torch <= 1.3's "cached" (reserved less allocated): 3.32 GiB for a 1.48 GiB request
+    "field-2026-12-b/oom/02_torch1x_cached_backticks_prose.txt": "memory-fragmentation",
+    # reserved but unallocated 8.65 GiB for an 8.06 GiB request (the first of the two pastes)
+    "field-2026-12-b/oom/24_litgpt_fsdp_1gpu_and_2gpu.txt": "memory-fragmentation",
 }
 
 CAUSES: dict[str, str] = {
