@@ -61,7 +61,7 @@ class DiskFull(DiagnoseError):
 
 
 class CatalogueError(DiagnoseError):
-    """A statements file (statements/) breaks the catalogue's format; the message names the file and entry."""
+    """A catalogue file (statements/ or metrics/) breaks its format; the message names the file and entry."""
 
 
 class RuleError(DiagnoseError):

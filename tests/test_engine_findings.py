@@ -164,18 +164,14 @@ def test_the_start_up_lines_give_the_cache_capacity(tmp_path):
 def test_every_engine_metric_is_in_the_map_of_what_it_feeds():
     from pathlib import Path
 
-    from diagnose.engines.metrics import ENGINES
+    from diagnose.engines.metrics import engine_maps
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "llm-serving.md").read_text(encoding="utf-8")
-    names = set()
-    for mapping in ENGINES.values():
-        for sample_names, _scale in mapping.gauges.values():
-            names.update(sample_names)
-        names.update(mapping.rates.values())
-        for ratio in [*mapping.ratios.values(), *mapping.fallbacks.values()]:
-            names.update(
-                n.removesuffix("_sum").removesuffix("_count") for n in (ratio.numerator, ratio.denominator)
-            )
+    names = {
+        n.removesuffix("_sum").removesuffix("_count")
+        for mapping in engine_maps().values()
+        for n in mapping.sample_names()
+    }
     missing = sorted(n for n in names if f"`{n}" not in doc and n.removesuffix("_total") not in doc)
     assert missing == []
 

@@ -136,6 +136,17 @@ def test_several_timed_scrapes_in_one_file_give_rates(tmp_path):
     assert server["throughput_rps"].iloc[1] == 5.0
 
 
+def test_a_dcgm_scrape_between_notes_with_one_sample_quoted_is_read(tmp_path):
+    labels = '{gpu="0",UUID="GPU-603a8873",GPU_I_PROFILE="2g.12gb",GPU_I_ID="1",pod=""}'
+    (tmp_path / "steps.txt").write_text(
+        "1. kubectl rollout restart ds dcgm-exporter\n2. curl 10.10.204.252:9400/metrics\n\n"
+        f"> DCGM_FI_PROF_GR_ENGINE_ACTIVE{labels} 0.381124\n"
+        f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{labels} 0.022137\nDCGM_FI_PROF_DRAM_ACTIVE{labels} 0.25\n"
+    )
+    gpu = load_dump(str(tmp_path)).tables["gpu"].iloc[0]
+    assert (gpu["mig_instance"], gpu["util_pct"], gpu["mem_bw_util_pct"]) == ("1", 38.1124, 25.0)
+
+
 def test_the_issue_case_vllm_log_with_ooms_smi_csv_and_a_scrape(tmp_path, report_of):
     (tmp_path / "vllm.log").write_text(VLLM_V1 + VLLM_LOG)
     (tmp_path / "nvidia-smi.csv").write_text(SMI_CSV)

@@ -80,9 +80,9 @@ def test_the_recorded_restart_replayed_without_its_restart_event_is_found_by_its
 
 
 def test_the_engine_states_its_restart_by_a_new_process_start_time_or_counters_that_went_back():
-    from diagnose.engines.metrics import ENGINES, engine_row
+    from diagnose.engines.metrics import engine_maps, engine_row
 
-    vllm = ENGINES["vllm"]
+    vllm = engine_maps()["vllm"]
     before = {"vllm:generation_tokens_total": 5000.0, "vllm:request_success_total": 90.0}
     after = {"vllm:generation_tokens_total": 120.0, "vllm:request_success_total": 2.0}
     after |= {"process_start_time_seconds": T0 + 55}

@@ -149,11 +149,11 @@ def test_triton_scrapes_of_the_tensorrt_llm_backend_give_its_batch_queue_and_kv_
 
 def _engine_and_row(page: str) -> tuple[str | None, dict]:
     """The engine a scrape is recognised as, and the server row its map makes of it."""
-    from diagnose.engines.metrics import ENGINES, detect_engine, engine_row, parse_samples
+    from diagnose.engines.metrics import detect_engine, engine_maps, engine_row, parse_samples
 
     samples = parse_samples(page)
     engine = detect_engine(samples)
-    return engine, engine_row(ENGINES[engine], 0.0, samples) if engine else {}
+    return engine, engine_row(engine_maps()[engine], 0.0, samples) if engine else {}
 
 
 def test_vllm_under_ray_serve_is_read_as_vllm_and_ray_serve_alone_by_its_own_map():
@@ -178,7 +178,7 @@ def test_vllm_under_ray_serve_is_read_as_vllm_and_ray_serve_alone_by_its_own_map
 
 
 def test_kserve_model_servers_give_their_rate_and_predict_time():
-    from diagnose.engines.metrics import ENGINES, detect_engine, engine_row, parse_samples
+    from diagnose.engines.metrics import detect_engine, engine_maps, engine_row, parse_samples
 
     def page(count: int, seconds: float) -> str:
         return (
@@ -190,5 +190,5 @@ def test_kserve_model_servers_give_their_rate_and_predict_time():
 
     before, after = parse_samples(page(100, 2.0)), parse_samples(page(300, 10.0))
     assert detect_engine(after) == "kserve"
-    row = engine_row(ENGINES["kserve"], 10.0, after, before, elapsed=10.0)
+    row = engine_row(engine_maps()["kserve"], 10.0, after, before, elapsed=10.0)
     assert row["throughput_rps"] == 20.0 and row["compute_ms"] == 40.0

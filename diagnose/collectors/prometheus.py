@@ -1,7 +1,7 @@
 """Scrape a serving engine's Prometheus ``/metrics`` into the server table, once an interval.
 
 Which metric becomes which column, for each engine, is
-:data:`diagnose.engines.metrics.ENGINES`, shared with the importer of scrape files;
+:func:`diagnose.engines.metrics.engine_maps`, shared with the importer of scrape files;
 a service of one's own is mapped with ``--metrics-map`` (:func:`custom_map`).
 """
 
@@ -10,7 +10,14 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 
-from diagnose.engines.metrics import ENGINES, EngineMap, custom_map, detect_engine, engine_row, parse_samples
+from diagnose.engines.metrics import (
+    EngineMap,
+    custom_map,
+    detect_engine,
+    engine_maps,
+    engine_row,
+    parse_samples,
+)
 
 
 class MetricsScraper:
@@ -41,7 +48,7 @@ class MetricsScraper:
         samples = self.last_samples = parse_samples(self.fetch())
         if self.engine == "auto":
             self.engine = detect_engine(samples) or "auto"
-        mapping = self._custom or ENGINES.get(self.engine)
+        mapping = self._custom or engine_maps().get(self.engine or "")
         previous, self._previous = self._previous, (monotonic, samples)
         if mapping is None:
             return None

@@ -1,10 +1,11 @@
 """What serving engines expose on /metrics, and how it maps to the dump's server table.
 
-One name map per engine (vLLM, Triton, TGI, SGLang, MindIE): gauges are
-copied; counters become rates, and histograms per-window means, from the
-difference between two scrapes. Samples are summed over their label sets
-(several models, GPUs or engines served by one process add up). Both the
-recorder's scraper and the importer of scrape files use this one map;
+The names, types, units and labels come from the metric catalogue (``metrics/``, one file a writer,
+read from its source: :mod:`diagnose.engines.catalogue`); this module turns them into one name map
+per engine. Gauges are copied; counters become rates, and histograms per-window means, from the
+difference between two scrapes. Samples are added up over their label sets (several models, GPUs,
+data-parallel engines served by one process), except a share (a cache's usage), which is the
+largest of them. Both the recorder's scraper and the importer of scrape files use this one map;
 docs/collectors.md shows it as a table.
 
 Two columns say when the engine restarted, whatever the engine: its process's
@@ -18,8 +19,11 @@ of scrapes are left empty rather than read from counters of two processes.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
+
+from diagnose.engines.catalogue import SHARES, MetricDef, MetricType, builtin_metrics
 
 if TYPE_CHECKING:  # prometheus_client is imported where a page is parsed: not on every start
     from prometheus_client.metrics_core import Metric
@@ -36,148 +40,100 @@ class _Ratio:
 
 @dataclass(frozen=True)
 class EngineMap:
-    gauges: dict[str, tuple[tuple[str, ...], float]]  # column -> (sample names, first found wins; scale)
-    rates: dict[str, str] = field(default_factory=dict)  # column -> counter sample name
-    ratios: dict[str, _Ratio] = field(default_factory=dict)
-    # Where an engine's versions expose the same mean under another name: tried when the first is absent.
-    fallbacks: dict[str, _Ratio] = field(default_factory=dict)
+    """Which samples feed which server column, each in order of preference: the first a scrape has wins
+    (an engine's newer name before its older one)."""
+
+    gauges: tuple[tuple[str, str, float], ...] = ()  # (column, sample name, scale)
+    rates: tuple[tuple[str, str], ...] = ()  # (column, counter sample name): per second
+    means: tuple[tuple[str, _Ratio], ...] = ()  # (column, ratio): per window
+
+    def sample_names(self) -> set[str]:
+        """Every sample name the map reads."""
+        names = {name for _, name, _ in self.gauges} | {name for _, name in self.rates}
+        return names | {n for _, ratio in self.means for n in (ratio.numerator, ratio.denominator)}
+
+    def counter(self, column: str) -> str | None:
+        """The counter a rate column is read from, where one is."""
+        return next((name for feeds, name in self.rates if feeds == column), None)
 
 
-def _summary(name: str) -> _Ratio:
-    """A summary in microseconds: its mean in milliseconds."""
-    return _Ratio(f"{name}_sum", f"{name}_count", 1e-3)
+def _total(name: str) -> str:
+    return name if name.endswith("_total") else f"{name}_total"
 
 
-def _histogram(name: str, scale: float = 1000.0) -> _Ratio:
-    return _Ratio(f"{name}_sum", f"{name}_count", scale)
+def _sample(metric: MetricDef) -> str:
+    """The name :func:`sum_samples` gives the metric's samples (a label-keyed family's with its value)."""
+    return metric.name if metric.label is None else f"{metric.name}:{metric.label[1]}"
 
 
-# Triton's TensorRT-LLM backend names what a sample counts by a label: request_type="active",
-# "scheduled" (and in newer backends "waiting"), kv_cache_block_type="max", "used" (and "fraction")
-_TRT_REQUESTS = "nv_trt_llm_request_metrics"
-_TRT_BLOCKS = "nv_trt_llm_kv_cache_block_metrics"
-_BY_LABEL = {_TRT_REQUESTS: "request_type", _TRT_BLOCKS: "kv_cache_block_type"}
+def _is_rate(column: str) -> bool:
+    return column.endswith(("_per_s", "_rps"))
 
-ENGINES: dict[str, EngineMap] = {
-    "vllm": EngineMap(
-        gauges={
-            "queue_depth": (("vllm:num_requests_waiting",), 1.0),
-            "running": (("vllm:num_requests_running",), 1.0),
-            "kv_cache_usage_pct": (("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), 100.0),
-            "swapped": (("vllm:num_requests_swapped",), 1.0),
-        },
-        rates={
-            "throughput_rps": "vllm:request_success_total",
-            "tokens_per_s": "vllm:generation_tokens_total",
-            "prompt_tokens_per_s": "vllm:prompt_tokens_total",
-            "preemptions_per_s": "vllm:num_preemptions_total",
-        },
-        ratios={
-            "queue_ms": _histogram("vllm:request_queue_time_seconds"),
-            "prefill_ms": _histogram("vllm:request_prefill_time_seconds"),
-            "decode_ms": _histogram("vllm:request_decode_time_seconds"),
-            "ttft_ms": _histogram("vllm:time_to_first_token_seconds"),
-            "tpot_ms": _histogram("vllm:time_per_output_token_seconds"),
-            "e2e_ms": _histogram("vllm:e2e_request_latency_seconds"),
-        },
-        fallbacks={"tpot_ms": _histogram("vllm:inter_token_latency_seconds")},  # its newer name
-    ),
-    "triton": EngineMap(
-        gauges={
-            # The TensorRT-LLM backend batches in flight: its own waiting requests are the queue, not
-            # Triton's (which hands requests straight to it)
-            "queue_depth": ((f"{_TRT_REQUESTS}:waiting", "nv_inference_pending_request_count"), 1.0),
-            "running": ((f"{_TRT_REQUESTS}:scheduled",), 1.0),
-            "kv_cache_usage_pct": ((f"{_TRT_BLOCKS}:fraction",), 100.0),
-        },
-        rates={"throughput_rps": "nv_inference_request_success_total"},
-        ratios={
-            "batch_size": _Ratio("nv_inference_count_total", "nv_inference_exec_count_total", 1.0),
-            "queue_ms": _Ratio(
-                "nv_inference_queue_duration_us_total", "nv_inference_request_success_total", 1e-3
-            ),
-            "compute_ms": _Ratio(
-                "nv_inference_compute_infer_duration_us_total", "nv_inference_request_success_total", 1e-3
-            ),
-            "e2e_ms": _Ratio(
-                "nv_inference_request_duration_us_total", "nv_inference_request_success_total", 1e-3
-            ),
-        },
-        # Triton with --metrics-config summary_latencies=true: summaries beside or instead of the counters
-        fallbacks={
-            "queue_ms": _summary("nv_inference_queue_summary_us"),
-            "compute_ms": _summary("nv_inference_compute_infer_summary_us"),
-            "e2e_ms": _summary("nv_inference_request_summary_us"),
-        },
-    ),
-    # TGI batches continuously: its current batch is the requests running, as vLLM's running gauge is;
-    # a request's generated-token histogram sums to the tokens generated.
-    "tgi": EngineMap(
-        gauges={
-            "queue_depth": (("tgi_queue_size",), 1.0),
-            "batch_size": (("tgi_batch_current_size",), 1.0),
-            "running": (("tgi_batch_current_size",), 1.0),
-        },
-        rates={
-            "throughput_rps": "tgi_request_success_total",
-            "tokens_per_s": "tgi_request_generated_tokens_sum",
-        },
-        ratios={
-            "queue_ms": _histogram("tgi_request_queue_duration"),
-            "compute_ms": _histogram("tgi_request_inference_duration"),
-            "tpot_ms": _histogram("tgi_request_mean_time_per_token_duration"),
-            "e2e_ms": _histogram("tgi_request_duration"),
-        },
-    ),
-    # SGLang (--enable-metrics): docs.sglang.io, references/production_metrics
-    "sglang": EngineMap(
-        gauges={
-            "queue_depth": (("sglang:num_queue_reqs",), 1.0),
-            "running": (("sglang:num_running_reqs",), 1.0),
-            "kv_cache_usage_pct": (("sglang:token_usage",), 100.0),
-            "tokens_per_s": (("sglang:gen_throughput",), 1.0),
-        },
-        rates={
-            "throughput_rps": "sglang:num_requests_total",
-            "prompt_tokens_per_s": "sglang:prompt_tokens_total",
-        },
-        ratios={
-            "ttft_ms": _histogram("sglang:time_to_first_token_seconds"),
-            "tpot_ms": _histogram("sglang:inter_token_latency_seconds"),
-            "e2e_ms": _histogram("sglang:e2e_request_latency_seconds"),
-        },
-        fallbacks={"tpot_ms": _histogram("sglang:time_per_output_token_seconds")},  # its older name
-    ),
-    # Huawei MindIE's vLLM-like names, without a prefix
-    "mindie": EngineMap(
-        gauges={
-            "queue_depth": (("num_requests_waiting",), 1.0),
-            "running": (("num_requests_running",), 1.0),
-        },
-        rates={"throughput_rps": "request_success_total", "tokens_per_s": "generation_tokens_total"},
-    ),
-    # Ray Serve's own metrics (an LLM served through ray.serve.llm also exports vLLM's, read as vLLM's)
-    "ray-serve": EngineMap(
-        gauges={
-            "queue_depth": (("ray_serve_deployment_queued_queries",), 1.0),
-            "running": (
-                ("ray_serve_replica_processing_queries", "ray_serve_num_ongoing_requests_at_replicas"),
-                1.0,
-            ),
-        },
-        rates={"throughput_rps": "ray_serve_deployment_request_counter_total"},
-        ratios={
-            "compute_ms": _histogram("ray_serve_deployment_processing_latency_ms", 1.0),
-            "e2e_ms": _histogram("ray_serve_http_request_latency_ms", 1.0),
-        },
-    ),
-    # KServe's Python model servers (sklearn, xgboost, huggingface, custom): a histogram per stage
-    "kserve": EngineMap(
-        gauges={},
-        rates={"throughput_rps": "request_predict_seconds_count"},
-        ratios={"compute_ms": _histogram("request_predict_seconds")},
-    ),
-}
+
+def _engine_map(metrics: Iterable[MetricDef]) -> EngineMap:
+    gauges: list[tuple[str, str, float]] = []
+    rates: list[tuple[str, str]] = []
+    means: list[tuple[str, _Ratio]] = []
+    for metric in metrics:
+        for column in metric.columns:
+            scale = metric.scale(column)
+            if metric.type is MetricType.GAUGE:
+                gauges.append((column, _sample(metric), scale))
+            elif metric.type is MetricType.COUNTER and metric.per:
+                means.append((column, _Ratio(_total(metric.name), _total(metric.per), scale)))
+            elif metric.type is MetricType.COUNTER:
+                rates.append((column, _total(metric.name)))
+            elif _is_rate(column):  # a histogram's observations (requests) or what they add up to (tokens)
+                rates.append((column, f"{metric.name}_{'count' if column == 'throughput_rps' else 'sum'}"))
+            else:
+                means.append((column, _Ratio(f"{metric.name}_sum", f"{metric.name}_count", scale)))
+    return EngineMap(tuple(gauges), tuple(rates), tuple(means))
+
+
+@cache
+def engine_maps() -> dict[str, EngineMap]:
+    """Each engine's name map, from the catalogue (the files of one engine in their names' order)."""
+    by_engine: dict[str, list[MetricDef]] = {}
+    for writer in builtin_metrics():
+        by_engine.setdefault(writer.engine, []).extend(writer.metrics)
+    maps = {engine: _engine_map(metrics) for engine, metrics in by_engine.items()}
+    return {engine: mapping for engine, mapping in maps.items() if mapping.sample_names()}
+
+
+@cache
+def _label_keyed() -> dict[str, str]:
+    """Families whose samples say by a label what they count (TensorRT-LLM's backend): family -> label."""
+    return {m.name: m.label[0] for w in builtin_metrics() for m in w.metrics if m.label is not None}
+
+
+@cache
+def _repeated() -> dict[str, frozenset[str]]:
+    """Families whose series repeat one figure across some labels (SGLang's ranks): family -> labels."""
+    return {
+        name: w.repeated_by
+        for w in builtin_metrics()
+        if w.repeated_by
+        for m in w.metrics
+        for name in (m.name, m.name.removesuffix("_total"))
+    }
+
+
+@cache
+def _counters() -> frozenset[str]:
+    """The counters' names as exposed without ``_total`` (Triton's C++ client, a page with no TYPE line)."""
+    names = (m.name for w in builtin_metrics() for m in w.metrics if m.type is MetricType.COUNTER)
+    return frozenset(name.removesuffix("_total") for name in names)
+
+
+@cache
+def _shares() -> frozenset[str]:
+    """The sample names of shares (a ratio or percent gauge): the largest label set's, not their sum."""
+    return frozenset(
+        _sample(m)
+        for w in builtin_metrics()
+        for m in w.metrics
+        if m.type is MetricType.GAUGE and m.unit in SHARES
+    )
 
 
 PROCESS_START = "process_start_time_seconds"
@@ -185,9 +141,8 @@ PROCESS_START = "process_start_time_seconds"
 
 def _went_back(mapping: EngineMap, samples: dict[str, float], before: dict[str, float]) -> bool:
     """Did any counter the map reads go back since the scrape before: the engine restarted between."""
-    names = [*mapping.rates.values()]
-    for ratio in [*mapping.ratios.values(), *mapping.fallbacks.values()]:
-        names += [ratio.numerator, ratio.denominator]
+    names = {name for _, name in mapping.rates}
+    names |= {n for _, ratio in mapping.means for n in (ratio.numerator, ratio.denominator)}
     return any(n in samples and n in before and samples[n] < before[n] for n in names)
 
 
@@ -199,51 +154,56 @@ def custom_map(metric_to_column: dict[str, str]) -> EngineMap:
     and ``NAME_count``) its per-interval mean; seconds become milliseconds for a
     ``_ms`` column.
     """
-    gauges: dict[str, tuple[tuple[str, ...], float]] = {}
-    rates: dict[str, str] = {}
-    ratios: dict[str, _Ratio] = {}
+    gauges: list[tuple[str, str, float]] = []
+    rates: list[tuple[str, str]] = []
+    means: list[tuple[str, _Ratio]] = []
     for metric, column in metric_to_column.items():
         base = metric.removesuffix("_total")
         scale = 1000.0 if column.endswith("_ms") and base.endswith("_seconds") else 1.0
         if metric == base:
-            gauges[column] = ((metric,), scale)
-            ratios[column] = _Ratio(f"{metric}_sum", f"{metric}_count", scale)
-        rates[column] = f"{base}_total"
-    return EngineMap(gauges, rates, ratios)
+            gauges.append((column, metric, scale))
+            means.append((column, _Ratio(f"{metric}_sum", f"{metric}_count", scale)))
+        rates.append((column, f"{base}_total"))
+    return EngineMap(tuple(gauges), tuple(rates), tuple(means))
 
 
-_PREFIXES = {
-    "vllm:": "vllm",
-    "nv_inference_": "triton",
-    "tgi_": "tgi",
-    "sglang:": "sglang",
-    "ray_serve_": "ray-serve",
-}
+# Which engine a scrape is, by its names' prefixes, the engine served inside another first: Triton's
+# vLLM backend and ray.serve.llm publish vLLM's own metrics beside their own, and vLLM's say more.
+_PRECEDENCE = ("vllm", "sglang", "llama-cpp", "tgi", "triton", "tensorrt-llm", "ray-serve")
 # Engines whose metrics carry no prefix are known by names only they use together.
 _UNPREFIXED = {
     "mindie": ("request_success_total", "num_requests_running"),
     "kserve": ("request_predict_seconds_count",),
 }
-# An engine's metrics under another spelling, read as its own: Ray re-exports a served engine's metrics
-# with "ray_" before them and "_" for ":" (ray.serve.llm's vLLM), as do OpenTelemetry's exporters
-# and some SGLang releases.
-_SPELLINGS = (("ray_vllm_", "vllm:"), ("ray_sglang_", "sglang:"), ("vllm_", "vllm:"), ("sglang_", "sglang:"))
 
 
-_SPELLED_OTHERWISE = tuple(written for written, _ in _SPELLINGS)
+@cache
+def _prefixes() -> tuple[tuple[str, str], ...]:
+    """(prefix, engine), in :data:`_PRECEDENCE`'s order."""
+    found = {w.prefix: w.engine for w in builtin_metrics() if w.prefix and w.engine in engine_maps()}
+    rank = {engine: n for n, engine in enumerate(_PRECEDENCE)}
+    return tuple(sorted(found.items(), key=lambda item: rank.get(item[1], len(rank))))
 
 
-def _canonical(name: str) -> str:
-    if not name.startswith(_SPELLED_OTHERWISE):  # nearly every sample of every scrape: one test
-        return name
-    for written, canonical in _SPELLINGS:
+@cache
+def _spellings() -> tuple[tuple[str, str], ...]:
+    """An engine's metrics under another spelling, read as its own: Ray re-exports a served engine's
+    metrics with "ray_" before them and "_" for ":" (ray.serve.llm's vLLM), as do OpenTelemetry's
+    exporters and some SGLang releases (and its Rust sidecar)."""
+    colon = [prefix for prefix, _ in _prefixes() if prefix.endswith(":")]
+    ray = [(f"ray_{prefix[:-1]}_", prefix) for prefix in colon]
+    return tuple(ray + [(f"{prefix[:-1]}_", prefix) for prefix in colon])
+
+
+def _canonical(name: str, spellings: tuple[tuple[str, str], ...]) -> str:
+    for written, canonical in spellings:
         if name.startswith(written):
             return canonical + name[len(written) :]
     return name
 
 
 def parse_samples(text: str) -> dict[str, float]:
-    """Every sample's value, summed over label sets, by sample name (counters end in _total)."""
+    """Every sample's value, added up over label sets, by sample name (counters end in _total)."""
     return sum_samples(parse_families(text))
 
 
@@ -255,20 +215,48 @@ def parse_families(text: str) -> Iterable[Metric]:
 
 
 def sum_samples(families: Iterable[Metric]) -> dict[str, float]:
-    """:func:`parse_samples` of families already parsed."""
+    """:func:`parse_samples` of families already parsed: each name's samples summed over their label
+    sets, a share's the largest of them."""
+    label_keyed, shares, spellings, counters = _label_keyed(), _shares(), _spellings(), _counters()
+    repeats = _repeated()
+    spelled = tuple(written for written, _ in spellings)
     totals: dict[str, float] = {}
+    once: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}  # a repeated figure, by its other labels
     for family in families:
-        label = _BY_LABEL.get(family.name)
+        label = label_keyed.get(family.name)
+        canonical = _canonical(family.name, spellings) if family.name.startswith(spelled) else family.name
+        # A page with no TYPE line (pasted from mid-family, or trimmed) says no type: the catalogue does
+        counter = family.type == "counter" or (family.type == "unknown" and canonical in counters)
+        repeated = repeats.get(canonical)
         for sample in family.samples:
             name = sample.name
-            if family.type == "counter" and not name.endswith(("_total", "_created")):
+            if counter and not name.endswith(("_total", "_created")):
                 name += "_total"  # older exporters (Triton) leave the suffix off
             if label is not None and label in sample.labels:
                 name = f"{name}:{sample.labels[label]}"
-            name = _canonical(name)
-            totals[name] = totals.get(name, 0.0) + float(sample.value)
+            if name.startswith(spelled):  # nearly every sample of every scrape: one test
+                name = _canonical(name, spellings)
+            value = float(sample.value)
+            if repeated:
+                key = (name, frozenset((k, v) for k, v in sample.labels.items() if k not in repeated))
+                once[key] = max(once.get(key, value), value)
+                continue
+            _add(totals, name, value, name in shares)
+    for (name, _), value in once.items():
+        _add(totals, name, value, name in shares)
     _derive_tensorrt_llm(totals)
     return totals
+
+
+def _add(totals: dict[str, float], name: str, value: float, share: bool) -> None:
+    """A label set's value into the host's figure: added, or for a share the largest."""
+    if name in totals:
+        value = max(totals[name], value) if share else totals[name] + value
+    totals[name] = value
+
+
+_TRT_REQUESTS = "nv_trt_llm_request_metrics"
+_TRT_BLOCKS = "nv_trt_llm_kv_cache_block_metrics"
 
 
 def _derive_tensorrt_llm(totals: dict[str, float]) -> None:
@@ -283,7 +271,7 @@ def _derive_tensorrt_llm(totals: dict[str, float]) -> None:
 
 
 def detect_engine(samples: dict[str, float]) -> str | None:
-    for prefix, engine in _PREFIXES.items():
+    for prefix, engine in _prefixes():
         if any(name.startswith(prefix) for name in samples):
             return engine
     for engine, names in _UNPREFIXED.items():
@@ -306,9 +294,9 @@ def engine_row(
     (since the server started), the only window one scrape holds; rates need two scrapes.
     """
     row: dict = {"ts": ts}
-    for column, (names, scale) in mapping.gauges.items():
-        value = next((samples[n] for n in names if n in samples), None)
-        row[column] = None if value is None else value * scale
+    for column, name, scale in mapping.gauges:
+        if row.get(column) is None:
+            row[column] = samples[name] * scale if name in samples else None
     if PROCESS_START in samples:
         row["process_start"] = samples[PROCESS_START]
     if before is None and lifetime:
@@ -318,12 +306,12 @@ def engine_row(
     if _went_back(mapping, samples, before):
         row["counter_resets"] = 1
         return row
-    for column, name in mapping.rates.items():
+    for column, name in mapping.rates:
         if row.get(column) is not None:
             continue
         if name in samples and name in before and elapsed > 0 and not lifetime:
             row[column] = max(0.0, samples[name] - before[name]) / elapsed
-    for column, ratio in [*mapping.ratios.items(), *mapping.fallbacks.items()]:
+    for column, ratio in mapping.means:
         if row.get(column) is not None:
             continue
         if not all(n in samples and n in before for n in (ratio.numerator, ratio.denominator)):

@@ -2,7 +2,7 @@
 
 One parser, ``prometheus_client``'s. vLLM, Triton and TGI metrics map to the
 server table exactly as ``diagnose record --metrics-url`` maps them
-(:data:`diagnose.engines.metrics.ENGINES`); dcgm-exporter's per-GPU
+(:func:`diagnose.engines.metrics.engine_maps`); dcgm-exporter's per-GPU
 fields map to the gpu table. Several scrapes in one file are told apart by
 their repeated header; rates and per-window means need the scrapes' times,
 so they come only from samples that carry timestamps. Without any, the file's
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from diagnose.engines.metrics import ENGINES, detect_engine, engine_row, parse_families, sum_samples
+from diagnose.engines.metrics import detect_engine, engine_maps, engine_row, parse_families, sum_samples
 from diagnose.importers.base import Imported, Importer, Source
 from diagnose.units import counted
 
@@ -110,8 +110,9 @@ class PrometheusTextImporter(Importer):
             rows.add(source.mtime, *last)
         server_rows, gpu_rows, engine = rows.server, rows.gpu, rows.engine
         lifetime = rows.scrapes == 1
-        if lifetime and engine in ENGINES:  # one scrape: its counters' means are over the server's life
-            server_rows = [engine_row(ENGINES[engine], rows.first_stamp, rows.first_samples, None, 0.0, True)]
+        maps = engine_maps()
+        if lifetime and engine in maps:  # one scrape: its counters' means are over the server's life
+            server_rows = [engine_row(maps[engine], rows.first_stamp, rows.first_samples, None, 0.0, True)]
         filled = [row for row in server_rows if any(v is not None for k, v in row.items() if k != "ts")]
         if lifetime and filled:
             result.warnings.append(
@@ -147,6 +148,8 @@ def exposition_lines(lines: Iterable[str], skipped: list[int]) -> Iterator[str]:
         stripped = line.strip()
         if not stripped:
             continue
+        if stripped.startswith(">") and _SAMPLE_LINE.match(unquoted := stripped.lstrip("> ")):
+            stripped = unquoted  # one sample quoted in Markdown, where the quotes were not on every line
         if stripped.startswith("#"):
             is_type, is_help = stripped.startswith("# TYPE"), stripped.startswith("# HELP")
             if (is_type and not _TYPE_LINE.match(stripped)) or (is_help and not _HELP_LINE.match(stripped)):
@@ -194,10 +197,11 @@ class _ScrapeRows:
         if self.scrapes == 0:
             self.engine, self.first_stamp, self.first_samples = detect_engine(samples), stamp, samples
         self.scrapes += 1
-        if self.engine in ENGINES:
+        maps = engine_maps()
+        if self.engine in maps:
             previous = self._previous
             before, elapsed = (previous[1], stamp - previous[0]) if previous else (None, 0.0)
-            self.server.append(engine_row(ENGINES[self.engine], stamp, samples, before, elapsed, False))
+            self.server.append(engine_row(maps[self.engine], stamp, samples, before, elapsed, False))
         self.gpu += _dcgm_rows(families, stamp) + _triton_gpu_rows(families, stamp)
         self._previous = (stamp, samples)
 

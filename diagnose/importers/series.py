@@ -16,23 +16,24 @@ from itertools import chain, islice
 
 import pandas as pd
 
-from diagnose.engines.metrics import ENGINES
+from diagnose.engines.metrics import engine_maps
 from diagnose.importers.base import Imported, Importer, Source, data_lines, local_epoch
 from diagnose.importers.prometheus_text import DCGM_FIELDS
 from diagnose.units import counted
 
-_GAUGES = {
-    name: (column, scale)
-    for mapping in ENGINES.values()
-    for column, (names, scale) in mapping.gauges.items()
-    for name in names
-}
+
+def _gauges() -> dict[str, tuple[str, float]]:
+    """Every engine gauge's server column and scale, by sample name."""
+    return {
+        name: (column, scale) for mapping in engine_maps().values() for column, name, scale in mapping.gauges
+    }
 
 
 def route(name: str, labels: dict, stamps: list[float], values: list[float]) -> tuple[str, pd.DataFrame]:
     metric = name.split("{")[0].strip()
-    if metric in _GAUGES:
-        column, scale = _GAUGES[metric]
+    gauges = _gauges()
+    if metric in gauges:
+        column, scale = gauges[metric]
         return "server", pd.DataFrame({"ts": stamps, column: [v * scale for v in values]})
     if metric.lower() in DCGM_FIELDS:
         column, scale = DCGM_FIELDS[metric.lower()]

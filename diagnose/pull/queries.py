@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.engines.metrics import ENGINES, EngineMap
+from diagnose.engines.metrics import EngineMap, engine_maps
 
 _REGEX_META = set(r".^$*+?()[]{}|\\")
 
@@ -315,29 +315,28 @@ XID_METRIC = "DCGM_FI_DEV_XID_ERRORS"
 
 def engine_columns(engine: str, names: set[str]) -> list[Column]:
     """The server table's queries for an engine, from the recorder's own name map, for the names present."""
-    mapping: EngineMap = ENGINES[engine]
+    mapping: EngineMap = engine_maps()[engine]
     source = f"{engine} /metrics"
     columns: list[Column] = []
-    for column, (candidates, scale) in mapping.gauges.items():
-        present = next((name for name in candidates if name in names), None)
-        if present:
+    for column, present, scale in mapping.gauges:
+        if present in names and column not in {c.column for c in columns}:
             columns.append(
                 Column("server", column, f"{scale:g} * sum({present}{{{{{{sel}}}}}})", (present,), source)
             )
     # The engine's restarts where its process states no start time (pull.py reads that one as events):
     # a counter goes back only when the process counting restarts.
-    counters = [c if c in names else c.removesuffix("_total") for c in mapping.rates.values()]
+    counters = [c if c in names else c.removesuffix("_total") for _, c in mapping.rates]
     counted = next((c for c in counters if c in names), None)
     if counted is not None:
         query = f"sum(resets({counted}{{{{{{sel}}}}}}[{{w}}]))"
         columns.append(Column("server", "counter_resets", query, (counted,), source))
     taken = {c.column for c in columns}
-    for column, counter in mapping.rates.items():
+    for column, counter in mapping.rates:
         name = counter if counter in names else counter.removesuffix("_total")  # older exporters' counters
         if column not in taken and name in names:
             columns.append(Column("server", column, "sum(" + _counter(name) + ")", (name,), source))
             taken.add(column)
-    for column, ratio in [*mapping.ratios.items(), *mapping.fallbacks.items()]:
+    for column, ratio in mapping.means:
         numerator, denominator = _present(ratio.numerator, names), _present(ratio.denominator, names)
         if column in taken or not (numerator and denominator):
             continue

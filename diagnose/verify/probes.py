@@ -254,7 +254,7 @@ def _gpu_clocks(host: Host) -> Found:
 
 def _engine_metrics(host: Host, url: str | None, metrics_map: dict[str, str] | None) -> Found:
     """Two scrapes ``ENGINE_GAP_S`` apart: the gauges now, and the rates and the queue's growth between."""
-    from diagnose.engines.metrics import ENGINES, custom_map, detect_engine, engine_row, parse_samples
+    from diagnose.engines.metrics import custom_map, detect_engine, engine_maps, engine_row, parse_samples
 
     if not url:
         return Found(
@@ -272,7 +272,7 @@ def _engine_metrics(host: Host, url: str | None, metrics_map: dict[str, str] | N
             "engine_metrics",
             not_run=f"{url} answers with no serving engine's metrics (give the service's own: --metrics-map)",
         )
-    mapping = custom_map(metrics_map) if metrics_map else ENGINES[engine]
+    mapping = custom_map(metrics_map) if metrics_map else engine_maps()[engine]
     before = engine_row(mapping, 0.0, first)
     row = engine_row(mapping, time.time(), samples, first, ENGINE_GAP_S)
     live: dict[str, FactValue] = {}
@@ -287,7 +287,7 @@ def _engine_metrics(host: Host, url: str | None, metrics_map: dict[str, str] | N
             live[name] = float(row[column])
     if row.get("queue_depth") is not None and before.get("queue_depth") is not None:
         live["live.engine.waiting_growth"] = float(row["queue_depth"] - before["queue_depth"])
-    counter = mapping.rates.get("preemptions_per_s")
+    counter = mapping.counter("preemptions_per_s")
     if counter is not None and counter in samples:
         live["live.engine.preemptions_total"] = samples[counter]
     details = tuple(f"{name}: {value:g}" for name, value in live.items() if isinstance(value, float))
