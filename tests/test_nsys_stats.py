@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from diagnose.dump import load_dump
@@ -26,7 +27,8 @@ _RELEASES = {
 
 def _text(title: str, count: str, rows, name: str = "Name", release: str = "2024") -> str:
     """One report in nsys's text layout: a header, a rule of dash groups, right-aligned figures with
-    thousands separators, the name left-aligned last (after nvtx_sum's Style, where ``name`` is Range)."""
+    thousands separators, the name left-aligned last and padded to its column (after nvtx_sum's Style,
+    where ``name`` is Range)."""
     percent = "Time(%)" if release.startswith("2021") else "Time (%)"
     style = ["Style"] if name == "Range" else []
     columns = [percent, "Total Time (ns)", count, *_RELEASES[release], *style, name]
@@ -48,7 +50,10 @@ def _text(title: str, count: str, rows, name: str = "Name", release: str = "2024
     )
     rule = " " + "  ".join("-" * w for w in widths) + "  " + "-" * name_width
     rows_text = [
-        " " + "  ".join(f.rjust(w) for f, w in zip(figures, widths, strict=True)) + "  " + label
+        " "
+        + "  ".join(f.rjust(w) for f, w in zip(figures, widths, strict=True))
+        + "  "
+        + label.ljust(name_width)
         for figures, label in body
     ]
     return "\n".join([f" ** {title}:", "", header, rule, *rows_text, ""])
@@ -155,7 +160,8 @@ def test_rows_a_paste_joined_and_names_cut_with_an_ellipsis_are_read(tmp_path):
 def test_os_calls_and_nvtx_ranges_without_a_header_are_told_by_their_names_and_columns(tmp_path):
     calls = [("poll", 8_725, 100_569.0), ("pthread_cond_wait", 677, 1_271_720.0), ("ioctl", 5_068, 3_387.0)]
     ranges = [(":forward", 100, 50_000.0), (":decode_step", 4_000, 900.0)]
-    dump, _ = _facts(_bare("Num Calls", calls) + "\n\n" + _bare("Instances", ranges, name="Range"), tmp_path)
+    text = _bare("Num Calls", calls) + "\n\n" + _bare("Instances", ranges, name="Range") + "\n"
+    dump, _ = _facts(text, tmp_path)  # its last line ended by its writer: the widest name is whole
     kinds = dict(zip(dump.traces["op_summary"]["name"], dump.traces["op_summary"]["kind"], strict=True))
     assert kinds == {"poll": "os", "pthread_cond_wait": "os", "ioctl": "os", ":forward": "annotation",
                      ":decode_step": "annotation"}  # fmt: skip
@@ -188,6 +194,43 @@ def test_an_nvtx_report_with_its_header_is_ranges_not_kernels(tmp_path):
 def test_other_number_tables_are_not_taken_for_nsys_rows(text):
     assert not NsysStatsImporter().recognise(text)
     assert NsysStatsImporter().read(Source("x.txt", text, 0.0)).rows == 0
+
+
+def _read(text: str) -> pd.DataFrame:
+    """The rows the importer reads from ``text`` itself, nothing undone before it."""
+    tables = NsysStatsImporter().read(Source("nsys.txt", text, 0.0)).tables
+    return tables.get("op_summary", pd.DataFrame(columns=["name"]))
+
+
+def test_a_hard_wrapped_header_takes_the_documented_layout_and_its_unit():
+    """A header wrapped before its StdDev names no Name column: its last column (Max) would be read as the
+    names. Its rows are read by the report's documented layout, in the unit the header states."""
+    lines = _text("CUDA API Summary", "Num Calls", API).replace("(ns)", "(us)").split("\n")
+    at = lines[2].index("StdDev")
+    lines[2:3] = [lines[2][:at], lines[2][at:]]
+    table = _read("\n".join(lines)).set_index("name")
+    assert list(table.index) == [name for name, _, _ in API]
+    assert table.loc["cudaLaunchKernel", "self_host_us"] == pytest.approx(61_000 * 12_000.0)
+
+
+def test_rows_glued_under_their_header_are_split_where_a_row_starts():
+    """Two lines a paste joined: the row read by the rule's columns would take the next row for the end of
+    its name. The next row starts where the layout's run of figures does."""
+    calls = [("cudaLaunchKernel", 61_000, 12_000.0), ("cudaMemcpyAsync", 2_000, 5_000.0), *API[1:]]
+    lines = _text("CUDA API Summary", "Num Calls", calls).split("\n")
+    lines[4:6] = [lines[4] + lines[5]]
+    table = _read("\n".join(lines))
+    assert list(table["name"]) == [name for name, _, _ in calls]
+    assert list(table["calls"]) == [k for _, k, _ in calls]
+
+
+@pytest.mark.parametrize("header", [True, False], ids=["with-header", "rows-alone"])
+def test_a_name_cut_where_the_paste_ends_is_not_read(header):
+    """The name ends the row: a paste cut mid-name gives another name ("ampere_sgemm"), whose line shows
+    no end of its own: nsys's padding, its ellipsis, a line end after it."""
+    text = _text("CUDA GPU Kernel Summary", "Instances", KERNELS) if header else _bare("Instances", KERNELS)
+    cut = text[: text.index("ampere_sgemm_128x64_tn") + len("ampere_sgemm")]
+    assert list(_read(cut)["name"]) == [KERNELS[0][0]]
 
 
 FIELD_B = SHARED_DATA / "real-samples" / "field-2026-12-b" / "profiler"

@@ -7,7 +7,9 @@ import pytest
 
 from diagnose.dump import load_dump
 from diagnose.facts import compute_facts
-from diagnose.importers import recognise
+from diagnose.importers import mend, recognise
+from diagnose.importers.base import Source
+from diagnose.importers.line_streams import streams
 from diagnose.importers.profiler_layouts import fragments
 from diagnose.importers.profiler_table import ProfilerTableImporter
 from tests.conftest import SHARED_DATA
@@ -286,8 +288,74 @@ def test_a_few_row_shaped_lines_in_a_log_do_not_make_it_a_profiler_table():
 def test_rows_no_one_layout_fits_are_not_read():
     """A run of rows is read by one layout or not at all: two tables' rows run together are neither."""
     mixed = _bare_rows("device", ROWS[:3]) + _bare_rows("memory", ROWS[3:])
-    assert not list(fragments(mixed.splitlines(), set()))
+    assert not list(fragments(streams(mixed.splitlines())[0], set()))
     assert not ProfilerTableImporter().recognise(mixed)
+
+
+def _read(text: str) -> pd.DataFrame:
+    """The rows the importer reads from ``text`` itself, nothing undone before it."""
+    tables = ProfilerTableImporter().read(Source("profile.txt", text, 0.0)).tables
+    return tables.get("op_summary", pd.DataFrame(columns=["name"]))
+
+
+def _wrapped(text: str, width: int) -> str:
+    """Every line hard-wrapped at ``width`` columns, as a terminal or a chat box does."""
+    return "\n".join(
+        line[i : i + width] for line in text.split("\n") for i in range(0, max(len(line), 1), width)
+    )
+
+
+def _only_clean_figures(read: pd.DataFrame, clean: pd.DataFrame) -> None:
+    """Every row read is a clean row, or one with figures missing: none with a figure or a kind it lacks."""
+    for _, row in read.iterrows():
+        same = clean[clean["name"] == row["name"]].iloc[0]
+        for column, value in row.dropna().items():
+            assert same[column] == value, (row["name"], column)
+
+
+def test_a_hard_wrapped_header_does_not_shift_columns():
+    """Tables kept as comments, hard-wrapped at 120 columns: mend rejoins the rules, not the header, which
+    names only some of the rule's columns. Its rows, cut at the same width, would be read without their
+    device time, a kernel taken for an operator."""
+    commented = "\n".join(f"# {line}" for line in _new_table().splitlines())
+    _only_clean_figures(_read(mend(_wrapped(commented, 120)).text), _read(_new_table()))
+
+
+def test_the_rest_of_a_hard_wrapped_row_is_not_a_row():
+    """Rows wrapped at 80 columns under a whole header (mend rejoined it, not them): a row's rest, read by
+    the rule's columns, would be a row named "13.050us  1.00" with its figures under other columns."""
+    lines = _old_table().split("\n")
+    text = "\n".join([*lines[:3], *(_wrapped(line, 80) for line in lines[3:-2]), *lines[-2:]])
+    read = _read(text)
+    assert set(read["name"]) <= {name[:17] + "..." if len(name) > 20 else name for name, *_ in ROWS}
+    _only_clean_figures(read, _read(_old_table()))
+
+
+def test_each_table_takes_the_footer_printed_under_it():
+    """Two tables and a third cut before its footer: each row has its own table's total, not the last one
+    printed in the file; the cut table's rows have none."""
+    second = _new_table(ROWS[:3]).replace("Self CPU time total: 194.300ms", "Self CPU time total: 97.150ms")
+    cut = _new_table(ROWS[:3])[: _new_table(ROWS[:3]).index("cudaLaunchKernel")]
+    table = _read(f"{_new_table()}\n{second}\n{cut}")
+    totals = list(table["table_self_host_us"])
+    assert totals[: len(ROWS)] == [HOST_TOTAL_US] * len(ROWS)
+    assert totals[len(ROWS) : len(ROWS) + 3] == [97_150.0] * 3
+    assert all(pd.isna(total) for total in totals[len(ROWS) + 3 :])  # cut before its footer: none
+
+
+def test_a_row_cut_mid_figure_keeps_only_the_figures_left_whole():
+    """A count cut short ("20" to "2") is still a count: it is read only where the line shows its end.
+    A kernel cut before its device time is not read at all: its host time (0) does not say what it is."""
+    text = _new_table()
+    cut_count = text[: text.index("20  \n", text.index("Memcpy HtoD")) + 1]
+    row = _read(cut_count).set_index("name").loc["Memcpy HtoD (Pageable -> Device)"]
+    assert pd.isna(row["calls"]) and row["device_total_us"] == pytest.approx(300.0)
+    kernel = text.index("ampere_sgemm_128x64_tn")
+    cut_device = text[: text.index("us", text.index("us", kernel) + 2) + 2]  # after its CPU total
+    assert "ampere_sgemm_128x64_tn" not in set(_read(cut_device)["name"])
+    bare = _bare_rows("device").rstrip()[:-1]  # rows without their header, the last count cut to "2"
+    assert pd.isna(_read(bare).set_index("name").loc["Memcpy HtoD (Pageable -> Device)", "calls"])
+    assert _read(bare).set_index("name").loc["aten::addmm", "calls"] == 200  # its line ends where torch's did
 
 
 FIELD_B = SHARED_DATA / "real-samples" / "field-2026-12-b" / "profiler"

@@ -20,6 +20,11 @@ def column_starts(rule: str) -> list[int]:
     return [match.start() for match in _DASHES.finditer(rule)]
 
 
+def column_ends(rule: str) -> list[int]:
+    """Where each column ends: a right-aligned figure that stops short of its column's end was cut."""
+    return [match.end() for match in _DASHES.finditer(rule)]
+
+
 def cells(line: str, starts: list[int]) -> list[str]:
     """A row's cells; the first column takes the line's start too (a right-aligned name may spill left)."""
     bounds = [0, *starts[1:], len(line)]

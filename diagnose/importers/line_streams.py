@@ -18,7 +18,7 @@ end, a logger's head on a message's first line only): the rule is read alone.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 # The prefixes known by their writer's format; each is one stream per distinct text, stamps aside.
@@ -37,10 +37,23 @@ _RULE_TAIL = re.compile(r"-{3,}(?:[ \t]+-{3,})+[ \t]*$")
 @dataclass(frozen=True)
 class Stream:
     """One writer's lines, its prefix taken off; ``prefix`` as a person would name it, stamps elided
-    ("" for the lines that carry none)."""
+    ("" for the lines that carry none); ``after``: the text's next line after each where it shows how
+    that one ended: this writer's next (its prefix off), or a blank line; None for another writer's
+    line or the text's end."""
 
     prefix: str
     lines: tuple[str, ...]
+    after: tuple[str | None, ...]
+
+    def ends_where_written(self, index: int, follows_a_row: Callable[[str], bool]) -> bool:
+        """Whether line ``index`` ends where its writer ended it, so that its last cell is whole: the
+        column spacing (two spaces) after it survived, or a line end follows it: a blank line (the
+        text's own last line end is one) or a line ``follows_a_row`` says the writer prints after a
+        row. A hard wrap or a cut ends a line anywhere: what follows is the rest of it, or nothing."""
+        if self.lines[index].endswith("  "):
+            return True
+        after = self.after[index]
+        return after is not None and (not after.strip() or follows_a_row(after))
 
 
 def streams(lines: Sequence[str]) -> list[Stream]:
@@ -48,11 +61,30 @@ def streams(lines: Sequence[str]) -> list[Stream]:
     without a prefix first."""
     lines = list(lines)
     learned = _learned(lines)
-    keyed: dict[str, list[str]] = {"": []}
-    for line in lines:
-        key, rest = _split(line, learned)
-        keyed.setdefault(key, []).append(rest)
-    return [Stream(key, tuple(kept)) for key, kept in keyed.items() if kept]
+    split = [_split(line, learned) for line in lines]
+    keyed: dict[str, list[int]] = {"": []}
+    for number, (key, _) in enumerate(split):
+        keyed.setdefault(key, []).append(number)
+    return [
+        Stream(key, tuple(split[at][1] for at in places), tuple(_after(split, lines, at) for at in places))
+        for key, places in keyed.items()
+        if places
+    ]
+
+
+def text_lines(text: str, ends_open: bool) -> list[str]:
+    """A text's lines, with a blank one after the last where the text ends with a line end: its writer
+    ended that line (a paste cut short does not)."""
+    return text.splitlines() + ([] if ends_open else [""])
+
+
+def _after(split: list[tuple[str, str]], lines: list[str], at: int) -> str | None:
+    if at + 1 >= len(lines):
+        return None
+    if not lines[at + 1].strip():
+        return ""
+    key, rest = split[at + 1]
+    return rest if key == split[at][0] else None
 
 
 def are_the_paste(head: str, rows: int, lines: int) -> bool:

@@ -20,7 +20,12 @@ whose figures agree as a summary's must (minimum <= average <= maximum, total =
 average x count), in nanoseconds (the reports' default unit), the report told
 by the names (CUDA API calls, POSIX calls, ``[CUDA memcpy ...]``, or kernels);
 a warning says so. A row is found by its run of figures, wherever the paste put
-the line ends. Numbers may carry thousands separators. Kernel and copy time is
+the line ends: in a report read by its header too, a name holding such a run is
+two rows glued. A header that does not name its Name column was hard-wrapped:
+its rows are read by the layouts, in its unit. The name ends the row, so a name
+is read only where the text shows it whole (the padding nsys gives the column,
+its ellipsis, the report's next row after it): a paste cut mid-name would give
+another name. Numbers may carry thousands separators. Kernel and copy time is
 the GPU's (``self_device_us``); an API call's is the host's (``self_host_us``).
 """
 
@@ -30,18 +35,19 @@ import csv
 import io
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pandas as pd
 
 from diagnose.importers.base import Imported, Importer, Source
-from diagnose.importers.dash_rules import RULE, cells, column_starts
-from diagnose.importers.line_streams import are_the_paste, streams
+from diagnose.importers.dash_rules import RULE, cells, column_ends, column_starts
+from diagnose.importers.line_streams import Stream, are_the_paste, streams, text_lines
 from diagnose.units import counted
 
 _HEADER = re.compile(r"Time\s*\(%\).*Total Time\s*\((ns|us|ms|s)\)", re.IGNORECASE)
 _UNIT_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+_UNIT_WORDS = {"ns": "nanoseconds", "us": "microseconds", "ms": "milliseconds", "s": "seconds"}
 _COUNTS = {
     "instances": "kernel",
     "num calls": "runtime",
@@ -104,19 +110,19 @@ _RUNS: dict[tuple[_Column, ...], re.Pattern[str]] = {
 
 @dataclass(frozen=True)
 class _BareRow:
-    """A row read without its header: its name, calls and total time."""
+    """A row read without its header: its name, calls and total time (in its report's unit)."""
 
     name: str
     calls: float
-    total_ns: float
+    total: float
 
 
 @dataclass(frozen=True)
 class _Fragment:
-    """Rows without their header, in one layout: how many lines they took, whether nvtx_sum's."""
+    """Rows without their header, in one layout: the lines they took, whether nvtx_sum's."""
 
     rows: tuple[_BareRow, ...]
-    lines: int
+    lines: range
     nvtx: bool
 
 
@@ -132,15 +138,15 @@ class NsysStatsImporter(Importer):
     def recognise(self, head: str) -> bool:
         if any(_HEADER.search(line) and _count_column(_split_header(line)) for line in head.splitlines()):
             return True
-        bare = [f for stream in streams(head.splitlines()) for f in _fragments(stream.lines, set())]
-        return are_the_paste(head, sum(len(f.rows) for f in bare), sum(f.lines for f in bare))
+        bare = [f for stream in streams(head.splitlines()) for f in _fragments(stream, set())]
+        return are_the_paste(head, sum(len(f.rows) for f in bare), sum(len(f.lines) for f in bare))
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()
         rows: list[dict[str, object]] = []
         reports = 0
-        for stream in streams(source.text.splitlines()):
-            read, count = _stream_rows(stream.lines, result.warnings)
+        for stream in streams(text_lines(source.text, source.ends_open)):
+            read, count = _stream_rows(stream, result.warnings)
             rows.extend(read)
             reports += count
         if rows:
@@ -150,29 +156,40 @@ class NsysStatsImporter(Importer):
         return result
 
 
-def _stream_rows(lines: tuple[str, ...], warnings: list[str]) -> tuple[list[dict[str, object]], int]:
+def _stream_rows(stream: Stream, warnings: list[str]) -> tuple[list[dict[str, object]], int]:
     """One writer's rows, from its reports and from rows pasted without their header; and how many
-    reports there were."""
+    reports there were. A header that does not name its name and total columns was cut (hard-wrapped)
+    or ran its cells together: its rows are read by the documented layouts, in the unit it states."""
+    lines = stream.lines
     rows: list[dict[str, object]] = []
     taken: set[int] = set()
+    cut_headers: dict[int, str] = {}  # where such a header stood, and its unit
     reports = 0
     index = 0
     while index < len(lines):
         unit = _HEADER.search(lines[index])
-        if unit is None or not _count_column(_split_header(lines[index])):
+        header = _split_header(lines[index])
+        if unit is None or not _count_column(header):
             index += 1
             continue
-        read, end = _report(lines, index, unit.group(1).lower())
+        if not {"name", "total"} <= {_role(cell) for cell in header}:
+            cut_headers[index] = unit.group(1).lower()
+            index += 1
+            continue
+        read, end = _report(stream, index, unit.group(1).lower())
         taken.update(range(index, end))
         rows.extend(read)
         reports += 1
         index = end
-    for fragment in _fragments(lines, taken):
-        rows.extend(_bare_rows(fragment))
+    for fragment in _fragments(stream, taken):
+        above = [at for at in cut_headers if at < fragment.lines.start]
+        stated = cut_headers[max(above)] if above else "ns"
+        rows.extend(_bare_rows(fragment, stated))
         reports += 1
         warnings.append(
             f"{counted(len(fragment.rows), 'nsys stats row')} without the report's header: their columns"
-            " are taken from the report's documented layout, their times in nanoseconds"
+            f" are taken from the report's documented layout, their times in {_UNIT_WORDS[stated]}"
+            + (" (their header's unit: the paste cut the header)" if above else "")
         )
     return rows, reports
 
@@ -191,38 +208,66 @@ def _role(header: str) -> str | None:
     return _ROLES.get(re.sub(r"\s*\((?:ns|us|ms|s)\)$", "", header.strip().lower()))
 
 
-def _report(lines: tuple[str, ...], start: int, unit: str) -> tuple[list[dict[str, object]], int]:
+def _report(stream: Stream, start: int, unit: str) -> tuple[list[dict[str, object]], int]:
+    lines = stream.lines
     header = lines[start]
     is_csv = "," in header and not RULE.match(lines[start + 1] if start + 1 < len(lines) else "")
     cells = _split_header(header)
     roles = [_role(cell) for cell in cells]
     count_name = _count_column(cells)
-    if "total" not in roles:  # its header's cells run together: no column can be told
-        return [], start + 1
-    name_at = roles.index("name") if "name" in roles else len(cells) - 1
-    total_at = roles.index("total")
+    name_at, total_at = roles.index("name"), roles.index("total")
     count_at = [cell.lower() for cell in cells].index(count_name) if count_name else None
     report_kind = "annotation" if "style" in roles else _COUNTS.get(count_name or "", "kernel")
     index = start + 1
-    starts = None
+    starts, rule_end = None, None  # the rule's columns; its end, where the widest name ends
     if not is_csv and index < len(lines) and RULE.match(lines[index]):
-        starts = column_starts(lines[index])
+        starts, rule_end = column_starts(lines[index]), column_ends(lines[index])[-1]
         index += 1
+
+    def follows_a_row(text: str) -> bool:
+        values = _cells(text, starts, is_csv)
+        is_row = values is not None and len(values) > total_at and _number(values[total_at]) is not None
+        return bool(_HEADER.search(text)) or is_row
+
     rows: list[dict[str, object]] = []
     while index < len(lines):
-        line = lines[index]
+        line, at = lines[index], index
         if not line.strip() or _HEADER.search(line):
             break
         index += 1
         values = _cells(line, starts, is_csv)
         if values is None or len(values) <= max(name_at, total_at):
             continue
+        if is_csv and len(values) != len(cells):  # rows a paste joined: their cells ran together
+            continue
         total, count = _number(values[total_at]), _number(values[count_at]) if count_at is not None else None
-        name = values[name_at]
+        name, glued = (values[name_at], []) if is_csv else _glued("  ".join(values[name_at:]))
         if total is None or not name:
             continue
-        rows.append(_row(name, _kind(report_kind, name), count, total * _UNIT_US[unit]))
+        read = [(name, count, total), *((row.name, row.calls, row.total) for row in glued)]
+        quoted = is_csv and line.endswith('"')  # its closing quote: the name ends there
+        widest = not glued and rule_end is not None and len(line.rstrip()) >= rule_end  # fills its column
+        if not (quoted or widest or _whole_name(stream, at, follows_a_row, read[-1][0])):
+            read.pop()  # the name at the line's end may be cut short: another name
+        rows.extend(_row(n, _kind(report_kind, n), k, t * _UNIT_US[unit]) for n, k, t in read)
     return rows, index
+
+
+def _glued(text: str) -> tuple[str, list[_BareRow]]:
+    """A name cell and the rows a paste glued after it: the next row starts where a documented layout's
+    run of figures does (a name holds none)."""
+    found = [(run.start(), layout) for layout in _LAYOUTS if (run := _RUNS[layout].search(text))]
+    if not found:
+        return text.strip(), []
+    at, layout = min(found, key=lambda place: place[0])
+    return text[:at].strip(), _bare(text[at:], layout)
+
+
+def _whole_name(stream: Stream, at: int, follows_a_row: Callable[[str], bool], name: str) -> bool:
+    """Whether the name that ends line ``at`` is whole: nsys cut it to its column with an ellipsis, or
+    the line ends where nsys ended it (its padding kept, or a line end after it: a blank line, the
+    report's next row or header)."""
+    return name.endswith("…") or stream.ends_where_written(at, follows_a_row)
 
 
 def _row(name: str, kind: str, calls: float | None, us: float) -> dict[str, object]:
@@ -232,8 +277,10 @@ def _row(name: str, kind: str, calls: float | None, us: float) -> dict[str, obje
     return {"name": name, "kind": kind, "calls": calls, column.get(kind, "self_device_us"): us}
 
 
-def _fragments(lines: tuple[str, ...], taken: set[int]) -> Iterator[_Fragment]:
-    """Runs of lines outside ``taken`` made of rows in one documented layout."""
+def _fragments(stream: Stream, taken: set[int]) -> Iterator[_Fragment]:
+    """Runs of a stream's lines outside ``taken`` made of rows in one documented layout; a row whose
+    name ends a line the paste may have cut is left out."""
+    lines = stream.lines
     index = 0
     while index < len(lines):
         layout = next((layout for layout in _LAYOUTS if _bare(lines[index], layout)), None)
@@ -243,10 +290,17 @@ def _fragments(lines: tuple[str, ...], taken: set[int]) -> Iterator[_Fragment]:
         rows: list[_BareRow] = []
         end = index
         while end < len(lines) and end not in taken and (read := _bare(lines[end], layout)):
-            rows.extend(read)
+            whole = _whole_name(stream, end, _follows_a_row, read[-1].name)
+            rows.extend(read if whole else read[:-1])
             end += 1
-        yield _Fragment(tuple(rows), end - index, _STYLE in layout)
+        if rows:
+            yield _Fragment(tuple(rows), range(index, end), _STYLE in layout)
         index = end
+
+
+def _follows_a_row(line: str) -> bool:
+    """Whether a line is one nsys prints after a row: a row, or the next report's header."""
+    return bool(_HEADER.search(line)) or any(_bare(line, layout) for layout in _LAYOUTS)
 
 
 def _bare(line: str, layout: tuple[_Column, ...]) -> list[_BareRow]:
@@ -280,12 +334,12 @@ def _agrees(n: dict[str, float | None]) -> bool:
     return known["pct"] <= 100 and count >= 1 and between and total_fits
 
 
-def _bare_rows(fragment: _Fragment) -> list[dict[str, object]]:
+def _bare_rows(fragment: _Fragment, unit: str) -> list[dict[str, object]]:
     """Rows without their report's header: the report told by what their names are."""
     names = [row.name for row in fragment.rows]
     report = "annotation" if fragment.nvtx else Counter(map(_report_of, names)).most_common(1)[0][0]
     return [
-        _row(row.name, _kind(report, row.name), row.calls, row.total_ns * _UNIT_US["ns"])
+        _row(row.name, _kind(report, row.name), row.calls, row.total * _UNIT_US[unit])
         for row in fragment.rows
     ]
 

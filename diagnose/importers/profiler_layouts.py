@@ -30,10 +30,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, product
 
+from diagnose.importers.dash_rules import RULE
+from diagnose.importers.line_streams import Stream
+
 _DEVICE = r"(?:cuda|xpu|device|mps|hpu|mtia|privateuse1)"
 _TIME = re.compile(r"^(-?\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s)$")
 _UNIT_US = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
 _CELLS = re.compile(r"\s{2,}")
+# The footer torch prints under a table's closing rule: each device's self time in all.
+FOOTER = re.compile(r"Self (CPU|CUDA|XPU|Device|MPS|HPU|MTIA|PrivateUse1) time total:\s*(\S+)")
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,6 +96,7 @@ _OLD_DEVICE = (
     _column("{D} time avg", _TIMED),
 )
 _OLD_CALLS = _column("Number of Calls", r"\d+", "calls")
+_COUNTS = (_CALLS, _OLD_CALLS)  # every beginning of a count is a count: "20" cut short is "2"
 _TEXTS = (_OVERLOAD, _SOURCE)  # left empty on the rows that have none: their cells may be missing
 
 # Each slot's choices, in print order; the rows print the FLOPs before the source location.
@@ -142,9 +148,15 @@ class Fragment:
     lines: range  # where they are in their stream
 
 
+def column_of(header: str) -> Column | None:
+    """The column a header names, in any torch version's words."""
+    return next((c for c in _ALL if c.header.fullmatch(header.strip())), None)
+
+
 def field_of(header: str) -> str | None:
-    """The ``op_summary`` column a header names, in any torch version's words."""
-    return next((c.field for c in _ALL if c.header.fullmatch(header.strip())), None)
+    """The ``op_summary`` column a header names."""
+    column = column_of(header)
+    return column.field if column else None
 
 
 def value(field: str, text: str) -> float | None:
@@ -163,9 +175,11 @@ def headers(layout: Sequence[Column]) -> str:
     return ", ".join(column.title for column in layout)
 
 
-def fragments(lines: Sequence[str], taken: set[int]) -> Iterator[Fragment]:
-    """Runs of lines outside ``taken`` whose cells a documented layout reads, each by the first layout
-    that fits every row of the run (the last line may end in a row the paste cut)."""
+def fragments(stream: Stream, taken: set[int]) -> Iterator[Fragment]:
+    """Runs of a stream's lines outside ``taken`` whose cells a documented layout reads, each by the
+    first layout that fits every row of the run (the last line may end in a row the paste cut). A row
+    that ends its line with its count, where the line may have been cut, is read without the count."""
+    lines = stream.lines
     index = 0
     while index < len(lines):
         end = index
@@ -177,9 +191,21 @@ def fragments(lines: Sequence[str], taken: set[int]) -> Iterator[Fragment]:
         run = [_cells(line) for line in lines[index:end]]
         layout = next((layout for layout in LAYOUTS if _reads(run, layout)), None)
         if layout is not None:
-            rows = tuple(row for cells in run for row in _rows(cells, layout)[0])
-            yield Fragment(rows, layout, range(index, end))
+            rows: list[dict[str, object]] = []
+            for at, cells in enumerate(run, index):
+                read, left = _rows(cells, layout)
+                last, columns = read[-1]
+                ends_on_count = not left and columns[-1] in _COUNTS
+                if ends_on_count and not stream.ends_where_written(at, _follows_a_row):
+                    last["calls"] = None
+                rows.extend(row for row, _ in read)
+            yield Fragment(tuple(rows), layout, range(index, end))
         index = end
+
+
+def _follows_a_row(line: str) -> bool:
+    """Whether a line is one torch prints after a row: a row, the closing rule, the footer."""
+    return bool(RULE.match(line) or FOOTER.search(line)) or _fits_any(_cells(line))
 
 
 def _cells(line: str) -> list[str]:
@@ -198,15 +224,17 @@ def _reads(run: list[list[str]], layout: tuple[Column, ...]) -> bool:
     return True
 
 
-def _rows(cells: list[str], layout: tuple[Column, ...]) -> tuple[list[dict[str, object]], list[str]]:
-    """The rows a line's cells hold in ``layout`` (two rows where a paste joined their lines), and the
-    cells left over: the start of a row the paste cut."""
-    rows: list[dict[str, object]] = []
+def _rows(
+    cells: list[str], layout: tuple[Column, ...]
+) -> tuple[list[tuple[dict[str, object], tuple[Column, ...]]], list[str]]:
+    """The rows a line's cells hold in ``layout``, each with the columns it printed (two rows where a
+    paste joined their lines), and the cells left over: the start of a row the paste cut."""
+    rows: list[tuple[dict[str, object], tuple[Column, ...]]] = []
     while cells:
         columns = next((c for c in _VARIANTS[layout] if _fit(cells[: len(c)], c)), None)
         if columns is None:
             break
-        rows.append(_row(cells[: len(columns)], columns))
+        rows.append((_row(cells[: len(columns)], columns), columns))
         cells = cells[len(columns) :]
     return rows, cells
 
