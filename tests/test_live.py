@@ -471,7 +471,7 @@ def test_the_verify_key_on_a_window_with_no_finding_says_so_and_runs_nothing(tmp
 
 
 def test_the_cited_charts_are_named_in_words_and_only_the_processes_the_evidence_names():
-    from diagnose.detect.signals import build_signals, signal_words
+    from diagnose.detect.signals import build_signals, process_commands, signal_words
     from diagnose.pipeline import analyse_path
     from diagnose.report.cited import cited_signals
 
@@ -483,3 +483,7 @@ def test_the_cited_charts_are_named_in_words_and_only_the_processes_the_evidence
     others = [name for name in signals if name.startswith("processes.") and "4242" not in name]
     assert processes and all("pid=4242" in name for name in processes) and others  # other processes exist
     assert "busiest thread of pid 4242" in [signal_words(name) for name in cited]
+    # the process named by its command where the dump says it (issue 59, item 9)
+    assert "busiest thread of python (pid 4242)" in [
+        signal_words(name, process_commands(dump.tables)) for name in cited
+    ]

@@ -426,7 +426,9 @@ def test_the_time_axis_is_bounded_to_the_evidence_and_an_earlier_start_is_marked
     from diagnose.pictures.timeline import TimelineData, Track
 
     times = 1_764_460_800.0 + np.arange(0, 2400, 10.0)
-    track = Track("requests.latency_ms.p99", "latency p99 (ms)", times, np.full(times.size, 100.0), ())
+    track = Track(
+        "requests.latency_ms.p99", "latency p99", "latency p99 (ms)", times, np.full(times.size, 100.0), ()
+    )
     data = TimelineData((track,), (), (), (), ((times[0] - 7200, "start"), (times[0] + 600, "restart")))
     figure = draw_timeline(data)
     import matplotlib.dates as mdates
@@ -444,3 +446,9 @@ def test_the_timeline_draws_the_signal_a_cpu_bound_finding_cites():
     assert analysis.report.hypotheses[0].id == "cpu-bound-stage"
     data = timeline_data(analysis.report, analysis.spikes, dump)
     assert "requests.stage_tokenize_ms.mean" in [track.name for track in data.related]
+
+
+def test_the_timeline_names_a_cited_process_by_its_command():
+    dump, analysis = analyse_path(str(DUMPS / "cpu-bound-stage"), helper=False)
+    data = timeline_data(analysis.report, analysis.spikes, dump)
+    assert "busiest thread of python (pid 4242)" in [track.words for track in data.related]

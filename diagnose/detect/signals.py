@@ -16,7 +16,7 @@ per-window P99 means something at low traffic.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -401,12 +401,25 @@ _NAMES = {
 _UNITS = sorted((*UNIT_SUFFIXES, "_rps"), key=len, reverse=True)
 
 
-def signal_words(name: str) -> str:
-    """A signal as a reader says it: ``gpu_processes.mem_used_bytes[name=python3]``: GPU memory of python3."""
+def process_commands(tables: Mapping[str, pd.DataFrame]) -> dict[int, str]:
+    """Each pid's command, as the dump's processes table names it most often: what a signal of one
+    process is called in words."""
+    processes = tables.get("processes")
+    if processes is None or processes.empty or not {"pid", "name"} <= set(processes.columns):
+        return {}
+    named = processes.dropna(subset=["pid", "name"])
+    most = named.groupby("pid")["name"].agg(lambda names: names.value_counts().index[0])
+    return {int(cast(float, pid)): str(name) for pid, name in most.items()}  # the index holds pids
+
+
+def signal_words(name: str, commands: Mapping[int, str] | None = None) -> str:
+    """A signal as a reader says it: ``gpu_processes.mem_used_bytes[name=python3]``: GPU memory of python3;
+    a process's by its command where ``commands`` knows its pid ("busiest thread of python (pid 4242)")."""
     base, _, key = name.partition("[")
     who = key.rstrip("]").split("=", 1)[-1] if key else ""
     if key.startswith("pid="):
-        who = f"pid {who}"
+        command = (commands or {}).get(int(who)) if who.isdigit() else None
+        who = f"{command} (pid {who})" if command else f"pid {who}"
     if base in _NAMES:  # "GPU  memory used" and "allocator retries in" where no one is named
         return re.sub(r" (?:of|in)$", "", " ".join(_NAMES[base].format(who=who).split()))
     if base.startswith("requests.stage_"):

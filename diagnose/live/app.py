@@ -24,7 +24,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from diagnose.detect.signals import Signal, build_signals, server_pids, signal_words
+from diagnose.detect.signals import Signal, build_signals, process_commands, server_pids, signal_words
 from diagnose.dump.model import Dump
 from diagnose.judge.rules import Rule
 from diagnose.live.chart import SeriesChart
@@ -146,6 +146,7 @@ class LiveApp(App[None]):
         self._analysed_key: tuple | None = None
         self._state: FeedState | None = None
         self._signals: dict[str, Signal] = {}
+        self._commands: dict[int, str] = {}  # what the window's processes are called, by pid
         self._span = (0.0, 1.0)
         self._charts: dict[str, SeriesChart] = {}
         self._analysis_s: float | None = None
@@ -213,6 +214,7 @@ class LiveApp(App[None]):
             return
         self.samples += 1
         self._state, self._signals = message.state, message.signals
+        self._commands = process_commands(message.window.tables)
         position = message.state.position or time.time()
         self._span = (position - self.window_s, position) if self.window_s else _span_of(message)
         self._show_charts()
@@ -272,7 +274,8 @@ class LiveApp(App[None]):
             shown = {c.key for c in charts}
             for name in cited_signals(hypothesis, self.report, self._signals):
                 if name not in shown:
-                    charts.append(Chart(name, f"cited: {signal_words(name)}", self._signals[name]))
+                    words = signal_words(name, self._commands)
+                    charts.append(Chart(name, f"cited: {words}", self._signals[name]))
         container = self.query_one("#charts", VerticalScroll)
         wanted = [c.key for c in charts]
         for key in [k for k in self._charts if k not in wanted]:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.detect import SpikeAnalysis
-from diagnose.detect.signals import signal_words
 from diagnose.dump.model import Dump
 from diagnose.pictures import evidence, trace
 from diagnose.pictures.stages import draw_stages, stage_data
@@ -60,7 +59,7 @@ def render_pictures(report: Report, spikes: SpikeAnalysis, dump: Dump, folder: P
     if timeline is not None:
         path = folder / "timeline.png"
         style.save(draw_timeline(timeline), path)
-        related = ", ".join(signal_words(track.name) for track in timeline.related) or "no other signal"
+        related = ", ".join(track.words for track in timeline.related) or "no other signal"
         pictures.append(
             Picture(
                 "Timeline",

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from diagnose.detect import SpikeAnalysis
-from diagnose.detect.signals import signal_words
+from diagnose.detect.signals import process_commands, signal_words
 from diagnose.dump.model import Dump
 from diagnose.report.cited import cited_signals
 from diagnose.report.model import Report
@@ -28,6 +28,7 @@ _EVENT_KINDS = ("restart", "deploy", "oom", "xid", "profiler_start", "engine_dea
 @dataclass(frozen=True)
 class Track:
     name: str  # the signal's name, as in the report's spikes table
+    words: str  # the signal as a reader says it (a process's by its command)
     label: str  # the axis label, with its unit
     times: np.ndarray  # epoch seconds
     values: np.ndarray  # in the label's unit
@@ -45,8 +46,9 @@ class TimelineData:
 
 def timeline_data(report: Report, spikes: SpikeAnalysis, dump: Dump) -> TimelineData | None:
     """What the timeline shows, from the analysis itself; None where no latency was recorded."""
+    commands = process_commands(dump.tables)
     latency = tuple(
-        _track(spikes, name)
+        _track(spikes, name, commands)
         for name in ("requests.latency_ms.p50", "requests.latency_ms.p99")
         if name in spikes.findings
     )
@@ -55,10 +57,11 @@ def timeline_data(report: Report, spikes: SpikeAnalysis, dump: Dump) -> Timeline
     reference = spikes.findings.get(spikes.reference or "requests.latency_ms.p99")
     episodes = tuple((e.start, e.end) for e in reference.episodes if e.direction > 0) if reference else ()
     change_points = tuple(reference.change_points) if reference else ()
-    return TimelineData(latency, episodes, change_points, _related(report, spikes), _events(dump))
+    related = _related(report, spikes, commands)
+    return TimelineData(latency, episodes, change_points, related, _events(dump))
 
 
-def _related(report: Report, spikes: SpikeAnalysis) -> tuple[Track, ...]:
+def _related(report: Report, spikes: SpikeAnalysis, commands: dict[int, str]) -> tuple[Track, ...]:
     """The signals each finding's evidence cites, strongest finding first (as the live view charts them),
     then those whose episodes align with the latency's."""
     cited = [name for h in report.hypotheses for name in cited_signals(h, report, spikes.findings)]
@@ -69,15 +72,16 @@ def _related(report: Report, spikes: SpikeAnalysis) -> tuple[Track, ...]:
     ]
     aligned = [a.b for a in report.alignments if a.p_value is not None and a.p_value < 0.05]
     names = [n for n in dict.fromkeys([*cited, *aligned]) if not n.startswith("requests.latency_ms")]
-    return tuple(_track(spikes, name) for name in names[:MAX_RELATED])
+    return tuple(_track(spikes, name, commands) for name in names[:MAX_RELATED])
 
 
-def _track(spikes: SpikeAnalysis, name: str) -> Track:
+def _track(spikes: SpikeAnalysis, name: str, commands: dict[int, str]) -> Track:
     found = spikes.findings[name]
     signal = found.signal
     scale, unit = _unit(name)
     episodes = tuple((e.start, e.end) for e in found.episodes)
-    return Track(name, f"{signal_words(name)} ({unit})", signal.times(), signal.values / scale, episodes)
+    words = signal_words(name, commands)
+    return Track(name, words, f"{words} ({unit})", signal.times(), signal.values / scale, episodes)
 
 
 def _span(data: TimelineData) -> tuple[float, float]:
@@ -131,7 +135,7 @@ def draw_timeline(data: TimelineData):
             track.values,
             color=colour,
             linewidth=width,
-            label=signal_words(track.name),
+            label=track.words,
         )
     axes[0].set_ylabel("latency (ms)")
     axes[0].legend(loc="lower left", ncols=2, bbox_to_anchor=(0.0, 1.08), frameon=False)  # above the plot
