@@ -14,13 +14,13 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from diagnose.errors import CatalogueError
+from diagnose.shipped import shipped_folder
 
 
 class MetricType(StrEnum):
@@ -114,10 +114,7 @@ _OPTIONAL = ("column", "per", "label", "note")
 
 def default_metrics_dir() -> Path:
     """The built-in catalogue: ``metrics/`` beside the package in a clone, packaged in a wheel."""
-    clone = Path(__file__).resolve().parents[2] / "metrics"
-    if clone.is_dir():
-        return clone
-    return Path(str(resources.files("diagnose") / "builtin_metrics"))
+    return shipped_folder("metrics")
 
 
 @cache

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from diagnose.errors import RuleError
 from diagnose.expressions import expr, types
 from diagnose.facts.catalogue import CATALOGUE, LIVE, PROBES
 from diagnose.judge.template import Template, TemplateError, compile_template
+from diagnose.shipped import shipped_folder
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _REQUIRED = ("id", "title", "summary", "when", "conditions", "verify", "remedy", "pitfalls")
@@ -95,11 +95,8 @@ class Rule:
 
 
 def default_rules_dir() -> Path:
-    """Rules shipped in the wheel, or the checkout's rules/ folder when run from source."""
-    packaged = resources.files("diagnose") / "builtin_rules"
-    if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parents[2] / "rules"
+    """The built-in rules: the checkout's rules/ folder when run from source, else the wheel's copy."""
+    return shipped_folder("rules")
 
 
 def load_rules(directory: Path) -> list[Rule]:

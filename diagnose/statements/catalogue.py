@@ -12,13 +12,13 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from diagnose.errors import CatalogueError
+from diagnose.shipped import shipped_folder
 from diagnose.statements.template import Compiled, Style, TemplateError, compile_template
 from diagnose.units import counted
 
@@ -68,10 +68,7 @@ _OPTIONAL = ("note", "prefix")
 
 def default_statements_dir() -> Path:
     """The built-in catalogue: ``statements/`` beside the package in a clone, packaged in a wheel."""
-    clone = Path(__file__).resolve().parents[2] / "statements"
-    if clone.is_dir():
-        return clone
-    return Path(str(resources.files("diagnose") / "builtin_statements"))
+    return shipped_folder("statements")
 
 
 @cache
