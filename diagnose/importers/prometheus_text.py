@@ -57,7 +57,8 @@ TRITON_GPU_FIELDS = {
 class PrometheusTextImporter(Importer):
     name = "prometheus-text"
     description = (
-        "Prometheus /metrics scrapes (one or many) of vLLM, Triton, TGI, SGLang, MindIE or dcgm-exporter"
+        "Prometheus /metrics scrapes (one or many) of vLLM, SGLang, llama.cpp, TGI, Triton, Ray Serve,"
+        " KServe, MindIE or dcgm-exporter, read by the metric catalogue (metrics/)"
     )
     example = 'vllm:num_requests_waiting{model_name="llama"} 3.0'
 
