@@ -47,10 +47,14 @@ class EngineMap:
     rates: tuple[tuple[str, str], ...] = ()  # (column, counter sample name): per second
     means: tuple[tuple[str, _Ratio], ...] = ()  # (column, ratio): per window
 
+    def counter_names(self) -> set[str]:
+        """The sample names of the counters the map reads (rates, and the means' sums and counts)."""
+        names = {name for _, name in self.rates}
+        return names | {n for _, ratio in self.means for n in (ratio.numerator, ratio.denominator)}
+
     def sample_names(self) -> set[str]:
         """Every sample name the map reads."""
-        names = {name for _, name, _ in self.gauges} | {name for _, name in self.rates}
-        return names | {n for _, ratio in self.means for n in (ratio.numerator, ratio.denominator)}
+        return {name for _, name, _ in self.gauges} | self.counter_names()
 
     def counter(self, column: str) -> str | None:
         """The counter a rate column is read from, where one is."""
@@ -141,9 +145,7 @@ PROCESS_START = "process_start_time_seconds"
 
 def _went_back(mapping: EngineMap, samples: dict[str, float], before: dict[str, float]) -> bool:
     """Did any counter the map reads go back since the scrape before: the engine restarted between."""
-    names = {name for _, name in mapping.rates}
-    names |= {n for _, ratio in mapping.means for n in (ratio.numerator, ratio.denominator)}
-    return any(n in samples and n in before and samples[n] < before[n] for n in names)
+    return any(n in samples and n in before and samples[n] < before[n] for n in mapping.counter_names())
 
 
 def custom_map(metric_to_column: dict[str, str]) -> EngineMap:

@@ -18,11 +18,8 @@ from diagnose.importers.nsys_sqlite import NsysSqliteImporter
 from diagnose.importers.nsys_stats import NsysStatsImporter
 from diagnose.importers.nvidia_smi import NvidiaSmiComputeAppsImporter, NvidiaSmiQueryGpuImporter
 from diagnose.importers.nvidia_smi_monitor import DmonImporter, PmonImporter
-from diagnose.importers.nvidia_smi_report import (
-    NvidiaSmiQueryImporter,
-    NvidiaSmiTableImporter,
-    NvidiaSmiXmlImporter,
-)
+from diagnose.importers.nvidia_smi_report import NvidiaSmiQueryImporter, NvidiaSmiTableImporter
+from diagnose.importers.nvidia_smi_xml import NvidiaSmiXmlImporter
 from diagnose.importers.oom_log import OomLogImporter
 from diagnose.importers.profiler_table import ProfilerTableImporter
 from diagnose.importers.profiler_trace import KinetoTraceImporter, OrtProfileImporter

@@ -2,7 +2,7 @@
 
 Both are read line by line with patterns for the lines that carry figures, so a table cut short, a
 pasted prompt above it or several snapshots in one file still give what they hold. The XML form
-``-q -x`` is read by nvidia_smi_xml (imported here with the other two).
+``-q -x`` is read by :mod:`~diagnose.importers.nvidia_smi_xml`.
 
 The default table's layout is fixed per driver generation (its columns only widen): a GPU's line
 (index, name, bus id), then its figures' line (fan, temperature, performance state, power draw / cap,
@@ -30,9 +30,6 @@ from diagnose.importers.nvidia_smi_snapshot import (
     snapshot_tables,
     versions,
 )
-from diagnose.importers.nvidia_smi_xml import NvidiaSmiXmlImporter
-
-__all__ = ["NvidiaSmiQueryImporter", "NvidiaSmiTableImporter", "NvidiaSmiXmlImporter"]
 
 _HEADER = re.compile(r"NVIDIA-SMI\s+(\S+)\s+Driver Version:\s+(\S+)(?:\s+CUDA Version:\s+(\S+))?")
 _BUS_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from functools import cache
 from itertools import chain, islice
 
 import pandas as pd
@@ -22,6 +23,7 @@ from diagnose.importers.prometheus_text import DCGM_FIELDS
 from diagnose.units import counted
 
 
+@cache
 def _gauges() -> dict[str, tuple[str, float]]:
     """Every engine gauge's server column and scale, by sample name."""
     return {

@@ -146,7 +146,7 @@ class LiveApp(App[None]):
         self._analysed_key: tuple | None = None
         self._state: FeedState | None = None
         self._signals: dict[str, Signal] = {}
-        self._commands: dict[int, str] = {}  # what the window's processes are called, by pid
+        self._window: Dump | None = None  # the last window sampled: whose processes a cited chart names
         self._span = (0.0, 1.0)
         self._charts: dict[str, SeriesChart] = {}
         self._analysis_s: float | None = None
@@ -214,7 +214,7 @@ class LiveApp(App[None]):
             return
         self.samples += 1
         self._state, self._signals = message.state, message.signals
-        self._commands = process_commands(message.window.tables)
+        self._window = message.window
         position = message.state.position or time.time()
         self._span = (position - self.window_s, position) if self.window_s else _span_of(message)
         self._show_charts()
@@ -272,10 +272,10 @@ class LiveApp(App[None]):
         hypothesis = self._highlighted()
         if hypothesis is not None and self.report is not None:
             shown = {c.key for c in charts}
-            for name in cited_signals(hypothesis, self.report, self._signals):
-                if name not in shown:
-                    words = signal_words(name, self._commands)
-                    charts.append(Chart(name, f"cited: {words}", self._signals[name]))
+            cited = [n for n in cited_signals(hypothesis, self.report, self._signals) if n not in shown]
+            commands = process_commands(self._window.tables) if cited and self._window else {}
+            for name in cited:
+                charts.append(Chart(name, f"cited: {signal_words(name, commands)}", self._signals[name]))
         container = self.query_one("#charts", VerticalScroll)
         wanted = [c.key for c in charts]
         for key in [k for k in self._charts if k not in wanted]:
