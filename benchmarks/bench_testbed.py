@@ -7,6 +7,7 @@
     python benchmarks/bench_testbed.py --only cpu-bound-stage healthy-low
     python benchmarks/bench_testbed.py --duration 4m --seeds 5 --first-seed 101 --burners 1  # beside a burner
     python benchmarks/bench_testbed.py --only cpu-bound-stage --twins   # and its healthy twin, same seeds
+    python benchmarks/bench_testbed.py --engine --duration 4m --twins   # llama.cpp's server (llm-*)
 
 Runs each scenario with ``python -m testbed run`` (one at a time: they share
 the machine's cores, which is the point), then prints the score table of
@@ -35,7 +36,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.testbed_options import add_run_options, run_seconds  # noqa: E402
 from diagnose.units import counted  # noqa: E402
+from testbed.llm.scenarios import ENGINE_SCENARIOS  # noqa: E402
 from testbed.scenarios import SCENARIOS  # noqa: E402
+
+KNOWN = {**SCENARIOS, **ENGINE_SCENARIOS}
 
 
 def main() -> None:
@@ -51,13 +55,19 @@ def main() -> None:
         action="store_true",
         help="also run each faulty scenario's healthy twin (testbed run --without-fault) on the same seeds",
     )
+    parser.add_argument(
+        "--engine",
+        action="store_true",
+        help="the real text-generation engine's scenarios (llm-*, llama.cpp's server; built on first use)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.only, args.duration = args.only or ["healthy-low"], args.duration or "20s"
-    names = args.only or [n for n, s in SCENARIOS.items() if not s.benchmark_skip]
-    for name in [] if args.only else [n for n, s in SCENARIOS.items() if s.benchmark_skip]:
-        print(f"left out {name}: {SCENARIOS[name].benchmark_skip}")
-    unknown = [n for n in names if n not in SCENARIOS]
+    group = ENGINE_SCENARIOS if args.engine else SCENARIOS
+    names = args.only or [n for n, s in group.items() if not s.benchmark_skip]
+    for name in [] if args.only else [n for n, s in group.items() if s.benchmark_skip]:
+        print(f"left out {name}: {group[name].benchmark_skip}")
+    unknown = [n for n in names if n not in KNOWN]
     if unknown:
         parser.error(f"unknown scenarios: {', '.join(unknown)}")
     duration_s = run_seconds(parser, args)
@@ -79,17 +89,17 @@ def main() -> None:
 
 def _run_all(args: argparse.Namespace, names: list[str], duration_s: float | None, out: Path) -> None:
     for name in names:
-        if (reason := SCENARIOS[name].unavailable()) is not None:
+        if (reason := KNOWN[name].unavailable()) is not None:
             print(f"skipped {name}: {reason}")
             continue
-        twins = [False, True] if args.twins and SCENARIOS[name].cause is not None else [False]
+        twins = [False, True] if args.twins and KNOWN[name].cause is not None else [False]
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for twin in twins:
                 folder = out / f"{name}{'-fixed' if twin else ''}-s{seed}"
                 command = [sys.executable, "-m", "testbed", "run", name, "--out", str(folder)]
                 command += ["--seed", str(seed), *(["--without-fault"] if twin else [])]
                 if duration_s is not None:
-                    command += ["--duration", f"{max(duration_s, SCENARIOS[name].min_duration_s):g}s"]
+                    command += ["--duration", f"{max(duration_s, KNOWN[name].min_duration_s):g}s"]
                 began = time.monotonic()
                 done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
                 took = time.monotonic() - began

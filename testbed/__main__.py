@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 from diagnose.commands.status_line import StatusLine
+from testbed.llm import engine, runner as engine_runner
+from testbed.llm.scenarios import ENGINE_SCENARIOS, EngineScenario
 from testbed.pack import pack
 from testbed.runner import RunError, run, runs_under
 from testbed.scenarios import SCENARIOS
@@ -45,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         help="the same service, load and seed with the fault removed (what fixing it delivers)",
     )
     commands.add_parser("list", help="the scenarios and what each injects")
+    commands.add_parser(
+        "engine",
+        help="build llama.cpp's server from the registry's sources (once; minutes) and write the tiny model",
+    )
     score_cmd = commands.add_parser("score", help="diagnose recorded runs and score the ranking")
     score_cmd.add_argument(
         "runs", nargs="*", type=Path, help=f"run folders or folders of runs (default: {DEFAULT_RUNS})"
@@ -54,16 +60,18 @@ def main(argv: list[str] | None = None) -> int:
     pack_cmd.add_argument("--into", type=Path, default=Path("fixtures/recorded"), help="default: %(default)s")
     args = parser.parse_args(argv)
 
+    if args.command == "engine":
+        return _engine()
     if args.command == "list":
-        for scenario in SCENARIOS.values():
+        for scenario in [*SCENARIOS.values(), *ENGINE_SCENARIOS.values()]:
             note = f"  [not here: {reason}]" if (reason := scenario.unavailable()) else ""
             note += "  [not in the benchmark: see docs/testbed.md]" if scenario.benchmark_skip else ""
             print(f"{scenario.name:26} {scenario.cause or 'healthy':26} {scenario.summary}{note}")
         return 0
     if args.command == "run":
-        scenario = SCENARIOS.get(args.scenario)
+        scenario = SCENARIOS.get(args.scenario) or ENGINE_SCENARIOS.get(args.scenario)
         if scenario is None:
-            known = ", ".join(SCENARIOS)
+            known = ", ".join([*SCENARIOS, *ENGINE_SCENARIOS])
             print(f"testbed: unknown scenario {args.scenario!r}; one of: {known}", file=sys.stderr)
             return 2
         if args.without_fault:
@@ -71,8 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         duration = args.duration or scenario.default_duration_s
         out = args.out or DEFAULT_RUNS / f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         status = StatusLine.for_terminal(args.quiet)
+        runner = engine_runner.run if isinstance(scenario, EngineScenario) else run
         try:
-            dump = run(scenario, duration, out, seed=args.seed, say=status.say, progress=status.show)
+            dump = runner(scenario, duration, out, seed=args.seed, say=status.say, progress=status.show)
         except RunError as error:
             status.clear()
             print(f"testbed: {error}", file=sys.stderr)
@@ -109,6 +118,21 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as error:
         print(f"testbed: {error}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _engine() -> int:
+    try:
+        built = engine.ensure()
+    except engine.EngineUnavailable as error:
+        print(f"testbed: {error}", file=sys.stderr)
+        return 2
+    from testbed.tokenizer import words
+
+    model = engine.model(words())
+    took = f" (built in {built.build_seconds:.0f} s)" if built.build_seconds else ""
+    print(f"testbed: llama.cpp's server: {built.server}{took}")
+    print(f"testbed: the tiny model: {model}")
     return 0
 
 

@@ -97,12 +97,13 @@ def _source(plan: LoadPlan, trace_dir: Path) -> tuple[np.ndarray, np.ndarray, np
 class PromptMaker:
     """Prompt text of about a given number of tokens, cut from a fixed word list at random places."""
 
-    def __init__(self, words: list[str], seed: int = 0) -> None:
+    def __init__(self, words: list[str], seed: int = 0, tokens_per_word: float = TOKENS_PER_WORD) -> None:
         self._words = words
         self._rng = np.random.default_rng(seed)
+        self._tokens_per_word = tokens_per_word  # of the tokenizer that will read the prompts
 
     def make(self, tokens: int) -> str:
-        count = max(1, int(tokens / TOKENS_PER_WORD))
+        count = max(1, int(tokens / self._tokens_per_word))
         start = int(self._rng.integers(max(1, len(self._words) - count)))
         chosen = (self._words * (1 + count // max(1, len(self._words))))[start : start + count]
         lines = [" ".join(chosen[i : i + WORDS_PER_LINE]) for i in range(0, len(chosen), WORDS_PER_LINE)]

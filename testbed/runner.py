@@ -97,12 +97,12 @@ def run(
     if out.exists() and any(out.iterdir()):
         raise RunError(f"{out}: exists and is not empty; give a new folder")
     paths.requests_log.parent.mkdir(parents=True, exist_ok=True)
-    with _Children() as children:
-        port = _free_port()
+    with Children() as children:
+        port = free_port()
         url = f"http://127.0.0.1:{port}"
         progress(f"testbed: {scenario.name}: starting the service")
         service = _start_service(children, scenario, port, paths)
-        _wait_healthy(url, service)
+        wait_healthy(url, service)
         if scenario.restart_at is None:
             _warm(url)  # the lazy start-up is the cold-start scenario's fault, not every run's
         ramp_to = scenario.ramp_to_rps
@@ -128,7 +128,7 @@ def run(
                 sys.executable, "-m", "diagnose", "record", "-o", str(paths.dump),
                 "--duration", f"{duration_s + 3:.0f}s", "--requests-log", str(paths.requests_log),
                 "--metrics-url", f"{url}/metrics", "--metrics-map", _METRICS_MAP, "--pid", str(service.pid),
-                "--log", str(paths.service_output), *_settings(scenario),
+                "--log", str(paths.service_output), *settings_options(scenario),
             ],
             paths.root / "recorder.log",
         )  # fmt: skip
@@ -143,7 +143,7 @@ def run(
         )
         load_start = time.time()
         injector = _Injector(children, scenario, duration_s, port, paths, seed)
-        shown = _LoadProgress(scenario.name, progress)
+        shown = LoadProgress(scenario.name, progress)
         result = asyncio.run(_drive_and_inject(url, plan, seed, injector, shown))
         say(f"testbed: {scenario.name}: {result.summary()}")
         progress(f"testbed: {scenario.name}: waiting for the recorder to write the dump")
@@ -155,7 +155,7 @@ def run(
     strength = _strength(paths, scenario, tokenizer, load_start, load_start + duration_s)
     if strength and strength.get("held") is False:
         say(f"testbed: {scenario.name}: the fault was weaker than promised: {strength}")
-    _write_truth(paths, scenario, duration_s, seed, started, load_start, windows, result, ramp_to, strength)
+    write_truth(paths, scenario, duration_s, seed, started, load_start, windows, result, ramp_to, strength)
     return paths.dump
 
 
@@ -190,7 +190,7 @@ def _strength(
 
 
 async def _drive_and_inject(
-    url: str, plan: LoadPlan, seed: int, injector: _Injector, shown: _LoadProgress
+    url: str, plan: LoadPlan, seed: int, injector: _Injector, shown: LoadProgress
 ) -> LoadResult:
     result = LoadResult()
     faults = asyncio.create_task(injector.run())
@@ -205,7 +205,7 @@ async def _drive_and_inject(
 
 
 @dataclass(frozen=True)
-class _LoadProgress:
+class LoadProgress:
     """The load's progress, once a second: time driven, requests so far, and the faults injected."""
 
     scenario: str
@@ -227,14 +227,14 @@ class _LoadProgress:
             await asyncio.sleep(1.0)
 
 
-class _Children:
+class Children:
     """The processes of one run, stopped together however the run ends."""
 
     def __init__(self) -> None:
         self.processes: list[subprocess.Popen] = []
         self._lock = threading.Lock()
 
-    def __enter__(self) -> _Children:
+    def __enter__(self) -> Children:
         self._previous = {
             signum: signal.signal(signum, self._interrupted) for signum in (signal.SIGTERM, signal.SIGHUP)
         }
@@ -281,7 +281,7 @@ class _Children:
                 process.wait()
 
 
-def _settings(scenario: Scenario) -> list[str]:
+def settings_options(scenario: Scenario) -> list[str]:
     """The service's options as the recorder's --setting, so that diagnose compare can tell two runs apart."""
     args = scenario.service_args
     if not args:
@@ -299,13 +299,13 @@ def _project_path() -> str:
     return os.pathsep.join([root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-def _start_service(children: _Children, scenario: Scenario, port: int, paths: RunPaths) -> subprocess.Popen:
+def _start_service(children: Children, scenario: Scenario, port: int, paths: RunPaths) -> subprocess.Popen:
     profile = ["--ort-profile", str(paths.graph_profile)] if scenario.graph_profile else []
     command = [
         sys.executable, "-m", "testbed.service", "--port", str(port), "--log", str(paths.requests_log),
@@ -314,7 +314,7 @@ def _start_service(children: _Children, scenario: Scenario, port: int, paths: Ru
     return children.start(command, paths.service_output)
 
 
-def _wait_healthy(url: str, service: subprocess.Popen) -> None:
+def wait_healthy(url: str, service: subprocess.Popen) -> None:
     deadline = time.monotonic() + _STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
         if service.poll() is not None:
@@ -345,7 +345,7 @@ class _Injector:
     worker threads so the load never stalls.
     """
 
-    def __init__(self, children: _Children, scenario: Scenario, duration_s: float, port: int, paths: RunPaths,
+    def __init__(self, children: Children, scenario: Scenario, duration_s: float, port: int, paths: RunPaths,
                  seed: int) -> None:  # fmt: skip
         self._children, self._scenario, self._duration = children, scenario, duration_s
         self._port, self._paths = port, paths
@@ -416,7 +416,7 @@ class _Injector:
         self.fault_windows.append((began, began + seconds))
 
 
-def _write_truth(
+def write_truth(
     paths: RunPaths,
     scenario: Scenario,
     duration_s: float,
@@ -427,7 +427,9 @@ def _write_truth(
     result,
     ramp_to_rps: float | None,
     strength: dict | None = None,
+    more: dict | None = None,
 ) -> None:
+    """truth.yaml: what was injected and when, the load, and ``more`` (an engine run's own facts)."""
     if not windows and scenario.cause is not None:
         windows = [(load_start + scenario.fault_from * duration_s, load_start + duration_s)]
     truth = {
@@ -451,6 +453,7 @@ def _write_truth(
         "service_args": list(scenario.service_args),
         **({"strength": strength} if strength else {}),
         "host": {"cpus": psutil.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1)},
+        **(more or {}),
     }
     paths.truth.write_text(yaml.safe_dump(truth, sort_keys=False), encoding="utf-8")
 

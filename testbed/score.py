@@ -33,6 +33,9 @@ class RunScore:
     # Whether the run's fault reached the strength its scenario promises (truth.yaml's ``strength``);
     # None where the scenario promises none. A run that fell short is shown, not counted.
     strength_held: bool | None = None
+    # What the cause's evidence cites (or the first hypothesis's, where the cause is not found): the
+    # engine's own metrics (server table), its log (events), the request log, the process table, ...
+    cited: tuple[str, ...] = ()
 
     @property
     def first(self) -> bool:
@@ -60,7 +63,31 @@ def score_report(run: str, truth: dict, report: dict) -> RunScore:
         top=tuple(hypotheses[:3]),
         false_alarms=tuple(i for i, s in hypotheses if s >= LIKELY and i != cause),
         strength_held=(truth.get("strength") or {}).get("held"),
+        cited=_cited(report.get("hypotheses", []), cause),
     )
+
+
+_TABLES = {
+    "server": "engine metrics",
+    "events": "log events",
+    "requests": "request log",
+    "processes": "processes",
+    "system": "host",
+    "gpu": "GPU",
+}
+
+
+def _cited(hypotheses: list[dict], cause: str | None) -> tuple[str, ...]:
+    """The kinds of evidence the cause's hypothesis (else the first) cites, in the order first cited."""
+    chosen = next((h for h in hypotheses if h["id"] == cause), hypotheses[0] if hypotheses else None)
+    if chosen is None:
+        return ()
+    kinds: dict[str, None] = {}
+    for item in chosen.get("evidence", []):
+        for source in item.get("sources", []):
+            table = source.split(":", 1)[0].split(".", 1)[0].strip()
+            kinds[_TABLES.get(table, table)] = None
+    return tuple(kinds)
 
 
 def score_run(folder: Path) -> RunScore:
@@ -78,8 +105,8 @@ def score_run(folder: Path) -> RunScore:
 def table(scores: list[RunScore]) -> str:
     """The per-run table and the totals, as Markdown."""
     lines = [
-        "| run | injected | rank | score | AC@1 | AC@3 | false alarms | top hypotheses |",
-        "|---|---|---|---|---|---|---|---|",
+        "| run | injected | rank | score | AC@1 | AC@3 | false alarms | top hypotheses | its evidence from |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in scores:
         top = ", ".join(f"{i} {v:.2f}" for i, v in s.top) or "none"
@@ -87,7 +114,7 @@ def table(scores: list[RunScore]) -> str:
             f"| {s.run}{' (weak fault)' if s.strength_held is False else ''} | {s.cause or 'healthy'} | "
             f"{s.rank or '-'} | "
             f"{'-' if s.cause_score is None else f'{s.cause_score:.2f}'} | {_mark(s.first)} | "
-            f"{_mark(s.top3)} | {', '.join(s.false_alarms) or '-'} | {top} |"
+            f"{_mark(s.top3)} | {', '.join(s.false_alarms) or '-'} | {top} | {', '.join(s.cited) or '-'} |"
         )
     weak = [s.run for s in scores if s.strength_held is False]
     faults = [s for s in scores if s.cause is not None and s.strength_held is not False]

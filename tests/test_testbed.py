@@ -174,7 +174,7 @@ def test_a_run_shows_the_loads_progress_and_whether_a_fault_is_on():
     from types import SimpleNamespace
 
     from testbed.load import LoadResult
-    from testbed.runner import _LoadProgress
+    from testbed.runner import LoadProgress
 
     shown: list[str] = []
     now = time.time()
@@ -183,7 +183,7 @@ def test_a_run_shows_the_loads_progress_and_whether_a_fault_is_on():
 
     async def one_line() -> None:
         task = asyncio.create_task(
-            _LoadProgress("co-located-contention", shown.append).run(600, result, injector)
+            LoadProgress("co-located-contention", shown.append).run(600, result, injector)
         )
         while not shown:
             await asyncio.sleep(0.01)
@@ -213,6 +213,22 @@ def test_a_run_is_scored_by_the_rank_and_score_of_its_cause():
     assert healthy.first and not healthy.false_alarms
     alarmed = score_report("r", {"cause": None}, report(("input-length-shift", 0.55)))
     assert not alarmed.first and alarmed.false_alarms == ("input-length-shift",)
+
+
+def test_a_runs_score_says_what_kinds_of_evidence_its_cause_cited():
+    stall = {
+        "id": "engine-stall",
+        "score": 1.0,
+        "evidence": [
+            {"sources": ["requests.jsonl: requests in flight, none receiving a token"]},
+            {"sources": ["server.csv: running", "events.jsonl: engine_stall", "requests.jsonl: ttft_ms"]},
+        ],
+    }
+    other = {"id": "over-parallelism", "score": 0.2, "evidence": [{"sources": ["processes.csv: cpu_pct"]}]}
+    scored = score_report("r", {"cause": "engine-stall"}, {"hypotheses": [other, stall]})
+    assert scored.cited == ("request log", "engine metrics", "log events")
+    missed = score_report("r", {"cause": "queue-saturation"}, {"hypotheses": [other]})
+    assert missed.cited == ("processes",)  # what came first instead cited
 
 
 def test_the_tokenizers_passes_are_chosen_from_its_cost_and_the_rate():
