@@ -28,6 +28,20 @@ def test_a_pid_replaced_by_one_of_the_same_name_and_command_line_is_a_restart():
     assert found.at == T0 + 99  # the old process's last sample: the new one was born after it
 
 
+def test_where_the_server_is_named_only_its_own_lineage_restarts():
+    # a command run twice beside the server (a CLI, a cron job): replaced just the same, but its start
+    # warms nothing the server's requests wait for
+    cli = _table(
+        _rows(7824, 0, 40, cmdline="diagnose rules test"), _rows(7929, 45, 90, cmdline="diagnose rules test")
+    )
+    server = _table(_rows(7559, 0, 200, name="llama-server", cmdline="llama-server -m model.gguf"))
+    both = pd.concat([cli, server])
+    assert [r.old_pid for r in replacements(both)] == [7824]  # nothing names the server: any lineage
+    assert replacements(both, frozenset({7559})) == []
+    restarted = pd.concat([cli, _table(_rows(4242, 0, 100), _rows(4243, 108, 200))])
+    assert [r.new_pid for r in replacements(restarted, frozenset({4243}))] == [4243]
+
+
 def test_a_pool_of_workers_whose_pids_overlap_is_no_restart():
     # two workers alive at once, one recycled: a pool doing its work, not the server restarting
     table = _table(_rows(10, 0, 100), _rows(11, 0, 200), _rows(12, 105, 200))

@@ -244,3 +244,22 @@ def test_remining_a_source_tree_lists_what_the_catalogue_lacks_and_what_the_tree
     assert "server/cache.py:2" not in out  # accounted for by the catalogue
     assert "gone\ttgi-out-of-cache-blocks\t" not in out
     assert "gone\ttgi-shard-terminated\t" in out  # the tree holds no launcher
+
+
+def test_a_recorded_event_takes_the_kind_its_statement_has_in_the_catalogue_today(tmp_path):
+    # Recorded when a request too long for its slot was still counted as a full KV cache: read now as
+    # the catalogue reads the line, so the rule that counts full caches does not count it.
+    from diagnose.dump import load_dump
+
+    (tmp_path / "manifest.yaml").write_text("host: h\nstart: '2026-12-06T10:00:00Z'\n")
+    line = "srv send_error: task id = 20428, error: request (7808 tokens) exceeds the available context size"
+    events = [
+        {"ts": 1796553750.0, "kind": "kv_cache_full", "message": line,
+         "statement": "llama-cpp-request-tokens-exceeds-context"},
+        {"ts": 1796553751.0, "kind": "kv_cache_full", "message": "purging slot 2 with 812 tokens",
+         "statement": "llama-cpp-purging-slot"},
+        {"ts": 1796553752.0, "kind": "restart", "message": "deployed", "statement": "a-users-own-id"},
+    ]  # fmt: skip
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    kinds = load_dump(tmp_path).table("events")["kind"].astype(str).tolist()
+    assert kinds == ["request_too_long", "kv_cache_full", "restart"]

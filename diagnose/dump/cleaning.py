@@ -13,6 +13,7 @@ import pandas as pd
 from diagnose.dump.formats import ReadResult, TableReadError
 from diagnose.dump.schema import EVENTS_TABLE, TABLES, TRACE_TABLES, is_numeric_column
 from diagnose.dump.timestamps import parse_ts
+from diagnose.statements.catalogue import builtin_catalogue
 from diagnose.units import counted
 
 
@@ -42,11 +43,27 @@ def normalised(name: str, result: ReadResult, label: str, warnings: list[str]) -
         frame = _ensure_latency(frame, label, warnings)
     if name == EVENTS_TABLE and "kind" not in frame.columns:
         raise TableReadError("no 'kind' field in any event")
+    if name == EVENTS_TABLE and "statement" in frame.columns:
+        frame = _kinds_from_catalogue(frame)
     if not frame["ts"].is_monotonic_increasing:
         frame = frame.sort_values("ts", kind="stable", ignore_index=True)
     else:
         frame = frame.reset_index(drop=True)
     return _drop_duplicates(name, frame, label, warnings)
+
+
+def _kinds_from_catalogue(frame: pd.DataFrame) -> pd.DataFrame:
+    """An event found by the statement catalogue takes the kind the catalogue gives its statement today:
+    a dump recorded before a statement was reclassified (a request too long for its context was once
+    counted as a full KV cache) is read as the catalogue reads the line now."""
+    kinds = {s.id: str(s.event) for s in builtin_catalogue()}
+    current = frame["statement"].astype("string").map(kinds)
+    known = current.notna().to_numpy()
+    if not known.any():
+        return frame
+    kind = frame["kind"].astype("object").copy()
+    kind[known] = current[known].astype("object")
+    return frame.assign(kind=kind)
 
 
 def _with_epoch_ts(frame: pd.DataFrame, file: str, result: ReadResult, warnings: list[str]) -> pd.DataFrame:

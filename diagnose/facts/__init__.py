@@ -28,6 +28,7 @@ from diagnose.facts.resources import add_gpu_facts, add_host_facts, add_thread_f
 from diagnose.facts.sampling import add_sampling_facts
 from diagnose.facts.spikes import add_spike_facts
 from diagnose.facts.stages import add_stage_facts, declared_kinds
+from diagnose.facts.streams import add_stream_facts
 from diagnose.facts.throttle import add_throttle_facts
 from diagnose.isolation import isolated
 
@@ -51,6 +52,7 @@ def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnal
             (f"stage facts from {source}", lambda: add_stage_facts(facts, requests, source, declared)),
             (f"TTFT and TPOT from {source}", lambda: add_llm_facts(facts, requests, source)),
             (f"prefill interference from {source}", lambda: add_interference_facts(facts, requests, source)),
+            (f"stream silences from {source}", lambda: add_stream_facts(facts, requests, source)),
             (f"TTFT and TPOT shifts from {source}", lambda: add_llm_shift_facts(facts, requests, source)),
             (f"batching facts from {source}", lambda: add_batch_facts(facts, requests, source)),
             (f"input-length facts from {source}", lambda: add_shift_facts(facts, requests, source)),

@@ -35,6 +35,8 @@ _KV = "server: kv_cache_usage_pct (an engine's stats log or /metrics)"
 _ENGINE = "a serving engine's stats (server table) or log events"
 _OUTPUT = "requests: output_len and latency_ms, on each side of a latency shift"
 _TTFT = "requests: ttft_ms (or stage_decode_ms), on each side of a TTFT shift"
+_THREADS_HELD = "processes: num_threads of the server, and server: queue_depth or running"
+_STREAMS = "requests: ts, latency_ms, ttft_ms, and itl_max_ms with itl_max_at_ms (streamed answers)"
 _LONG = "requests: ts, latency_ms, input_len, and ttft_ms and tpot_ms (or stage_decode_ms, output_len)"
 _COLOCATED = "processes or gpu_processes (per-process CPU or GPU memory) and requests"
 # One wording for the whole trace, so that a rule missing several of its facts asks for it once.
@@ -372,6 +374,13 @@ CATALOGUE: dict[str, FactSpec] = {
     "engine.no_progress_s": FactSpec(
         "s", "server: running and tokens_per_s", "longest time with requests running and no token generated"
     ),
+    "requests.stream_silence_s": FactSpec(
+        "s",
+        _STREAMS,
+        "longest time requests were in flight and none received a token (each known to be waiting then)",
+    ),
+    "requests.stream_silence_requests": FactSpec("count", _STREAMS, "most requests in flight during it"),
+    "requests.stream_silence_start": FactSpec("time", _STREAMS, "when that silence began"),
     "engine.stalls": FactSpec("count", _ENGINE, "engine steps that timed out ('Engine iteration timed out')"),
     "engine.deaths": FactSpec("count", _ENGINE, "times the engine died or failed (engine_dead events)"),
     "engine.stall_line": FactSpec("name", "events: engine_stall", "the first stalled step's log line"),
@@ -584,6 +593,13 @@ CATALOGUE: dict[str, FactSpec] = {
     "server.cores": FactSpec("number", _SERVER, "cores the server may use (its affinity and CPU quota)"),
     "server.process": FactSpec("name", _SERVER, "the server's process(es), as the report names them"),
     "server.processes": FactSpec("count", _SERVER, "the server's processes at once (workers)"),
+    "server.threads_follow_requests": FactSpec(
+        "ratio",
+        _THREADS_HELD,
+        "Spearman correlation of the server's thread count with the requests it holds (waiting and running)",
+    ),
+    "server.threads.p5": FactSpec("count", _THREADS_HELD, "the server's threads, 5th percentile"),
+    "server.threads.p95": FactSpec("count", _THREADS_HELD, "the server's threads, 95th percentile"),
     "server.threads_per_core": FactSpec("number", _SERVER, "the server's threads per core it may use"),
     "server.core_share.p50": FactSpec(
         "ratio", _SERVER, "the server's CPU over the cores it may use, median (1 = all of them)"

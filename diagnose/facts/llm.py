@@ -24,6 +24,7 @@ LONG_PROMPT_FACTOR = 4.0  # a prompt this many times the median: its prefill alo
 MIN_LONG_PROMPTS = 3
 LOCAL_WINDOW_S = 60.0
 _MIN_GROUP = 20
+_MIN_STRATUM = 5
 _INTERFERENCE_FACTS = (
     "llm.long_prompt_tokens",
     "tpot.during_long_prefill_p50_ms",
@@ -121,8 +122,15 @@ def interference_split(requests: pd.DataFrame, source: str = "the log") -> Inter
         np.searchsorted(long_prefills, last, "right") - np.searchsorted(long_prefills, first, "right") > 0
     )
     # Each TPOT against the median of its own minute: a system that slowed down (or sped up) for other
-    # reasons moves both groups alike, and must not read as interference.
+    # reasons moves both groups alike, and must not read as interference. Then against the requests that
+    # generated beside as many others: a request generating longer, or in a busier moment, meets more
+    # long prefills and shares its steps with more requests, and a bigger batch is slower per token
+    # whatever was prefilled in it; load must not read as interference either.
     relative = tpot / _local_median(first, tpot, usable)
+    crowd = _crowd(_mean_in_flight(arrival, last, first), usable)
+    beside_as_many = _stratum_median(relative, crowd, usable & ~overlapped)
+    usable &= np.isfinite(beside_as_many)
+    relative = relative / beside_as_many
     split = InterferenceSplit(threshold, long_prefills, first, last, tpot, relative, usable, overlapped)
     during, clear = int(split.during.sum()), int(split.clear.sum())
     if during < _MIN_GROUP or clear < _MIN_GROUP:
@@ -150,6 +158,34 @@ def add_interference_facts(facts: Facts, requests: pd.DataFrame, source: str) ->
     ratio = float(np.median(during) / np.median(clear))
     facts.add("tpot.long_prefill_ratio", ratio, f"{cite}; each TPOT against the median of its minute")
     facts.add("tpot.long_prefill_share", float(during.size / (during.size + clear.size)), cite)
+
+
+def _mean_in_flight(arrival: np.ndarray, end: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """For each request, the mean number of requests in flight (itself included) from its first token to
+    its end: the integral of the in-flight count, which is piecewise constant, so its running integral is
+    piecewise linear and read exactly by interpolation."""
+    known = np.isfinite(arrival) & np.isfinite(end) & (end >= arrival)
+    times = np.concatenate([arrival[known], end[known]])
+    steps = np.concatenate([np.ones(int(known.sum())), -np.ones(int(known.sum()))])
+    order = np.argsort(times, kind="stable")
+    times, count = times[order], np.cumsum(steps[order])
+    integral = np.concatenate([[0.0], np.cumsum(count[:-1] * np.diff(times))])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        spent = np.interp(end, times, integral) - np.interp(first, times, integral)
+        return spent / (end - first)
+
+
+def _crowd(in_flight: np.ndarray, usable: np.ndarray) -> np.ndarray:
+    """Half-octave classes of the mean in flight (1, 1.4, 2, 2.8, 4, ...): as many others, near enough."""
+    return np.where(usable & (in_flight >= 1), np.floor(2 * np.log2(np.maximum(in_flight, 1))), -1)
+
+
+def _stratum_median(values: np.ndarray, stratum: np.ndarray, among: np.ndarray) -> np.ndarray:
+    """For each request, the median of ``values`` over ``among`` in its stratum (NaN where fewer than
+    _MIN_STRATUM of them are there to compare with)."""
+    groups = pd.Series(values[among]).groupby(stratum[among])
+    medians = groups.median()[groups.size() >= _MIN_STRATUM]
+    return pd.Series(stratum).map(medians).to_numpy(dtype="float64")
 
 
 def _local_median(when: np.ndarray, values: np.ndarray, usable: np.ndarray) -> np.ndarray:

@@ -156,6 +156,45 @@ def _add_server_facts(facts: Facts, dump: Dump, server: pd.DataFrame) -> None:
                 f"core) / {cores_from}, median",
             )
     _add_host_share(facts, dump, server, who)
+    _add_threads_with_requests(facts, dump, server, who)
+
+
+_MIN_PAIRED = 30  # samples with both the thread count and the requests held
+
+
+def _add_threads_with_requests(facts: Facts, dump: Dump, server: pd.DataFrame, who: str) -> None:
+    """Whether the server's thread count follows the requests it holds (waiting and running, by the
+    engine's gauges): a server that starts a thread per connection (llama.cpp's HTTP pool, a
+    thread-per-request server) has more threads than cores because its queue is long, not because a
+    pool was sized past them."""
+    engine = dump.table("server")
+    if engine is None or "num_threads" not in server.columns:
+        return
+    held_columns = [c for c in ("queue_depth", "running") if c in engine.columns]
+    if not held_columns:
+        return
+    held = engine[held_columns].apply(pd.to_numeric, errors="coerce").sum(axis=1, min_count=1)
+    joined = pd.merge_asof(
+        server[["ts", "num_threads"]].dropna().sort_values("ts"),
+        pd.DataFrame({"ts": pd.to_numeric(engine["ts"], errors="coerce"), "held": held})
+        .dropna()
+        .sort_values("ts"),
+        on="ts",
+        direction="nearest",
+        tolerance=1.5,  # type: ignore[arg-type]  # a float key takes a float tolerance
+    ).dropna()
+    if len(joined) < _MIN_PAIRED or joined["held"].nunique() < 3 or joined["num_threads"].nunique() < 3:
+        return
+    cite = (
+        f"{dump.source('processes')}: num_threads of {who} against {' + '.join(held_columns)} "
+        f"({dump.source('server')}), {len(joined):,} samples"
+    )
+    facts.add(
+        "server.threads_follow_requests", float(joined["num_threads"].corr(joined["held"], "spearman")), cite
+    )
+    low, high = np.percentile(joined["num_threads"].to_numpy(dtype="float64"), [5, 95])
+    facts.add("server.threads.p5", float(low), cite)
+    facts.add("server.threads.p95", float(high), cite)
 
 
 # The settings that size a process's intra-op pool, as the recorder keeps them (collectors/environment.py).

@@ -19,6 +19,9 @@ the recorder's busiest-processes list), and whose new pid came within a few
 minutes of the old one's last sample. The start is stamped at the old pid's
 last sample: the new process was born after it, and the cold-start analysis
 allows a start's slow requests to begin up to half a minute after its stamp.
+Where the manifest names the server's pids, only the server's lineage counts:
+a command someone ran twice beside it (a CLI, a cron job) is replaced the same
+way, and its start warms nothing the requests wait for.
 """
 
 from __future__ import annotations
@@ -64,8 +67,11 @@ def restart_times(dump: Dump) -> tuple[list[float], str]:
     if processes is not None:
         # A recorder that saw the pid change also wrote the start: the two stamps of one restart lie
         # seconds apart, and only the stated one is kept.
+        servers = _declared_servers(dump)
         replaced = [
-            r for r in replacements(processes) if all(abs(r.at - t) > _SAME_RESTART_S for t in starts)
+            r
+            for r in replacements(processes, servers)
+            if all(abs(r.at - t) > _SAME_RESTART_S for t in starts)
         ]
         if replaced:
             starts += [r.at for r in replaced]
@@ -87,6 +93,12 @@ def restart_times(dump: Dump) -> tuple[list[float], str]:
             hows = sorted({how for _, how in seen})
             sources.append(f"{dump.source('server')}: {' and '.join(hows)}")
     return sorted(set(starts)), " and ".join(sources)
+
+
+def _declared_servers(dump: Dump) -> frozenset[int]:
+    declared = dump.manifest.extra.get("server_pid") or dump.manifest.extra.get("server_pids")
+    items = declared if isinstance(declared, list) else [declared]
+    return frozenset(int(p) for p in items if isinstance(p, int | str) and str(p).isdigit())
 
 
 def engine_restarts(server: pd.DataFrame) -> list[tuple[float, str]]:
@@ -115,8 +127,9 @@ def engine_restarts(server: pd.DataFrame) -> list[tuple[float, str]]:
     return sorted(found)
 
 
-def replacements(processes: pd.DataFrame) -> list[Replacement]:
-    """Each pid replaced by a process of the same name and command line, oldest first."""
+def replacements(processes: pd.DataFrame, servers: frozenset[int] = frozenset()) -> list[Replacement]:
+    """Each pid replaced by a process of the same name and command line, oldest first; where
+    ``servers`` names pids, only the lineages that hold one of them."""
     if not {"ts", "pid", "name"} <= set(processes.columns) or processes.empty:
         return []
     frame = pd.DataFrame(
@@ -138,6 +151,8 @@ def replacements(processes: pd.DataFrame) -> list[Replacement]:
     for (name, _), pids in lives.groupby(["name", "cmdline"], sort=False):
         if len(pids) < 2 or not name:
             continue
+        if servers and not servers & {int(p) for p in pids["pid"]}:
+            continue  # another program's restarts: nothing the server's requests wait for
         pids = pids.sort_values("min")
         first, last, count = (pids[c].to_numpy(dtype="float64") for c in ("min", "max", "count"))
         if (first[1:] <= last[:-1]).any():

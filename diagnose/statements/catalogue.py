@@ -32,6 +32,9 @@ class EventKind(StrEnum):
     ENGINE_START_FAILED = "engine_start_failed"
     PREEMPTION = "preemption"
     KV_CACHE_FULL = "kv_cache_full"
+    # A request longer than the context (or the whole cache) allows: refused, truncated or shifted
+    # however idle the engine is. A limit of its configuration, not pressure from load.
+    REQUEST_TOO_LONG = "request_too_long"
     KV_CACHE_CONFIG = "kv_cache_config"
     OOM = "oom"
     XID = "xid"
