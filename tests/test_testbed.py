@@ -285,7 +285,7 @@ def _testbed(*args: str, **kwargs) -> subprocess.Popen:
 
 def test_a_short_run_records_a_dump_that_diagnose_reads_and_scores(tmp_path):
     """The cold-start scenario exercises the most parts: the restart, the injector, the recorder's stamp."""
-    run = _testbed("run", "cold-start-contamination", "--duration", "40s", "--out", str(tmp_path / "run"))
+    run = _testbed("run", "cold-start-contamination", "--duration", "30s", "--out", str(tmp_path / "run"))
     output, _ = run.communicate(timeout=300)
     assert run.returncode == 0, output
     dump = tmp_path / "run" / "dump"
