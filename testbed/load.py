@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,6 +110,14 @@ class PromptMaker:
         return "\n".join(lines)
 
 
+# How one request is sent and counted: the client, its prompt text, the planned request, its number, the
+# counts to keep.
+Send = Callable[[httpx.AsyncClient, str, "Request", int, "LoadResult"], Awaitable[None]]
+
+# How one request of a capacity measurement is sent: True when it was answered.
+Complete = Callable[[httpx.AsyncClient, str, "Request"], Awaitable[bool]]
+
+
 @dataclass
 class LoadResult:
     sent: int = 0
@@ -134,9 +142,12 @@ async def drive(
     stop: Callable[[], bool] = lambda: False,
     timeout_s: float = 30.0,
     result: LoadResult | None = None,
+    send: Send | None = None,
 ) -> LoadResult:
     """Send each request at its time; return when all are answered, failed or timed out. ``result``:
-    the counts to keep, read meanwhile by whoever shows the run's progress."""
+    the counts to keep, read meanwhile by whoever shows the run's progress; ``send``: how one request
+    is sent and counted (default: the testbed service's ``POST /generate``)."""
+    send = send or _send
     result = result if result is not None else LoadResult()
     outstanding: set[asyncio.Task] = set()
     limits = httpx.Limits(max_connections=MAX_OUTSTANDING, max_keepalive_connections=64)
@@ -151,8 +162,9 @@ async def drive(
             if len(outstanding) >= MAX_OUTSTANDING:
                 result.skipped += 1
                 continue
-            body = {"prompt": prompts.make(request.prompt_tokens), "max_tokens": request.max_tokens}
-            task = asyncio.create_task(_send(client, body, number, result))
+            task = asyncio.create_task(
+                send(client, prompts.make(request.prompt_tokens), request, number, result)
+            )
             outstanding.add(task)
             task.add_done_callback(outstanding.discard)
         if outstanding:
@@ -168,10 +180,13 @@ async def measure_capacity(
     concurrency: int = 16,
     timeout_s: float = 30.0,
     transport: httpx.AsyncBaseTransport | None = None,
+    complete: Complete | None = None,
 ) -> float:
     """Requests per second the service completes when it is never idle: a closed loop of
     ``concurrency`` clients sending the plan's own mix for ``seconds`` (the first sixth not counted,
-    while the queue fills). What "past what the service can serve" means on this machine."""
+    while the queue fills). What "past what the service can serve" means on this machine.
+    ``complete``: how one request is sent, True when it was answered (default: ``POST /generate``)."""
+    complete = complete or _generated
     if not requests:
         raise ValueError("measure_capacity needs the plan's requests to draw its mix from")
     done: list[float] = []
@@ -182,9 +197,7 @@ async def measure_capacity(
         k = first
         while time.monotonic() < deadline:
             request = requests[k % len(requests)]
-            body = {"prompt": prompts.make(request.prompt_tokens), "max_tokens": request.max_tokens}
-            response = await client.post("/generate", json=body)
-            if response.status_code == 200:
+            if await complete(client, prompts.make(request.prompt_tokens), request):
                 done.append(time.monotonic())
             k += concurrency
 
@@ -200,7 +213,15 @@ async def measure_capacity(
     return len(finished) / (deadline - counted)
 
 
-async def _send(client: httpx.AsyncClient, body: dict, number: int, result: LoadResult) -> None:
+async def _generated(client: httpx.AsyncClient, prompt: str, request: Request) -> bool:
+    response = await client.post("/generate", json={"prompt": prompt, "max_tokens": request.max_tokens})
+    return response.status_code == 200
+
+
+async def _send(
+    client: httpx.AsyncClient, prompt: str, request: Request, number: int, result: LoadResult
+) -> None:
+    body = {"prompt": prompt, "max_tokens": request.max_tokens}
     result.sent += 1
     sent = time.time()
     headers = {"x-sent-at": f"{sent:.6f}", "x-request-id": str(number)}

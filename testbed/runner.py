@@ -389,18 +389,10 @@ class _Injector:
         self.fault_windows.append((began, began + seconds))
 
     async def _jobs(self) -> None:
-        quick, slow = self._scenario.job_seconds
-        origin = time.monotonic()
-        for start in self._scenario.job_starts(self._rng, self._duration):
-            await asyncio.sleep(max(0.0, origin + start - time.monotonic()))
-            seconds = round(float(self._rng.uniform(quick, slow)), 1)
-            began = time.time()
-            job = self._children.start(
-                [sys.executable, "-m", "testbed.job", "--seconds", str(seconds), "--memory-mb", "512"],
-                self._paths.root / "job.log",
-            )
-            self.fault_windows.append((began, began + seconds))
-            await asyncio.to_thread(job.wait)
+        starts = self._scenario.job_starts(self._rng, self._duration)
+        await run_jobs(
+            self._children, starts, self._rng, self._scenario.job_seconds, self._paths, self.fault_windows
+        )
 
     async def _memory_hog(self) -> None:
         """One job holding all available memory and part of the swap, from a third of the run to its end."""
@@ -414,6 +406,30 @@ class _Injector:
             self._paths.root / "job.log",
         )  # fmt: skip
         self.fault_windows.append((began, began + seconds))
+
+
+async def run_jobs(
+    children: Children,
+    starts: Iterator[float],
+    rng: np.random.Generator,
+    job_seconds: tuple[float, float],
+    paths: RunPaths,
+    windows: list[tuple[float, float]],
+) -> None:
+    """The co-located job at each of ``starts`` (seconds from now), for a length drawn from ``job_seconds``
+    just before it starts, one at a time; each run's span appended to ``windows``."""
+    quick, slow = job_seconds
+    origin = time.monotonic()
+    for start in starts:
+        await asyncio.sleep(max(0.0, origin + start - time.monotonic()))
+        seconds = round(float(rng.uniform(quick, slow)), 1)
+        began = time.time()
+        job = children.start(
+            [sys.executable, "-m", "testbed.job", "--seconds", str(seconds), "--memory-mb", "512"],
+            paths.root / "job.log",
+        )
+        windows.append((began, began + seconds))
+        await asyncio.to_thread(job.wait)
 
 
 def write_truth(

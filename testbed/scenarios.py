@@ -14,6 +14,25 @@ import numpy as np
 import psutil
 
 
+def cron_ticks(period_s: tuple[float, float], rng: np.random.Generator, duration_s: float) -> Iterator[float]:
+    """Seconds from the injector's start at which a co-located job starts: cron's ticks.
+
+    The period is drawn once from ``period_s`` (scaled down in runs shorter than 10
+    minutes, so a short run still sees the job), the first tick falls at a random
+    phase, and each later one jitters by up to a tenth of the period, counted start
+    to start.
+    """
+    low, high = period_s
+    period = float(rng.uniform(low, high)) * min(1.0, duration_s / 600)
+    tick = period * float(rng.uniform(0.5, 1.0))
+    while True:
+        # The next gap is drawn before this tick is used (the injector draws the job's length in
+        # between): the order the recorded runs' seeds were drawn in.
+        following = tick + period * float(rng.uniform(0.9, 1.1))
+        yield tick
+        tick = following
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -56,23 +75,10 @@ class Scenario:
     fixed_service_args: tuple[str, ...] | None = None
 
     def job_starts(self, rng: np.random.Generator, duration_s: float) -> Iterator[float]:
-        """Seconds from the injector's start at which the co-located job starts: cron's ticks.
-
-        The period is drawn once (scaled down in runs shorter than 10 minutes, so a
-        short run still sees the job), the first tick falls at a random phase, and
-        each later one jitters by up to a tenth of the period, counted start to start.
-        """
+        """Seconds from the injector's start at which the co-located job starts (cron_ticks)."""
         if self.job_period_s is None:
             raise ValueError(f"scenario {self.name} has no co-located job")
-        low, high = self.job_period_s
-        period = float(rng.uniform(low, high)) * min(1.0, duration_s / 600)
-        tick = period * float(rng.uniform(0.5, 1.0))
-        while True:
-            # The next gap is drawn before this tick is used (the injector draws the job's length in
-            # between): the order the recorded runs' seeds were drawn in.
-            following = tick + period * float(rng.uniform(0.9, 1.1))
-            yield tick
-            tick = following
+        return cron_ticks(self.job_period_s, rng, duration_s)
 
     def without_fault(self) -> Scenario:
         """The same service, load and seed with the fault removed: what a fix of it would deliver."""

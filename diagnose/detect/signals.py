@@ -350,6 +350,15 @@ def _overlap(slots: np.ndarray, pid_codes: np.ndarray) -> bool:
     return bool(len(pd.unique(pairs)) > len(pd.unique(slots)))
 
 
+def declared_server_pids(dump: Dump) -> frozenset[int] | None:
+    """The server's pids as the manifest names them (``server_pid`` or ``server_pids``), or None."""
+    declared = dump.manifest.extra.get("server_pid") or dump.manifest.extra.get("server_pids")
+    if declared is None:
+        return None
+    items = declared if isinstance(declared, list) else [declared]
+    return frozenset(int(p) for p in items if isinstance(p, int | float | str) and str(p).isdigit())
+
+
 def server_pids(dump: Dump) -> set[int]:
     """The serving process(es): the manifest's server_pid(s), else the heaviest steady process.
 
@@ -357,10 +366,9 @@ def server_pids(dump: Dump) -> set[int]:
 
     A co-located job is, by definition, some other process; this tells them apart.
     """
-    declared = dump.manifest.extra.get("server_pid") or dump.manifest.extra.get("server_pids")
+    declared = declared_server_pids(dump)
     if declared is not None:
-        items = declared if isinstance(declared, list) else [declared]
-        return {int(p) for p in items if isinstance(p, int | float | str) and str(p).isdigit()}
+        return set(declared)
     found: set[int] = set()
     for table, column in (("gpu_processes", "mem_used_bytes"), ("processes", "cpu_pct")):
         frame = dump.table(table)

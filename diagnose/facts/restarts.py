@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from diagnose.detect.signals import declared_server_pids
 from diagnose.dump.model import Dump
 from diagnose.dump.processes import identifiers
 
@@ -67,7 +68,7 @@ def restart_times(dump: Dump) -> tuple[list[float], str]:
     if processes is not None:
         # A recorder that saw the pid change also wrote the start: the two stamps of one restart lie
         # seconds apart, and only the stated one is kept.
-        servers = _declared_servers(dump)
+        servers = declared_server_pids(dump) or frozenset()
         replaced = [
             r
             for r in replacements(processes, servers)
@@ -93,12 +94,6 @@ def restart_times(dump: Dump) -> tuple[list[float], str]:
             hows = sorted({how for _, how in seen})
             sources.append(f"{dump.source('server')}: {' and '.join(hows)}")
     return sorted(set(starts)), " and ".join(sources)
-
-
-def _declared_servers(dump: Dump) -> frozenset[int]:
-    declared = dump.manifest.extra.get("server_pid") or dump.manifest.extra.get("server_pids")
-    items = declared if isinstance(declared, list) else [declared]
-    return frozenset(int(p) for p in items if isinstance(p, int | str) and str(p).isdigit())
 
 
 def engine_restarts(server: pd.DataFrame) -> list[tuple[float, str]]:

@@ -23,21 +23,24 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import httpx
 import numpy as np
 
 from testbed.llm import engine
 from testbed.llm.scenarios import EngineScenario
 from testbed.llm.stream import completion_body, drive_stream, stream_one
-from testbed.load import LoadPlan, LoadResult, PromptMaker, Request, schedule
+from testbed.load import LoadPlan, LoadResult, PromptMaker, Request, measure_capacity, schedule
 from testbed.runner import (
     Children,
     LoadProgress,
     RunError,
     RunPaths,
     free_port,
+    run_jobs,
     settings_options,
     write_truth,
 )
+from testbed.scenarios import cron_ticks
 from testbed.tokenizer import words
 
 _STARTUP_TIMEOUT_S = 120.0
@@ -197,34 +200,19 @@ def _tokens_per_word(url: str) -> float:
     return len(tokens) / 2_000
 
 
-async def _capacity(url: str, mix, prompts: PromptMaker, scenario: EngineScenario) -> float:
-    """Requests a second the server completes when never idle: twice its slots of streaming clients in a
-    closed loop on the load's own mix (the first sixth not counted, while the slots fill)."""
-    import httpx
+async def _capacity(url: str, mix: list[Request], prompts: PromptMaker, scenario: EngineScenario) -> float:
+    """Requests a second the server completes when never idle (testbed.load's measure_capacity): twice its
+    slots of streaming clients in a closed loop on the load's own mix."""
 
-    done: list[float] = []
-    start = time.monotonic()
-    deadline = start + _CAPACITY_SECONDS
+    async def streamed(client: httpx.AsyncClient, prompt: str, request: Request) -> bool:
+        return (await stream_one(client, completion_body(prompt, request.max_tokens))).status == "ok"
 
-    async def client_loop(client: httpx.AsyncClient, first: int) -> None:
-        k = first
-        while time.monotonic() < deadline:
-            request = mix[k % len(mix)]
-            seen = await stream_one(
-                client, completion_body(prompts.make(request.prompt_tokens), request.max_tokens)
-            )
-            if seen.status == "ok":
-                done.append(time.monotonic())
-            k += 2 * scenario.slots
-
-    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
-        await asyncio.gather(*(client_loop(client, i) for i in range(2 * scenario.slots)))
-    counted = [t for t in done if t >= start + _CAPACITY_SECONDS / 6]
-    if len(counted) < 2:
-        raise RunError(
-            f"llama.cpp's server completed {len(done)} requests in {_CAPACITY_SECONDS:.0f} s under load"
+    try:
+        return await measure_capacity(
+            url, mix, prompts, _CAPACITY_SECONDS, 2 * scenario.slots, timeout_s=60.0, complete=streamed
         )
-    return len(counted) / (deadline - (start + _CAPACITY_SECONDS / 6))
+    except RuntimeError as error:
+        raise RunError(f"llama.cpp's server: {error}") from None
 
 
 class _Injector:
@@ -271,18 +259,8 @@ class _Injector:
         self.fault_windows.append((began, began + 60.0))
 
     async def _jobs(self) -> None:
-        from testbed.scenarios import Scenario  # the cron ticks, drawn as the encoder's scenario draws them
-
-        ticks = Scenario(self.scenario.name, None, "", job_period_s=self.scenario.job_period_s)
-        quick, slow = self.scenario.job_seconds
-        origin = time.monotonic()
-        for start in ticks.job_starts(self._rng, self._duration):
-            await asyncio.sleep(max(0.0, origin + start - time.monotonic()))
-            seconds = round(float(self._rng.uniform(quick, slow)), 1)
-            began = time.time()
-            job = self._children.start(
-                [sys.executable, "-m", "testbed.job", "--seconds", str(seconds), "--memory-mb", "512"],
-                self._paths.root / "job.log",
-            )
-            self.fault_windows.append((began, began + seconds))
-            await asyncio.to_thread(job.wait)
+        assert self.scenario.job_period_s is not None  # run() asked
+        starts = cron_ticks(self.scenario.job_period_s, self._rng, self._duration)
+        await run_jobs(
+            self._children, starts, self._rng, self.scenario.job_seconds, self._paths, self.fault_windows
+        )

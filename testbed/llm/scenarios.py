@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from testbed.llm import engine
+
 SLOTS = 4
 SLOT_CONTEXT = 6_144  # the longest scaled prompt (4,096) and the longest answer of the trace (1,000) fit
 
@@ -58,8 +60,6 @@ class EngineScenario:
         )
 
     def unavailable(self) -> str | None:
-        from testbed.llm import engine  # the scenarios are listed where the engine was never built
-
         if engine.find() is None:
             return engine.why_not_buildable()
         return None

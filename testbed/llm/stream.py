@@ -13,18 +13,16 @@ counted them (its ``usage``), and the status.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import httpx
 
-from testbed.load import MAX_OUTSTANDING, LoadResult, PromptMaker, Request
+from testbed.load import LoadResult, PromptMaker, Request, drive
 
 COMPLETIONS = "/v1/completions"
 
@@ -127,30 +125,25 @@ async def drive_stream(
     stop: Callable[[], bool] = lambda: False,
     timeout_s: float = 120.0,
 ) -> LoadResult:
-    """Send each request at its time as a streaming completion; log each when it ends."""
-    result = result if result is not None else LoadResult()
-    outstanding: set[asyncio.Task] = set()
-    limits = httpx.Limits(max_connections=MAX_OUTSTANDING, max_keepalive_connections=64)
+    """Send each request at its time as a streaming completion (testbed.load's drive); log each when it
+    ends."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a", encoding="utf-8") as sink:
-        async with httpx.AsyncClient(base_url=base_url, timeout=timeout_s, limits=limits) as client:
-            start = time.monotonic()
-            for number, request in enumerate(requests):
-                delay = request.at_s - (time.monotonic() - start)
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                if stop():
-                    break
-                if len(outstanding) >= MAX_OUTSTANDING:
-                    result.skipped += 1
-                    continue
-                body = completion_body(prompts.make(request.prompt_tokens), request.max_tokens)
-                task = asyncio.create_task(_send(client, body, number, result, sink))
-                outstanding.add(task)
-                task.add_done_callback(outstanding.discard)
-            if outstanding:
-                await asyncio.wait(outstanding)
-    return result
+
+        async def send(
+            client: httpx.AsyncClient, prompt: str, request: Request, number: int, counts: LoadResult
+        ) -> None:
+            counts.sent += 1
+            seen = await stream_one(client, completion_body(prompt, request.max_tokens))
+            if seen.status == "ok":
+                counts.ok += 1
+                counts.latencies_ms.append(((seen.ended or time.time()) - seen.sent) * 1000)
+            else:
+                counts.failed += 1
+            sink.write(json.dumps(seen.record(number, request.max_tokens)) + "\n")
+            sink.flush()
+
+        return await drive(base_url, requests, prompts, stop, timeout_s, result, send)
 
 
 def completion_body(prompt: str, max_tokens: int) -> dict:
@@ -163,17 +156,3 @@ def completion_body(prompt: str, max_tokens: int) -> dict:
         "stream_options": {"include_usage": True},
         "cache_prompt": False,
     }
-
-
-async def _send(
-    client: httpx.AsyncClient, body: dict, number: int, result: LoadResult, sink: IO[str]
-) -> None:
-    result.sent += 1
-    seen = await stream_one(client, body)
-    if seen.status == "ok":
-        result.ok += 1
-        result.latencies_ms.append(((seen.ended or time.time()) - seen.sent) * 1000)
-    else:
-        result.failed += 1
-    sink.write(json.dumps(seen.record(number, body["max_tokens"])) + "\n")
-    sink.flush()
