@@ -4,6 +4,7 @@
     ├── InputError        unusable input: a dump, a file, an argument (exit 2)
     │   ├── DumpError     the dump folder as a whole cannot be analysed
     │   ├── PullError     a Prometheus API could not be read, or refused the query
+    │   ├── LoadError     the service under load did not answer as a load run needs
     │   └── ArchiveError  the performance archive cannot be used as it is
     ├── RuleError         a rule file is invalid (exit 2)
     ├── CatalogueError    a statements file (statements/) is invalid (exit 2)
@@ -50,6 +51,10 @@ class DumpError(InputError):
 
 class PullError(InputError):
     """The server could not be read, or refused the query; the message says which and why."""
+
+
+class LoadError(InputError):
+    """The target of ``diagnose load`` did not answer as the run needs; the message says what it answered."""
 
 
 class ArchiveError(InputError):

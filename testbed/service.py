@@ -47,7 +47,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from testbed.model import MAX_LEN, Model
+from testbed.model import MAX_LEN, VOCAB, Model
 from testbed.tokenizer import TextCodec, train
 
 MAX_ANSWER_TOKENS = 64
@@ -85,6 +85,9 @@ class Settings:
     # Times a prompt is tokenized, as a service does that tokenizes to check the length, applies a chat
     # template and tokenizes again for the model: the weight of the pre-processing
     tokenize_passes: int = 1
+    # Each model call sleeps this long instead of computing: a service whose capacity is known by its
+    # configuration (model workers x max batch / step), for judging a capacity measurement against it.
+    step_ms: float = 0.0
 
 
 @dataclass
@@ -138,8 +141,9 @@ class Service:
     def ready(self) -> TextCodec:
         """The tokenizer, and a model per worker, made by the first caller (lazily, like many services)."""
         with self._init_lock:
-            if self.codec is None or not self.models:
+            if self.codec is None:
                 self.codec = TextCodec(train())
+            if not self.models and not self.settings.step_ms > 0:
                 for worker in range(self.settings.model_workers):
                     self.models.append(
                         Model(
@@ -169,6 +173,9 @@ class Service:
 
     def forward(self, batch: list[list[int]]) -> tuple[np.ndarray, float, float]:
         started = time.perf_counter()
+        if self.settings.step_ms > 0:
+            time.sleep(self.settings.step_ms / 1000)
+            return np.zeros((len(batch), VOCAB), dtype="float32"), started, time.perf_counter()
         self.ready()
         model = self._idle_models.get()
         try:
@@ -462,6 +469,13 @@ def main(argv: list[str] | None = None) -> None:
         help="per-request: fault, memory tidied after every forward; on-demand: only when "
         "POST /admin/release_memory asks",
     )
+    parser.add_argument(
+        "--step-ms",
+        type=float,
+        default=0.0,
+        help="each model call sleeps this long instead of computing: capacity model workers x max batch / "
+        "step, known by configuration",
+    )
     args = parser.parse_args(argv)
     settings = Settings(
         args.log,
@@ -478,6 +492,7 @@ def main(argv: list[str] | None = None) -> None:
         args.intra_op_threads,
         args.memory_cleanup,
         max(1, args.tokenize_passes),
+        args.step_ms,
     )
     app = make_app(Service(settings))
     config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)

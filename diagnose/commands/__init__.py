@@ -8,7 +8,7 @@ is imported inside ``run``, so that ``--help`` and argument errors answer at onc
 
 from __future__ import annotations
 
-from diagnose.commands import archive, compare, file, fleet, formats, live, pull, record, rules, verify
+from diagnose.commands import archive, compare, file, fleet, formats, live, load, pull, record, rules, verify
 
 COMMANDS = (
     file,
@@ -17,6 +17,7 @@ COMMANDS = (
     record,
     live,
     verify,
+    load,
     pull,
     fleet,
     formats,

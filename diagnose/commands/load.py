@@ -1,0 +1,187 @@
+"""``diagnose load TARGET``: find the knee under realistic load, hold near it, set the concurrency."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from diagnose.commands.options import Subcommands, add_debug, positive
+from diagnose.errors import ExitCode, InputError
+
+_DESCRIPTION = (
+    "Load TARGET as the capacity method says and report its knee. A baseline sends one request at a time "
+    "(the run stops if the service does not answer it); steps of open-loop Poisson arrivals follow, each "
+    "twice the last, until one does not keep up (requests fail, throughput stops following the offered "
+    "rate, or a backlog builds); the bracket is then narrowed to --resolution. A soak at 70 % of the knee "
+    "judges stability: P99's trend, stalls, errors and the server's memory. The setting to use is 70 % of "
+    "the knee, as a rate and as a concurrency. Requests are a 70/20/10 mix of short, medium and long "
+    "prompts, or your own (--prompts). Load is sent by Locust, in one process or, with --workers, by "
+    "Locust's own workers on this or other machines (docs/load.md). The run's folder (-o) is a dump: "
+    "every request in requests.jsonl, the result in capacity.json."
+)
+_EPILOG = """\
+examples:
+  diagnose load http://127.0.0.1:8000/v1/chat/completions -o load-0412/
+  diagnose load http://gpu-7:8000/v1/completions --prompts prompts.jsonl --soak 30m -o load/
+  diagnose load http://127.0.0.1:8700/generate --body body.json --step 20s --soak 0 -o quick/
+  diagnose load http://gpu-7:8000/v1/chat/completions --workers 2 -o load/   then, twice:
+      locust --worker -f $(diagnose load --locustfile) --master-host 127.0.0.1
+"""
+_LOCUSTFILE = Path(__file__).resolve().parents[1] / "load" / "locustfile.py"
+
+
+def add_parser(commands: Subcommands) -> None:
+    command = commands.add_parser(
+        "load",
+        help="find the knee under realistic load, hold near it (soak), and set the concurrency",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    command.add_argument(
+        "target", nargs="?", help="the endpoint's URL (http://host:port/v1/chat/completions)"
+    )
+    command.add_argument("-o", "--out", type=Path, help="the run's folder (default: load-YYYYmmdd-HHMMSS)")
+    command.add_argument(
+        "--api",
+        choices=("chat", "completions", "http"),
+        help="how requests are written: OpenAI chat or completions, streamed; or any JSON endpoint "
+        "(default: from the URL's path)",
+    )
+    command.add_argument("--model", help="the OpenAI APIs' model (default: the first the server lists)")
+    command.add_argument(
+        "--body",
+        type=Path,
+        metavar="FILE",
+        help='--api http: a JSON body whose "{{prompt}}" and "{{max_tokens}}" are filled in '
+        '(default: {"prompt": ..., "max_tokens": ...})',
+    )
+    command.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'", help="repeatable")
+    command.add_argument(
+        "--prompts",
+        type=Path,
+        metavar="FILE",
+        help='your prompts: JSON lines ({"prompt": ..., "max_tokens": 64, "size": "short"}) or text, one a '
+        "line (default: a built-in 70/20/10 short/medium/long mix)",
+    )
+    command.add_argument(
+        "--baseline", default="20s", metavar="TIME", help="one request at a time (default 20s)"
+    )
+    command.add_argument("--step", default="30s", metavar="TIME", help="each step of load (default 30s)")
+    command.add_argument("--start-rate", type=positive, metavar="RPS", help="the first step's rate")
+    command.add_argument(
+        "--growth", type=float, default=2.0, help="each step's rate over the last (default 2)"
+    )
+    command.add_argument(
+        "--resolution",
+        type=float,
+        default=0.15,
+        help="narrow the knee's bracket to this share (default 0.15)",
+    )
+    command.add_argument("--max-steps", type=int, default=12, help="default 12")
+    command.add_argument(
+        "--soak", default="10m", metavar="TIME", help="the soak near the knee (default 10m; 0: none)"
+    )
+    command.add_argument(
+        "--share",
+        type=float,
+        default=0.7,
+        help="the soak's and the setting's share of the knee (default 0.7)",
+    )
+    command.add_argument("--timeout", default="60s", metavar="TIME", help="per request (default 60s)")
+    command.add_argument("--seed", type=int, default=0, help="the arrivals' and prompts' draw (default 0)")
+    command.add_argument(
+        "--metrics-url",
+        metavar="URL",
+        help="the server's Prometheus metrics, read for its memory during the soak "
+        "(default: TARGET's /metrics)",
+    )
+    command.add_argument(
+        "--workers", type=int, default=1, metavar="N", help="wait for N Locust workers and send from them"
+    )
+    command.add_argument(
+        "--master-bind", default="127.0.0.1", help="--workers: where they connect (default here)"
+    )
+    command.add_argument("--master-port", type=int, default=5557, help="--workers: default 5557")
+    command.add_argument(
+        "--format", choices=("text", "markdown", "json"), default="text", help="default: text"
+    )
+    command.add_argument(
+        "--locustfile", action="store_true", help="print the locustfile Locust's workers run, and exit"
+    )
+    add_debug(command)
+    command.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.locustfile:
+        print(_LOCUSTFILE)
+        return ExitCode.OK
+    if not args.target:
+        raise InputError("diagnose load: give the endpoint's URL (diagnose load --help)")
+    from diagnose.load.plan import to_json
+    from diagnose.load.preflight import machine_note, plan_from
+
+    if importlib.util.find_spec("locust") is None:
+        raise InputError(
+            "diagnose load sends its load with Locust, which is not installed here: "
+            "pip install 'diagnose-inference[load]'"
+        )
+    out = args.out or Path(time.strftime("load-%Y%m%d-%H%M%S"))
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputError(f"{out}: not an empty folder; a load run writes a new one")
+    target, settings, prompts = plan_from(args)
+    out.mkdir(parents=True, exist_ok=True)
+    notes = [note for note in [machine_note()] if note]
+    for note in notes:
+        print(f"diagnose load: {note}", file=sys.stderr)
+    plan = {
+        "target": to_json(target),
+        "settings": to_json(settings),
+        "prompts": [to_json(p) for p in prompts],
+        "metrics_url": args.metrics_url or f"{target.base}/metrics",
+        "master_bind": args.master_bind,
+        "master_port": args.master_port,
+        "notes": notes,
+    }
+    with tempfile.TemporaryDirectory(prefix="diagnose-load-") as private:  # headers may hold a token:
+        run_file = Path(private) / "run.json"  # never in the run's folder, which is a dump
+        run_file.write_text(json.dumps(plan), encoding="utf-8")
+        code = _engine(run_file, out)
+    if code != ExitCode.OK:
+        if not any(out.iterdir()):
+            out.rmdir()  # nothing measured: no folder left behind to mistake for a run
+        return code
+    from diagnose.load.report import RESULT_FILE, render_markdown, render_text
+
+    result = json.loads((out / RESULT_FILE).read_text(encoding="utf-8"))
+    if args.format == "json":
+        print(json.dumps(result, indent=1))
+    elif args.format == "markdown":
+        print(render_markdown(result, out), end="")
+    else:
+        print(render_text(result, out), end="")
+    return ExitCode.OK
+
+
+def _engine(run_file: Path, out: Path) -> int:
+    """The Locust engine in its own process (it patches the standard library with gevent)."""
+    command = [sys.executable, "-m", "diagnose.load.engine", str(run_file), str(out)]
+    child = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        return child.wait()
+    except KeyboardInterrupt:
+        child.send_signal(signal.SIGINT)
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+        raise

@@ -1,0 +1,246 @@
+"""Each stage measured from its requests, and the knee found on the curve of latency against load.
+
+A stage's figures are the requests it sent: P50/P99 latency with block-bootstrap intervals (the same
+bootstrap ``compare`` uses), TTFT and TPOT where the answers streamed, throughput (answers completed
+within the stage, with a Poisson counting interval), and the mean number in flight (Little's law).
+
+A stage *keeps up* when the service answers what it is offered: fewer than ``MAX_FAILED_SHARE`` of
+the requests fail, throughput follows the offered rate, and no backlog builds. Past a service's
+capacity an open-loop load piles up a queue, so each request waits a little longer than the one
+before: a latency that grows with the time into the stage (Theil-Sen slope, its interval above
+``BACKLOG_SLOPE``) says so even where the stage is too short for throughput to fall visibly behind.
+The knee is bracketed by the highest rate kept up with and the lowest not.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from diagnose.bootstrap import Resampled, interval, replicate_weights, time_blocks
+from diagnose.load.plan import Stage, StageKind
+from diagnose.quantiles import quantiles
+
+MAX_FAILED_SHARE = 0.01
+FOLLOWS = 0.95  # throughput's upper bound under this share of the offered rate: it no longer follows
+# A queue that grows by 2 % of the service's rate adds 0.02 s of wait per second of load (the slope of
+# latency against send time is offered / capacity - 1): past that, the stage did not keep up.
+BACKLOG_SLOPE = 0.02
+LATENCY_DEPARTS = 2.0  # P50 at twice its value alone: where latency has left its low-load level
+_SETTLED = 0.9  # the share of a step over which its throughput is counted
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A measured figure with its 95 % interval (nan where it has none)."""
+
+    value: float
+    low: float = math.nan
+    high: float = math.nan
+
+
+@dataclass(frozen=True)
+class StageResult:
+    stage: Stage
+    sent: int
+    ok: int
+    failed: int
+    offered_rps: float
+    throughput_rps: Figure
+    latency_p50_ms: Figure
+    latency_p99_ms: Figure
+    ttft_p50_ms: float
+    ttft_p99_ms: float
+    tpot_p50_ms: float
+    in_flight: float  # mean requests in flight: throughput times mean latency
+    backlog_slope: Figure  # seconds of latency gained per second into the stage
+    send_lag_p99_ms: float  # how late the load engine sent, against the arrivals drawn
+    first_error: str
+
+    @property
+    def failed_share(self) -> float:
+        return self.failed / self.sent if self.sent else 0.0
+
+    def falls_behind(self) -> str:
+        """Why this stage did not keep up ("" where it did)."""
+        if self.sent and self.failed_share > MAX_FAILED_SHARE:
+            return f"{self.failed_share:.1%} of requests failed ({self.first_error})"
+        if self.stage.kind is StageKind.BASELINE:
+            return ""
+        if self.throughput_rps.high < FOLLOWS * self.offered_rps:
+            return (
+                f"throughput {self.throughput_rps.value:.3g} req/s (at most {self.throughput_rps.high:.3g}) "
+                f"of {self.offered_rps:.3g} offered"
+            )
+        if self.backlog_slope.low > BACKLOG_SLOPE:
+            return (
+                f"a backlog built: latency grew {self.backlog_slope.value * 1000:.0f} ms a second "
+                f"(at least {self.backlog_slope.low * 1000:.0f})"
+            )
+        return ""
+
+
+def measure_stage(stage: Stage, rows: pd.DataFrame, started: float, salt: int = 0) -> StageResult:
+    """The stage's figures from its requests (``rows``: the engine's columns) sent from ``started``
+    (epoch seconds) for ``stage.duration_s``."""
+    sent = len(rows)
+    good = rows[rows["status"] == "ok"]
+    latency = good["latency_ms"].to_numpy(dtype="float64")
+    done_at = good["ts"].to_numpy(dtype="float64") + latency / 1000
+    ended = started + stage.duration_s
+    if stage.kind is StageKind.BASELINE:
+        completed = len(good)
+        window = stage.duration_s
+    else:  # after the first tenth: answers to the requests of the first moments, before any queue
+        settle = started + (1 - _SETTLED) * stage.duration_s
+        completed = int(((done_at >= settle) & (done_at <= ended)).sum())
+        window = ended - settle
+    errors = rows.loc[rows["status"] != "ok", "error"]
+    return StageResult(
+        stage=stage,
+        sent=sent,
+        ok=len(good),
+        failed=sent - len(good),
+        offered_rps=sent / stage.duration_s,
+        throughput_rps=_rate(completed, window),
+        latency_p50_ms=_quantile(good, "latency_ms", 0.50, salt),
+        latency_p99_ms=_quantile(good, "latency_ms", 0.99, salt),
+        ttft_p50_ms=_plain(good, "ttft_ms", 0.50),
+        ttft_p99_ms=_plain(good, "ttft_ms", 0.99),
+        tpot_p50_ms=_plain(good, "tpot_ms", 0.50),
+        in_flight=float(latency.sum() / 1000 / stage.duration_s) if latency.size else 0.0,
+        backlog_slope=backlog_slope(good, started),
+        send_lag_p99_ms=_plain(rows, "lag_ms", 0.99),
+        first_error=str(errors.iloc[0]) if len(errors) else "",
+    )
+
+
+def _rate(count: int, seconds: float) -> Figure:
+    """A count's rate with the normal approximation to its Poisson interval (Garwood's for few)."""
+    if seconds <= 0:
+        return Figure(math.nan)
+    low = stats.chi2.ppf(0.025, 2 * count) / 2 if count else 0.0
+    high = stats.chi2.ppf(0.975, 2 * count + 2) / 2
+    return Figure(count / seconds, low / seconds, high / seconds)
+
+
+def _quantile(rows: pd.DataFrame, column: str, q: float, salt: int) -> Figure:
+    values = rows[column].to_numpy(dtype="float64")
+    ts = rows["ts"].to_numpy(dtype="float64")
+    keep = np.isfinite(values)
+    values, ts = values[keep], ts[keep]
+    if values.size == 0:
+        return Figure(math.nan)
+    order = np.argsort(ts, kind="stable")
+    values, ts = values[order], ts[order]
+    value = float(quantiles(values, [q])[0])
+    if values.size < 20:  # too few for blocks: the value alone
+        return Figure(value)
+    blocks = time_blocks(ts, values)
+    resampled = Resampled(values, blocks, replicate_weights(blocks, salt))
+    low, high = interval(resampled.replicate_quantiles([q])[0])
+    return Figure(value, low, high)
+
+
+def _plain(rows: pd.DataFrame, column: str, q: float) -> float:
+    if column not in rows:
+        return math.nan
+    values = rows[column].to_numpy(dtype="float64")
+    values = values[np.isfinite(values)]
+    return float(quantiles(values, [q])[0]) if values.size else math.nan
+
+
+def backlog_slope(rows: pd.DataFrame, started: float) -> Figure:
+    """Theil-Sen slope of latency (s) against send time (s into the stage), with its 95 % interval."""
+    if len(rows) < 10:
+        return Figure(math.nan)
+    return theil_sen(
+        rows["ts"].to_numpy(dtype="float64") - started, rows["latency_ms"].to_numpy(dtype="float64") / 1000
+    )
+
+
+def theil_sen(x: np.ndarray, y: np.ndarray) -> Figure:
+    """The median of pairwise slopes of y against x, with its 95 % interval: robust to the slow tail."""
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if len(x) < 3 or np.ptp(x) == 0:
+        return Figure(math.nan)
+    if len(x) > 2000:  # Theil-Sen is quadratic: thinned evenly in x, the slope stays, its interval widens
+        pick = np.argsort(x, kind="stable")[np.linspace(0, len(x) - 1, 2000).astype(int)]
+        x, y = x[pick], y[pick]
+    slope, _, low, high = stats.theilslopes(y, x, alpha=0.95)
+    return Figure(float(slope), float(low), float(high))
+
+
+@dataclass(frozen=True)
+class Knee:
+    """Where the service stops keeping up: between ``kept_up_rps`` (the highest rate it answered) and
+    ``fell_behind_rps`` (the lowest it did not); ``capacity_rps``: throughput measured where it fell
+    behind, with its interval (a service past its capacity answers at its capacity)."""
+
+    kept_up_rps: float
+    fell_behind_rps: float  # nan: never reached within the run's steps
+    capacity_rps: Figure
+    latency_rises_rps: float  # the lowest rate whose P50 left its low-load level (nan: none did)
+    why: str  # what the first stage past the knee showed
+
+    @property
+    def found(self) -> bool:
+        return math.isfinite(self.fell_behind_rps)
+
+
+def find_knee(baseline: StageResult, steps: list[StageResult]) -> Knee:
+    """The bracket around the knee from every step run (in any order), at the rates offered."""
+    kept_up, behind = _bracket(steps)
+    alone = baseline.latency_p50_ms.high
+    if not math.isfinite(alone):
+        alone = baseline.latency_p50_ms.value
+    rises = [s.offered_rps for s in steps if s.latency_p50_ms.low > LATENCY_DEPARTS * alone] + [
+        s.offered_rps for s in behind
+    ]
+    return Knee(
+        kept_up_rps=kept_up,
+        fell_behind_rps=behind[0].offered_rps if behind else math.nan,
+        capacity_rps=_pooled_throughput(behind),
+        latency_rises_rps=min(rises) if rises else math.nan,
+        why=behind[0].falls_behind() if behind else "",
+    )
+
+
+def next_rate(steps: list[StageResult], growth: float, resolution: float) -> float | None:
+    """The next step's rate: ``growth`` times the last until one falls behind, then the geometric middle
+    of the bracket until it is narrower than ``resolution``; None once the knee is bracketed that finely."""
+    kept_up, behind = _bracket(steps)
+    if not behind:
+        return max(s.offered_rps for s in steps) * growth
+    if kept_up <= 0:  # behind at the lowest rate tried: go down
+        return min(s.offered_rps for s in steps) / growth
+    fell_behind = behind[0].offered_rps
+    if (fell_behind - kept_up) / kept_up <= resolution:
+        return None
+    return math.sqrt(kept_up * fell_behind)
+
+
+def _bracket(steps: list[StageResult]) -> tuple[float, list[StageResult]]:
+    """The highest rate kept up with below every rate that fell behind (0 if none), and the steps that
+    fell behind, lowest first. Rates as offered: a step's Poisson draw (10 s at 20 req/s sends 200 ± 28).
+    A step kept up with above one that was not is a lucky draw, not a bracket."""
+    behind = sorted((s for s in steps if s.falls_behind()), key=lambda s: s.offered_rps)
+    ceiling = behind[0].offered_rps if behind else math.inf
+    kept = [s.offered_rps for s in steps if not s.falls_behind() and s.offered_rps < ceiling]
+    return (max(kept) if kept else 0.0), behind
+
+
+def _pooled_throughput(behind: list[StageResult]) -> Figure:
+    """Throughput over the stages past the knee that failed few requests (a stage that timed out
+    requests did not count answers the service still gave, so its figure is low)."""
+    answered = [s for s in behind if s.failed_share <= MAX_FAILED_SHARE] or behind[:1]
+    if not answered:
+        return Figure(math.nan)
+    seconds = sum(_SETTLED * s.stage.duration_s for s in answered)
+    count = sum(s.throughput_rps.value * _SETTLED * s.stage.duration_s for s in answered)
+    return _rate(round(count), seconds)

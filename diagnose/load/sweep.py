@@ -1,0 +1,140 @@
+"""The run, stage by stage, each chosen from the ones before: the method's order.
+
+1. A baseline, one request at a time: does the service answer, and how fast alone. A baseline
+   that fails stops the run with what the service said.
+2. Steps of open-loop load, each ``growth`` times the last (the first at half what one client alone
+   achieves), until one does not keep up; then the bracket is halved (geometrically) until it is
+   narrower than ``resolution``.
+3. A soak at ``soak_share`` of the knee's low end, judged for stability.
+
+The production setting is the method's: ``soak_share`` (70 %) of the knee, as a rate and as a
+concurrency (the requests in flight at the knee, the figure a server's slots or max-num-seqs set).
+Where the load engine itself fell behind its arrivals, the step measured the load machine, not the
+service: the sweep stops and says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from diagnose.errors import LoadError
+from diagnose.load.curve import Knee, StageResult, find_knee, measure_stage, next_rate
+from diagnose.load.plan import Settings, Stage, StageKind
+from diagnose.load.soak import Soak, judge_soak
+
+ENGINE_LATE_MS = 200.0  # sends this late (P99) against their arrivals: the load machine is the limit
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """What the engine gives back for one stage: its requests and, where read, the server's memory."""
+
+    rows: pd.DataFrame  # engine.COLUMNS: ts, latency_ms, ttft_ms, tpot_ms, status, error, lag_ms, ...
+    started: float  # epoch seconds
+    memory: pd.DataFrame | None = None  # ts, rss_bytes, source
+
+
+RunStage = Callable[[Stage], StageRun]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    settings: Settings
+    baseline: StageResult
+    steps: list[StageResult]
+    knee: Knee
+    soak: Soak | None
+    recommended_rps: float
+    recommended_concurrency: int
+    requests: pd.DataFrame  # every request of the run, with its stage's index
+    notes: list[str] = field(default_factory=list)
+
+
+def run_sweep(run: RunStage, settings: Settings, say: Callable[[str], None] = lambda _: None) -> Sweep:
+    """Baseline, steps to the knee, soak: each stage run by ``run`` and measured as it ends."""
+    settings.check()
+    frames: list[pd.DataFrame] = []
+    notes: list[str] = []
+
+    def stage(kind: StageKind, duration: float, rate: float | None) -> tuple[StageResult, StageRun]:
+        planned = Stage(len(frames), kind, duration, rate)
+        say(f"{planned.name} for {duration:.0f} s")
+        ran = run(planned)
+        frames.append(ran.rows.assign(stage=planned.index))
+        result = measure_stage(planned, ran.rows, ran.started, salt=planned.index)
+        say(_line(result))
+        return result, ran
+
+    baseline, _ = stage(StageKind.BASELINE, settings.baseline_s, None)
+    _check_baseline(baseline)
+    rate: float | None = settings.start_rps or 0.5 * 1000 / baseline.latency_p50_ms.value
+    steps: list[StageResult] = []
+    while rate is not None and len(steps) < settings.max_steps:
+        result, _ = stage(StageKind.STEP, settings.step_s, rate)
+        steps.append(result)
+        if result.send_lag_p99_ms > ENGINE_LATE_MS:
+            notes.append(
+                f"the load engine sent late at {rate:.3g} req/s (P99 {result.send_lag_p99_ms:,.0f} ms "
+                "behind its arrivals): the load machine was the limit there, not the service; add Locust "
+                "workers (docs/load.md) or give this machine less else to do"
+            )
+            steps.pop()
+            break
+        rate = next_rate(steps, settings.growth, settings.resolution)
+    if not steps:
+        raise LoadError("no step of load could be measured (see the notes above)" if notes else "no step ran")
+    knee = find_knee(baseline, steps)
+    if not knee.found:
+        notes.append(
+            f"no knee within {len(steps)} steps: the service kept up with {knee.kept_up_rps:.3g} req/s, the "
+            "highest offered (raise --max-steps or --start-rate)"
+        )
+    soak = None
+    recommended = settings.soak_share * knee.kept_up_rps
+    if settings.soak_s > 0 and recommended > 0 and knee.found:
+        result, ran = stage(StageKind.SOAK, settings.soak_s, recommended)
+        soak = judge_soak(result, ran.rows, ran.started, ran.memory)
+    return Sweep(
+        settings=settings,
+        baseline=baseline,
+        steps=steps,
+        knee=knee,
+        soak=soak,
+        recommended_rps=recommended,
+        recommended_concurrency=_concurrency(steps, knee, settings.soak_share),
+        requests=pd.concat(frames, ignore_index=True),
+        notes=notes,
+    )
+
+
+def _check_baseline(baseline: StageResult) -> None:
+    if baseline.ok == 0:
+        said = baseline.first_error or "no answer"
+        raise LoadError(f"the baseline's {baseline.sent} requests all failed, the first with: {said}")
+    if baseline.failed_share > 0.5:
+        raise LoadError(
+            f"{baseline.failed} of the baseline's {baseline.sent} requests failed, one request at a time "
+            f"(the first: {baseline.first_error}): fix that before loading the service"
+        )
+
+
+def _concurrency(steps: list[StageResult], knee: Knee, share: float) -> int:
+    """``share`` of the requests in flight at the highest rate kept up with."""
+    at_knee = [s.in_flight for s in steps if s.offered_rps == knee.kept_up_rps]
+    if not at_knee or not np.isfinite(at_knee[0]):
+        return 0
+    return max(1, math.floor(share * at_knee[0]))
+
+
+def _line(result: StageResult) -> str:
+    behind = result.falls_behind()
+    verdict = f"fell behind: {behind}" if behind else "kept up"
+    return (
+        f"  sent {result.sent}, answered {result.ok}; P50 {result.latency_p50_ms.value:,.0f} ms, "
+        f"P99 {result.latency_p99_ms.value:,.0f} ms, {result.throughput_rps.value:.3g} req/s; {verdict}"
+    )

@@ -1,0 +1,106 @@
+"""The requests a run sends and when: prompts drawn as the method says, arrivals as a Poisson process.
+
+Uniform lengths flatter a service (every batch alike, no long prompt holding a slot), so without the
+user's own prompts the run draws a mix: 70 % short, 20 % medium, 10 % long. With ``--prompts FILE``
+the user's prompts are drawn instead: in the same 70/20/10 shares where the file classes them
+(``"size": "short"``), else each equally often, which keeps the file's own mix of lengths.
+Prompts are made of distinct words so that no two share a prefix a server could cache.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from diagnose.errors import InputError
+from diagnose.load.plan import Prompt
+
+MIX = {"short": 0.7, "medium": 0.2, "long": 0.1}
+# The built-in mix's lengths, in words (about 1.3 tokens each for English BPE tokenizers) and in
+# answer tokens: a chat turn, a document to summarise, a long context.
+BUILT_IN = {"short": (50, 32), "medium": (200, 128), "long": (800, 256)}
+DEFAULT_MAX_TOKENS = 128
+_WORDS = (
+    "time year people way day man thing woman life child world school state family student group "
+    "country problem hand part place case week company system program question work government "
+    "number night point home water room mother area money story fact month lot right study book "
+    "eye job word business issue side kind head house service friend father power hour game line "
+    "end member law car city community name president team minute idea kid body information back "
+    "parent face others level office door health person art war history party result change morning "
+    "reason research girl guy moment air teacher force education river cloud stone bridge garden"
+).split()
+
+
+def built_in_prompts(count: int, seed: int) -> list[Prompt]:
+    """``count`` prompts of the 70/20/10 mix, each of its own words."""
+    rng = np.random.default_rng([seed, 7])
+    sizes = rng.choice(list(MIX), size=count, p=list(MIX.values()))
+    prompts = []
+    for size in sizes:
+        words, max_tokens = BUILT_IN[str(size)]
+        text = " ".join(rng.choice(_WORDS, size=words))
+        prompts.append(Prompt(f"Summarise: {text}", max_tokens, str(size)))
+    return prompts
+
+
+def read_prompts(path: Path) -> list[Prompt]:
+    """The user's prompts: JSON lines (``{"prompt": ..., "max_tokens": 64, "size": "short"}``, the last
+    two optional) or plain text, one prompt a line."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    prompts = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        if line.lstrip().startswith("{"):
+            prompts.append(_json_prompt(path, number, line))
+        else:
+            prompts.append(Prompt(line.strip(), DEFAULT_MAX_TOKENS))
+    if not prompts:
+        raise InputError(f"{path}: no prompts (expected one a line, as text or JSON)")
+    return prompts
+
+
+def _json_prompt(path: Path, number: int, line: str) -> Prompt:
+    where = f"{path}:{number}"
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{where}, column {error.colno}: not JSON ({error.msg})") from None
+    text = row.get("prompt") if isinstance(row, dict) else None
+    if not isinstance(text, str) or not text.strip():
+        raise InputError(f'{where}: expected {{"prompt": "...", ...}} with a non-empty prompt')
+    max_tokens = row.get("max_tokens", DEFAULT_MAX_TOKENS)
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise InputError(f"{where}: max_tokens {max_tokens!r}: expected a positive whole number")
+    size = row.get("size", "")
+    if size not in ("", *MIX):
+        raise InputError(f"{where}: size {size!r}: expected one of {', '.join(MIX)}")
+    return Prompt(text, max_tokens, size)
+
+
+def draw(prompts: list[Prompt], count: int, seed: int) -> list[Prompt]:
+    """``count`` prompts drawn from the user's: 70/20/10 by class where the file classes them."""
+    rng = np.random.default_rng([seed, 11])
+    sizes = sorted({p.size for p in prompts} - {""}, key=list(MIX).index)
+    if not sizes:
+        return [prompts[i] for i in rng.integers(0, len(prompts), size=count)]
+    by_size = {size: [p for p in prompts if p.size == size] for size in sizes}
+    shares = np.array([MIX[size] for size in sizes])
+    chosen = rng.choice(sizes, size=count, p=shares / shares.sum())
+    return [by_size[str(size)][rng.integers(0, len(by_size[str(size)]))] for size in chosen]
+
+
+def poisson_arrivals(rate_rps: float, duration_s: float, seed: int, stream: int = 0) -> np.ndarray:
+    """Send times, in seconds from the stage's start, of a Poisson process at ``rate_rps``: independent
+    exponential gaps, as independent users arrive. ``stream`` separates the processes of one run (the
+    union of N streams at rate/N is again Poisson at rate)."""
+    rng = np.random.default_rng([seed, stream, int(rate_rps * 1000), int(duration_s * 1000)])
+    expected = rate_rps * duration_s
+    gaps = rng.exponential(1.0 / rate_rps, size=int(expected + 6 * np.sqrt(expected) + 10))
+    times = np.cumsum(gaps)
+    return times[times < duration_s]

@@ -1,0 +1,234 @@
+"""diagnose load's analysis on simulated services whose capacity and faults are known by construction.
+
+A service of ``servers`` slots, each request taking ``service_ms``, first come first served, meets the
+sweep's own arrivals (workload.poisson_arrivals): its capacity is servers / service time exactly.
+The engine (Locust) is not involved here; tests/test_load_cli.py runs it against the testbed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from diagnose.errors import InputError, LoadError
+from diagnose.load.curve import measure_stage
+from diagnose.load.plan import Api, Prompt, Settings, Stage, StageKind, Target
+from diagnose.load.report import capacity, render_markdown, render_text
+from diagnose.load.soak import judge_soak
+from diagnose.load.sweep import StageRun, run_sweep
+from diagnose.load.workload import MIX, built_in_prompts, draw, poisson_arrivals, read_prompts
+
+START = 1_700_000_000.0
+
+
+class Simulated:
+    """A queue of ``servers`` slots; ``slower`` (seconds into a stage -> factor) and ``stalls``
+    ((every_s, for_s): every slot frozen that long, that often) are its faults."""
+
+    def __init__(self, servers: int, service_ms: float, seed: int = 0, slower=None, stalls=None, fail=None):
+        self.servers, self.service_s, self.seed = servers, service_ms / 1000, seed
+        self.slower, self.stalls, self.fail = slower, stalls, fail
+        self.clock = START
+        self.stages: list[Stage] = []
+
+    def __call__(self, stage: Stage) -> StageRun:
+        self.stages.append(stage)
+        started = self.clock
+        rng = np.random.default_rng([self.seed, stage.index])
+        if stage.kind is StageKind.BASELINE:
+            arrivals, closed = [], True
+        else:
+            arrivals, closed = list(poisson_arrivals(stage.rate_rps, stage.duration_s, self.seed, stage.index)), False
+        free = [0.0] * self.servers
+        rows, t = [], 0.0
+        while True:
+            if closed:
+                if t >= stage.duration_s:
+                    break
+                arrival = t
+            elif arrivals:
+                arrival = arrivals.pop(0)
+            else:
+                break
+            begin = max(arrival, heapq.heappop(free))
+            begin = self._after_stall(begin)
+            service = self.service_s * rng.uniform(0.9, 1.1) * (self.slower(begin) if self.slower else 1.0)
+            end = begin + service
+            heapq.heappush(free, end)
+            ok = self.fail is None
+            rows.append(
+                {
+                    "ts": started + arrival,
+                    "latency_ms": (end - arrival) * 1000 if ok else math.nan,
+                    "ttft_ms": math.nan,
+                    "tpot_ms": math.nan,
+                    "output_len": math.nan,
+                    "input_words": 10,
+                    "status": "ok" if ok else "error",
+                    "code": 200 if ok else 500,
+                    "error": "" if ok else self.fail,
+                    "lag_ms": 0.0,
+                }
+            )
+            t = end
+        self.clock = started + stage.duration_s + 60
+        return StageRun(pd.DataFrame(rows), started)
+
+    def _after_stall(self, begin: float) -> float:
+        if self.stalls is None:
+            return begin
+        every, length = self.stalls
+        into = begin % every
+        return begin - into + length if into < length else begin
+
+
+QUICK = Settings(baseline_s=10, step_s=30, soak_s=0, max_steps=12)
+
+
+@pytest.mark.parametrize(
+    ("servers", "service_ms", "seed"),
+    [(1, 50, 0), (1, 50, 1), (4, 100, 2), (4, 100, 3), (16, 400, 4), (2, 20, 5)],
+)
+def test_the_knee_brackets_a_known_capacity(servers, service_ms, seed):
+    known = servers * 1000 / service_ms
+    sweep = run_sweep(Simulated(servers, service_ms, seed), QUICK)
+    knee = sweep.knee
+    assert knee.found
+    assert knee.kept_up_rps <= known * 1.02 and knee.fell_behind_rps >= known * 0.98, (knee, known)
+    assert knee.capacity_rps.low <= known <= knee.capacity_rps.high * 1.05
+    assert (knee.fell_behind_rps - knee.kept_up_rps) / knee.kept_up_rps <= QUICK.resolution * 1.5
+    assert sweep.recommended_rps == pytest.approx(0.7 * knee.kept_up_rps)
+
+
+def test_steps_grow_until_one_falls_behind_then_narrow_the_bracket():
+    service = Simulated(1, 50)
+    run_sweep(service, QUICK)
+    rates = [s.rate_rps for s in service.stages if s.kind is StageKind.STEP]
+    assert rates[1] > 1.8 * rates[0]
+    assert any(later < earlier for earlier, later in zip(rates, rates[1:], strict=False)), "bisects back down"
+
+
+def test_a_service_that_fails_alone_stops_the_run_with_what_it_said():
+    with pytest.raises(LoadError, match="HTTP 500: model not loaded"):
+        run_sweep(Simulated(1, 50, fail="HTTP 500: model not loaded"), QUICK)
+
+
+def test_no_knee_within_the_steps_is_said_and_no_soak_runs():
+    sweep = run_sweep(Simulated(64, 10), Settings(baseline_s=10, step_s=20, max_steps=3, soak_s=60))
+    assert not sweep.knee.found and sweep.soak is None
+    assert any("no knee within 3 steps" in note for note in sweep.notes)
+
+
+def test_a_healthy_soak_is_stable():
+    sweep = run_sweep(Simulated(4, 100, seed=7), Settings(baseline_s=10, step_s=30, soak_s=600))
+    assert sweep.soak is not None and sweep.soak.stable, sweep.soak.reasons
+    assert sweep.soak.result.stage.rate_rps == pytest.approx(0.7 * sweep.knee.kept_up_rps)
+
+
+def test_a_soak_with_a_periodic_stall_is_unstable_and_says_its_period():
+    soak = _soak(Simulated(4, 100, seed=8, stalls=(45.0, 3.0)))
+    assert not soak.stable
+    assert soak.period is not None and soak.period.periodic
+    assert abs(soak.period.period_s - 45) < 3
+    assert any("stalls" in reason and "every 45 s" in reason for reason in soak.reasons)
+
+
+def test_a_soak_that_slows_down_is_unstable():
+    soak = _soak(Simulated(4, 100, seed=9, slower=lambda t: 1 + 0.8 * t / 600))
+    assert not soak.stable
+    assert any("did not keep up" in r or "drifted" in r for r in soak.reasons), soak.reasons
+
+
+def test_server_memory_growing_through_the_soak_is_a_reason():
+    service = Simulated(4, 100, seed=10)
+    stage = Stage(0, StageKind.SOAK, 600, 20.0)
+    ran = service(stage)
+    ts = ran.started + np.arange(0, 600, 2.0)
+    memory = pd.DataFrame({"ts": ts, "rss_bytes": 4e9 + 2e5 * (ts - ts[0]), "source": "http://x/metrics"})
+    soak = judge_soak(measure_stage(stage, ran.rows, ran.started), ran.rows, ran.started, memory)
+    assert any("memory grew" in reason for reason in soak.reasons)
+    flat = memory.assign(rss_bytes=4e9)
+    assert judge_soak(measure_stage(stage, ran.rows, ran.started), ran.rows, ran.started, flat).stable
+
+
+def _soak(service: Simulated):
+    stage = Stage(0, StageKind.SOAK, 600, 0.7 * service.servers / service.service_s)
+    ran = service(stage)
+    return judge_soak(measure_stage(stage, ran.rows, ran.started), ran.rows, ran.started)
+
+
+def test_arrivals_are_poisson_at_the_rate():
+    times = poisson_arrivals(50.0, 200.0, seed=3)
+    assert len(times) == pytest.approx(10_000, rel=0.05)
+    gaps = np.diff(times)
+    assert np.std(gaps) / np.mean(gaps) == pytest.approx(1.0, abs=0.05)  # exponential: CV 1
+    split = np.sort(np.concatenate([poisson_arrivals(25.0, 200.0, 3, stream) for stream in (0, 1)]))
+    assert len(split) == pytest.approx(10_000, rel=0.05)
+
+
+def test_the_built_in_prompts_are_the_70_20_10_mix_and_distinct():
+    prompts = built_in_prompts(2_000, seed=1)
+    shares = pd.Series([p.size for p in prompts]).value_counts(normalize=True)
+    for size, share in MIX.items():
+        assert shares[size] == pytest.approx(share, abs=0.03)
+    assert len({p.text for p in prompts}) == len(prompts)
+    assert min(p.words for p in prompts if p.size == "long") > max(p.words for p in prompts if p.size == "medium")
+    assert min(p.words for p in prompts if p.size == "medium") > max(p.words for p in prompts if p.size == "short")
+
+
+def test_classed_prompts_are_drawn_70_20_10_and_unclassed_keep_the_file_mix(tmp_path):
+    classed = [Prompt("a", 8, "short"), Prompt("b " * 50, 64, "medium"), Prompt("c " * 400, 128, "long")]
+    drawn = pd.Series([p.size for p in draw(classed, 5_000, seed=2)]).value_counts(normalize=True)
+    assert drawn["short"] == pytest.approx(0.7, abs=0.03) and drawn["long"] == pytest.approx(0.1, abs=0.02)
+    plain = [Prompt("a", 8), Prompt("b", 8), Prompt("c", 8), Prompt("d", 8)]
+    counts = pd.Series([p.text for p in draw(plain, 4_000, seed=2)]).value_counts(normalize=True)
+    assert counts.min() > 0.2
+
+
+def test_a_prompt_file_error_names_its_line_and_column(tmp_path):
+    good = tmp_path / "p.jsonl"
+    good.write_text('{"prompt": "hello there", "max_tokens": 16, "size": "short"}\nplain text prompt\n\n')
+    assert [(p.text, p.max_tokens, p.size) for p in read_prompts(good)] == [
+        ("hello there", 16, "short"),
+        ("plain text prompt", 128, ""),
+    ]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "ok"}\n{"prompt": "x", "max_tokens": }\n')
+    with pytest.raises(InputError, match=r"bad.jsonl:2, column \d+: not JSON"):
+        read_prompts(bad)
+    (tmp_path / "size.jsonl").write_text('{"prompt": "x", "size": "huge"}\n')
+    with pytest.raises(InputError, match=r"size.jsonl:1: size 'huge'"):
+        read_prompts(tmp_path / "size.jsonl")
+    (tmp_path / "empty.txt").write_text("\n\n")
+    with pytest.raises(InputError, match="no prompts"):
+        read_prompts(tmp_path / "empty.txt")
+
+
+def test_the_report_is_rendered_from_the_json_alone(tmp_path):
+    sweep = run_sweep(Simulated(4, 100, seed=11), Settings(baseline_s=10, step_s=30, soak_s=300))
+    result = capacity(sweep, Target("http://127.0.0.1:9/generate", Api.HTTP))
+    again = json.loads(json.dumps(result, allow_nan=False))  # no NaN reaches the file
+    text = render_text(again, tmp_path)
+    knee = result["knee"]
+    assert f"Knee: between {knee['kept_up_rps']:.3g} req/s (kept up) and {knee['fell_behind_rps']:.3g}" in text
+    assert "Soak: 300 s at" in text and "stable" in text
+    assert f"{result['recommended']['rate_rps']:.3g} req/s" in text
+    markdown = render_markdown(again, tmp_path)
+    assert markdown.startswith("# Capacity of http://127.0.0.1:9/generate")
+    assert sum(line.startswith("|") for line in markdown.splitlines()) == 2 + len(result["steps"])
+
+
+def test_settings_out_of_range_are_named():
+    for bad, option in [
+        (Settings(growth=1.0), "--growth"),
+        (Settings(resolution=0), "--resolution"),
+        (Settings(soak_share=1.5), "--share"),
+        (Settings(max_steps=1), "--max-steps"),
+    ]:
+        with pytest.raises(InputError, match=option):
+            bad.check()

@@ -1,0 +1,134 @@
+"""``diagnose load`` end to end: Locust's engine against the testbed's service, alone and distributed.
+
+The service sleeps 50 ms per model call on one worker (testbed/service.py --step-ms), so its capacity is
+set by its configuration (about 20 requests a second, less its own overhead); these tests check what
+the run writes and says, not timings: how close the knee falls is measured in benchmarks/bench_load.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.service import free_port, wait_for
+
+QUICK = ["--baseline", "3s", "--step", "5s", "--resolution", "0.3", "--max-steps", "6", "--timeout", "20s"]
+
+
+@pytest.fixture
+def paced_service(tmp_path):
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "testbed.service", "--port", str(port), "--log", str(tmp_path / "service.jsonl"),
+         "--step-ms", "50"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            urllib.request.urlopen(f"{url}/health", timeout=0.5).read()
+            return True
+        except OSError:
+            return False
+
+    wait_for(up, timeout=60)
+    yield url
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def _load(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "diagnose", "load", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_a_run_finds_the_knee_soaks_and_leaves_a_dump(paced_service, tmp_path):
+    out = tmp_path / "run"
+    secret = "Bearer s3cret-t0ken"
+    done = _load(f"{paced_service}/generate", "-o", str(out), *QUICK, "--soak", "15s", "--header", f"Authorization: {secret}")
+    assert done.returncode == 0, done.stderr
+    assert not [f for f in out.rglob("*") if f.is_file() and "s3cret" in f.read_text()], "a credential in the dump"
+    result = json.loads((out / "capacity.json").read_text())
+    knee = result["knee"]
+    assert knee["found"] and 0 < knee["kept_up_rps"] < knee["fell_behind_rps"]
+    assert result["baseline"]["answered"] == result["baseline"]["sent"] > 0
+    assert result["recommended"]["rate_rps"] == pytest.approx(0.7 * knee["kept_up_rps"])
+    soak = result["soak"]
+    assert soak["stage"]["rate_rps"] == pytest.approx(0.7 * knee["kept_up_rps"])
+    assert soak["memory_source"].endswith("/metrics"), "the service's prometheus_client says its memory"
+    rows = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    stages = [result["baseline"], *result["steps"], soak["stage"]]
+    assert len(rows) == sum(stage["sent"] for stage in stages)
+    assert {row["load_stage"] for row in rows} == {stage["index"] for stage in stages}
+    assert f"Knee: between {knee['kept_up_rps']:.3g} req/s (kept up)" in done.stdout
+    analysed = subprocess.run(
+        [sys.executable, "-m", "diagnose", "file", str(out), "--format", "json"], capture_output=True, text=True
+    )
+    assert analysed.returncode == 0, analysed.stderr
+    assert json.loads(analysed.stdout)["evidence"]["tables"]["requests"]["rows"] == len(rows)
+
+
+def test_two_locust_workers_send_the_run_together(paced_service, tmp_path):
+    out, port = tmp_path / "run", free_port()
+    master = subprocess.Popen(
+        [sys.executable, "-m", "diagnose", "load", f"{paced_service}/generate", "-o", str(out), *QUICK,
+         "--soak", "0", "--workers", "2", "--master-port", str(port), "--format", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    locustfile = _load("--locustfile").stdout.strip()
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "locust", "--worker", "-f", locustfile, "--master-host", "127.0.0.1",
+             "--master-port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(2)
+    ]
+    try:
+        stdout, stderr = master.communicate(timeout=300)
+    finally:
+        for worker in workers:
+            worker.terminate()
+            worker.wait(timeout=20)
+    assert master.returncode == 0, stderr
+    assert json.loads(stdout)["knee"]["found"]
+    rows = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    steps = [row for row in rows if row["load_stage"] > 0]
+    assert {row["sender"] for row in steps} == {0, 1}, "each worker sends its share of every step"
+
+
+def test_a_target_that_refuses_stops_at_the_baseline_with_its_reason(tmp_path):
+    done = _load(f"http://127.0.0.1:{free_port()}/generate", "-o", str(tmp_path / "run"), *QUICK, timeout=120)
+    assert done.returncode == 2
+    assert "diagnose: error: the baseline's 5 requests all failed, the first with:" in done.stderr
+    assert "Connection refused" in done.stderr or "connect" in done.stderr.lower()
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "run").exists(), "nothing measured, no folder"
+
+
+def test_bad_options_are_named_before_any_load(tmp_path):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "fine"}\n{"prompt": 3}\n')
+    done = _load("http://127.0.0.1:9/v1/completions", "--model", "m", "--prompts", str(prompts), "-o", str(tmp_path / "a"))
+    assert done.returncode == 2 and "prompts.jsonl:2: expected" in done.stderr
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "old.txt").write_text("kept")
+    done = _load("http://127.0.0.1:9/generate", "-o", str(busy))
+    assert done.returncode == 2 and "not an empty folder" in done.stderr and (busy / "old.txt").read_text() == "kept"
+    done = _load("ftp://example/generate", "-o", str(tmp_path / "b"))
+    assert done.returncode == 2 and "expected an http:// or https:// URL" in done.stderr
+    done = _load("http://127.0.0.1:9/generate", "--growth", "1", "-o", str(tmp_path / "c"))
+    assert done.returncode == 2 and "--growth 1: expected a factor above 1" in done.stderr
+    assert Path(_load("--locustfile").stdout.strip()).is_file()
