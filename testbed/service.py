@@ -88,6 +88,7 @@ class Settings:
     # Each model call sleeps this long instead of computing: a service whose capacity is known by its
     # configuration (model workers x max batch / step), for judging a capacity measurement against it.
     step_ms: float = 0.0
+    leak_kb: int = 0  # fault: kilobytes each request leaves behind, never freed (a cache without a bound)
 
 
 @dataclass
@@ -107,6 +108,7 @@ class Service:
     _queue: asyncio.Queue | None = None
     _log_lock: threading.Lock = field(default_factory=threading.Lock)
     _step_began: float | None = None  # monotonic start of the model step now running
+    _leaked: list[bytearray] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         start = self._start_profiler if self.settings.profile else None
@@ -333,6 +335,8 @@ def make_app(service: Service) -> Starlette:
         except (ValueError, TypeError, AttributeError) as error:
             status, code = "error", 400
             response = JSONResponse({"error": str(error)}, status_code=code)
+        if service.settings.leak_kb:
+            service._leaked.append(bytearray(b"x" * (service.settings.leak_kb * 1024)))
         latency = handler_start - sent + time.perf_counter() - begun
         record.update(latency_ms=_ms(latency), status=status)
         service.write(record)
@@ -476,6 +480,9 @@ def main(argv: list[str] | None = None) -> None:
         help="each model call sleeps this long instead of computing: capacity model workers x max batch / "
         "step, known by configuration",
     )
+    parser.add_argument(
+        "--leak-kb", type=int, default=0, help="fault: kilobytes each request leaves behind, never freed"
+    )
     args = parser.parse_args(argv)
     settings = Settings(
         args.log,
@@ -493,6 +500,7 @@ def main(argv: list[str] | None = None) -> None:
         args.memory_cleanup,
         max(1, args.tokenize_passes),
         args.step_ms,
+        args.leak_kb,
     )
     app = make_app(Service(settings))
     config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)

@@ -1,0 +1,309 @@
+"""Does ``diagnose load`` find a knee that holds the service's known capacity, judge soaks right, and
+how fast can its engine send?
+
+    pip install '.[testbed,load]'
+    python benchmarks/bench_load.py                  # every part (about 40 minutes)
+    python benchmarks/bench_load.py --only knee --seeds 3
+
+Parts, each against the testbed's service run with ``--step-ms`` (each model call sleeps that long
+instead of computing), whose capacity is set by its configuration: model workers x 1000 / step ms
+requests a second, a few percent less for the service's own work between steps:
+
+- **knee**: for each configuration and seed, the bracket ``diagnose load`` finds and the throughput it
+  measured past it, against the configured capacity;
+- **workers**: the same configuration loaded by one Locust process and by two workers started through
+  Locust's own distributed mode: the two brackets;
+- **soak**: a soak on the healthy service, on one stalled for 3 s every 45 s (``POST /fault/hang``), and
+  on one that leaks 64 KB a request (``--leak-kb``): the verdict and its reasons;
+- **engine**: requests a second the load engine can send per core of its own CPU, against a service on
+  another core that answers at once.
+
+Run on a quiet machine: the engine and the service share it. ``--quick`` runs one short knee and the
+engine part on small inputs (what CI does); its figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.quick import add_quick  # noqa: E402
+from tests.helpers.service import free_port  # noqa: E402
+
+CONFIGURATIONS = ((1, 50.0), (4, 100.0), (8, 400.0), (2, 20.0))  # (model workers, step ms)
+STEP = ("--baseline", "10s", "--step", "20s", "--resolution", "0.1", "--max-steps", "14")
+QUICK_STEP = ("--baseline", "2s", "--step", "3s", "--resolution", "0.5", "--max-steps", "4")
+
+
+class Service:
+    """The testbed's service, paced, on a port of its own; optionally pinned to some cores."""
+
+    def __init__(self, workers: int, step_ms: float, *extra: str, cores: set[int] | None = None) -> None:
+        self.port = free_port()
+        self.log = Path(tempfile.mkdtemp(prefix="bench-load-")) / "service.jsonl"
+        command = [
+            sys.executable,
+            "-m",
+            "testbed.service",
+            "--port",
+            str(self.port),
+            "--log",
+            str(self.log),
+            "--model-workers",
+            str(workers),
+            "--step-ms",
+            str(step_ms),
+            *extra,
+        ]
+        self.process = subprocess.Popen(
+            command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        if cores:
+            os.sched_setaffinity(self.process.pid, cores)
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"{self.url}/health", timeout=0.5).read()
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError("the testbed's service did not start")
+
+    def __enter__(self) -> Service:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def load(url: str, out: Path, *options: str, workers: int = 0) -> dict:
+    """``diagnose load`` to the end (with ``workers`` Locust workers started beside it); its capacity.json."""
+    command = [
+        sys.executable,
+        "-m",
+        "diagnose",
+        "load",
+        f"{url}/generate",
+        "-o",
+        str(out),
+        "--format",
+        "json",
+        *options,
+    ]
+    port = free_port()
+    if workers:
+        command += ["--workers", str(workers), "--master-port", str(port)]
+    master = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started = []
+    if workers:
+        locustfile = str(ROOT / "diagnose" / "load" / "locustfile.py")
+        started = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "locust",
+                    "--worker",
+                    "-f",
+                    locustfile,
+                    "--master-host",
+                    "127.0.0.1",
+                    "--master-port",
+                    str(port),
+                ],
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(workers)
+        ]
+    try:
+        stdout, stderr = master.communicate(timeout=3600)
+    finally:
+        for worker in started:
+            worker.terminate()
+            worker.wait(timeout=20)
+    if master.returncode != 0:
+        raise RuntimeError(f"diagnose load exited {master.returncode}: {stderr[-2000:]}")
+    return json.loads(stdout)
+
+
+def knee_part(seeds: int, quick: bool, out: Path) -> list[str]:
+    rows = [
+        "| workers x step | configured | seed | bracket (req/s) | holds it | throughput past it |",
+        "|---|---:|---:|---|---|---|",
+    ]
+    configurations = CONFIGURATIONS[:1] if quick else CONFIGURATIONS
+    for workers, step_ms in configurations:
+        known = workers * 1000 / step_ms
+        for seed in range(seeds):
+            with Service(workers, step_ms) as service:
+                options = (*(QUICK_STEP if quick else STEP), "--soak", "0", "--seed", str(seed))
+                result = load(service.url, out / f"knee-{workers}x{step_ms:g}-{seed}", *options)
+            knee = result["knee"]
+            low, high = knee["kept_up_rps"], knee["fell_behind_rps"] or float("nan")
+            cap = knee["capacity_rps"]
+            holds = "yes" if low <= known <= high else "no"
+            rows.append(
+                f"| {workers} x {step_ms:g} ms | {known:.3g} | {seed} | {low:.3g} to {high:.3g} | {holds} | "
+                f"{cap['value']:.3g} ({cap['low']:.3g} to {cap['high']:.3g}) |"
+            )
+    return rows
+
+
+def workers_part(quick: bool, out: Path) -> list[str]:
+    rows = ["| sent by | bracket (req/s) | throughput past it |", "|---|---|---|"]
+    options = (*(QUICK_STEP if quick else STEP), "--soak", "0")
+    for label, workers in (("one process", 0), ("two Locust workers", 2)):
+        with Service(4, 100.0) as service:
+            knee = load(service.url, out / f"workers-{workers}", *options, workers=workers)["knee"]
+        cap = knee["capacity_rps"]
+        rows.append(
+            f"| {label} | {knee['kept_up_rps']:.3g} to {knee['fell_behind_rps']:.3g} | "
+            f"{cap['value']:.3g} ({cap['low']:.3g} to {cap['high']:.3g}) |"
+        )
+    return rows
+
+
+def soak_part(quick: bool, out: Path) -> list[str]:
+    rows = ["| service | verdict | reasons |", "|---|---|---|"]
+    soak = "1m" if quick else "3m"
+    options = (*(QUICK_STEP if quick else STEP), "--soak", soak)
+    for label, extra, stall in (
+        ("healthy", (), False),
+        ("stalls 3 s every 45 s", (), True),
+        ("leaks 64 KB a request", ("--leak-kb", "64"), False),
+    ):
+        with Service(1, 50.0, *extra) as service:  # one worker: a hang holds the only model slot
+            stop = threading.Event()
+            if stall:
+                threading.Thread(
+                    target=_stall_every, args=(service.url, 45.0, 3.0, stop), daemon=True
+                ).start()
+            try:
+                result = load(service.url, out / f"soak-{label.split()[0]}", *options)
+            finally:
+                stop.set()
+        verdict = result["soak"]
+        reasons = "; ".join(verdict["reasons"]) if verdict else "no soak"
+        rows.append(f"| {label} | {'stable' if verdict and verdict['stable'] else 'unstable'} | {reasons} |")
+    return rows
+
+
+def _stall_every(url: str, every: float, seconds: float, stop: threading.Event) -> None:
+    while not stop.wait(every):
+        request = urllib.request.Request(f"{url}/fault/hang?seconds={seconds}", method="POST")
+        try:
+            urllib.request.urlopen(request, timeout=5).read()
+        except OSError:
+            return
+
+
+def engine_part(quick: bool, out: Path) -> list[str]:
+    """The engine's CPU per request, against a service pinned to another core that answers at once."""
+    cores = sorted(os.sched_getaffinity(0))
+    with Service(64, 0.001, cores={cores[-1]}) as service:
+        options = (
+            "--baseline",
+            "2s",
+            "--step",
+            "5s" if quick else "20s",
+            "--start-rate",
+            "100" if quick else "300",
+            "--growth",
+            "1.5",
+            "--max-steps",
+            "2",
+            "--soak",
+            "0",
+        )
+        command = [
+            sys.executable,
+            "-m",
+            "diagnose",
+            "load",
+            f"{service.url}/generate",
+            "-o",
+            str(out / "engine"),
+            "--format",
+            "json",
+            *options,
+        ]
+        master = subprocess.Popen(
+            command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+        cpu = _engine_cpu(master)
+        result = json.loads(master.communicate(timeout=600)[0])
+    sent = result["baseline"]["sent"] + sum(s["sent"] for s in result["steps"])
+    per_request_ms = cpu * 1000 / sent
+    offered = max(s["offered_rps"] for s in result["steps"])
+    return [
+        "| requests sent | engine CPU | per request | per core | highest rate offered, P99 send lag |",
+        "|---:|---:|---:|---:|---|",
+        f"| {sent:,} | {cpu:.1f} s | {per_request_ms:.2f} ms | {1000 / per_request_ms:,.0f} req/s | "
+        f"{offered:.0f} req/s, {max(s['send_lag_p99_ms'] for s in result['steps']):.0f} ms |",
+    ]
+
+
+def _engine_cpu(master: subprocess.Popen) -> float:
+    """CPU seconds of the engine process (the child ``diagnose load`` starts), read until it ends."""
+    parent = psutil.Process(master.pid)
+    cpu, engine = 0.0, None
+    while master.poll() is None:
+        try:
+            engine = engine or next(
+                (c for c in parent.children() if "diagnose.load.engine" in " ".join(c.cmdline())), None
+            )
+            if engine is not None:
+                times = engine.cpu_times()
+                cpu = times.user + times.system
+        except psutil.Error:
+            pass
+        time.sleep(0.2)
+    return cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--only", nargs="+", choices=("knee", "workers", "soak", "engine"), help="only these parts"
+    )
+    parser.add_argument("--seeds", type=int, default=2, help="runs of each configuration (default 2)")
+    parser.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
+    add_quick(parser)
+    args = parser.parse_args()
+    parts = args.only or (("knee", "engine") if args.quick else ("knee", "workers", "soak", "engine"))
+    out = args.out or Path(tempfile.mkdtemp(prefix="bench-load-"))
+    seeds = 1 if args.quick else args.seeds
+    for part in parts:
+        started = time.monotonic()
+        if part == "knee":
+            lines = knee_part(seeds, args.quick, out)
+        elif part == "workers":
+            lines = workers_part(args.quick, out)
+        elif part == "soak":
+            lines = soak_part(args.quick, out)
+        else:
+            lines = engine_part(args.quick, out)
+        print(f"\n## {part} ({time.monotonic() - started:.0f} s)\n")
+        print("\n".join(lines), flush=True)
+
+
+if __name__ == "__main__":
+    main()
