@@ -33,6 +33,7 @@ examples:
   diagnose record -o incidents/ --ring 30m --trigger 'p99_ms > 500 for 10s'   flight recorder
   diagnose pull --prometheus URL --instance gpu-7 --from now-1h -o d/   a window from Prometheus
   diagnose live                                    watch this host as the hypotheses form
+  diagnose load http://127.0.0.1:8000/v1/chat/completions -o load/   the knee, a soak, the setting
   diagnose rules                                   list the rules
   diagnose rules check my-rules/                   validate your own rule folder
 """
