@@ -10,11 +10,15 @@ instead of computing), whose capacity is set by its configuration: model workers
 requests a second, a few percent less for the service's own work between steps:
 
 - **knee**: for each configuration and seed, the bracket ``diagnose load`` finds and the throughput it
-  measured past it, against the configured capacity;
+  measured past it, against the configured capacity and against what the service completes when a
+  closed loop of clients never lets it idle, measured apart (its own per-request work between model
+  calls makes that a few percent less than configured);
 - **workers**: the same configuration loaded by one Locust process and by two workers started through
   Locust's own distributed mode: the two brackets;
 - **soak**: a soak on the healthy service, on one stalled for 3 s every 45 s (``POST /fault/hang``), and
   on one that leaks 64 KB a request (``--leak-kb``): the verdict and its reasons;
+- **weekly**: three runs kept under one name, the third against a model step half as slow again:
+  the exit code and what the gate named;
 - **engine**: requests a second the load engine can send per core of its own CPU, against a service on
   another core that answers at once.
 
@@ -142,27 +146,57 @@ def load(url: str, out: Path, *options: str, workers: int = 0) -> dict:
     return json.loads(stdout)
 
 
+def saturated_rps(url: str, clients: int, seconds: float) -> float:
+    """What the service completes when it is never idle, measured apart from diagnose load: a closed loop
+    of ``clients`` each sending the next request when its answer came, counted after the first fifth."""
+    body = json.dumps({"prompt": "a short prompt of a few words", "max_tokens": 4}).encode()
+    done: list[float] = []
+    start = time.monotonic()
+
+    def client() -> None:
+        while time.monotonic() - start < seconds:
+            request = urllib.request.Request(f"{url}/generate", data=body, method="POST")
+            with urllib.request.urlopen(request, timeout=30) as response:
+                response.read()
+            done.append(time.monotonic() - start)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    counted = [t for t in done if seconds / 5 <= t <= seconds]
+    return len(counted) / (seconds * 4 / 5)
+
+
 def knee_part(seeds: int, quick: bool, out: Path) -> list[str]:
     rows = [
-        "| workers x step | configured | seed | bracket (req/s) | holds it | throughput past it |",
-        "|---|---:|---:|---|---|---|",
+        "| workers x step | configured | saturated | seed | bracket (req/s) | holds saturated | "
+        "throughput past it | holds saturated |",
+        "|---|---:|---:|---:|---|---|---|---|",
     ]
     configurations = CONFIGURATIONS[:1] if quick else CONFIGURATIONS
     for workers, step_ms in configurations:
         known = workers * 1000 / step_ms
         for seed in range(seeds):
             with Service(workers, step_ms) as service:
+                saturated = saturated_rps(service.url, 4 * workers, 5.0 if quick else 20.0)
                 options = (*(QUICK_STEP if quick else STEP), "--soak", "0", "--seed", str(seed))
                 result = load(service.url, out / f"knee-{workers}x{step_ms:g}-{seed}", *options)
             knee = result["knee"]
             low, high = knee["kept_up_rps"], knee["fell_behind_rps"] or float("nan")
             cap = knee["capacity_rps"]
-            holds = "yes" if low <= known <= high else "no"
             rows.append(
-                f"| {workers} x {step_ms:g} ms | {known:.3g} | {seed} | {low:.3g} to {high:.3g} | {holds} | "
-                f"{cap['value']:.3g} ({cap['low']:.3g} to {cap['high']:.3g}) |"
+                f"| {workers} x {step_ms:g} ms | {known:.3g} | {saturated:.3g} | {seed} | "
+                f"{low:.3g} to {high:.3g} | {_yes(low <= saturated <= high)} | "
+                f"{cap['value']:.3g} ({cap['low']:.3g} to {cap['high']:.3g}) | "
+                f"{_yes(cap['low'] <= saturated <= cap['high'])} |"
             )
     return rows
+
+
+def _yes(holds: bool) -> str:
+    return "yes" if holds else "no"
 
 
 def workers_part(quick: bool, out: Path) -> list[str]:
@@ -211,6 +245,51 @@ def _stall_every(url: str, every: float, seconds: float, stop: threading.Event) 
             urllib.request.urlopen(request, timeout=5).read()
         except OSError:
             return
+
+
+def weekly_part(quick: bool, out: Path) -> list[str]:
+    """Three weekly runs under one name: the standard, the same service again, then one whose model step
+    is half as slow again (a slower stage)."""
+    rows = ["| week | service | exit | judged | what moved |", "|---|---|---:|---|---|"]
+    archive = out / "weekly-archive.sqlite"
+    options = (
+        *(QUICK_STEP if quick else STEP),
+        "--soak",
+        "0",
+        "--archive",
+        "--name",
+        "standard",
+        "--archive-file",
+        str(archive),
+    )
+    for week, step_ms in ((1, 100.0), (2, 100.0), (3, 150.0)):
+        with Service(4, step_ms) as service:
+            command = [
+                sys.executable,
+                "-m",
+                "diagnose",
+                "load",
+                f"{service.url}/generate",
+                "-o",
+                str(out / f"weekly-{week}"),
+                "--format",
+                "json",
+                "--seed",
+                str(week),
+                *options,
+            ]
+            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+        history = json.loads(done.stdout)["history"]
+        moved = "; ".join(
+            f"{m['figure']} {m['before']} -> {m['after']}" for m in history["moves"] if m["worse"]
+        )
+        judged = (
+            "the standard"
+            if history["against"] is None
+            else ("regressed" if history["regressed"] else "no regression")
+        )
+        rows.append(f"| {week} | 4 x {step_ms:g} ms | {done.returncode} | {judged} | {moved or '-'} |")
+    return rows
 
 
 def engine_part(quick: bool, out: Path) -> list[str]:
@@ -282,13 +361,15 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--only", nargs="+", choices=("knee", "workers", "soak", "engine"), help="only these parts"
+        "--only", nargs="+", choices=("knee", "workers", "soak", "weekly", "engine"), help="only these parts"
     )
     parser.add_argument("--seeds", type=int, default=2, help="runs of each configuration (default 2)")
     parser.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
     add_quick(parser)
     args = parser.parse_args()
-    parts = args.only or (("knee", "engine") if args.quick else ("knee", "workers", "soak", "engine"))
+    parts = args.only or (
+        ("knee", "engine") if args.quick else ("knee", "workers", "soak", "weekly", "engine")
+    )
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-load-"))
     seeds = 1 if args.quick else args.seeds
     for part in parts:
@@ -299,6 +380,8 @@ def main() -> None:
             lines = workers_part(args.quick, out)
         elif part == "soak":
             lines = soak_part(args.quick, out)
+        elif part == "weekly":
+            lines = weekly_part(args.quick, out)
         else:
             lines = engine_part(args.quick, out)
         print(f"\n## {part} ({time.monotonic() - started:.0f} s)\n")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -232,3 +233,87 @@ def test_settings_out_of_range_are_named():
     ]:
         with pytest.raises(InputError, match=option):
             bad.check()
+
+
+def _result(kept: float, fell: float | None, capacity=(20.0, 19.0, 21.0), alone=(50.0, 49.0, 51.0)) -> dict:
+    value, low, high = capacity
+    return {
+        "knee": {
+            "found": fell is not None,
+            "kept_up_rps": kept,
+            "fell_behind_rps": fell,
+            "capacity_rps": {"value": value, "low": low, "high": high},
+        },
+        "baseline": {"latency_p50_ms": dict(zip(("value", "low", "high"), alone, strict=True))},
+    }
+
+
+def test_a_knee_moved_down_beyond_its_bracket_is_the_regression_and_a_slower_request_is_named(tmp_path):
+    from diagnose.archive import Archive
+    from diagnose.load.history import judge
+
+    with Archive(tmp_path / "archive.sqlite") as archive:
+        assert judge("std", _result(18, 21), archive.capacity_runs("std")).reference is None
+        archive.add_capacity("std", "/runs/week-1", _result(18, 21), regressed=False)
+        same = judge("std", _result(19, 22, capacity=(20.5, 19.5, 21.5)), archive.capacity_runs("std"))
+        assert not same.regressed and {m.verdict for m in same.moves} == {"within its interval"}
+        slower = judge(
+            "std", _result(11, 13, capacity=(12.0, 11.2, 12.8), alone=(80.0, 79.0, 81.0)), archive.capacity_runs("std")
+        )
+        assert slower.regressed and slower.reference.folder == "/runs/week-1"
+        moved = {m.figure: (m.verdict, m.worse) for m in slower.moves}
+        assert moved == {
+            "knee": ("lower", True),
+            "capacity past the knee": ("lower", True),
+            "one request alone, P50": ("higher", True),
+        }
+        archive.add_capacity("std", "/runs/week-2", _result(11, 13), regressed=True)
+        # the bad week does not become the standard: next week is judged against week 1 still
+        assert judge("std", _result(18, 21), archive.capacity_runs("std")).reference.folder == "/runs/week-1"
+        overlapping = judge("std", _result(16, 19), archive.capacity_runs("std"))
+        assert not overlapping.regressed, "brackets that overlap: the knee has not moved beyond its interval"
+        assert archive.capacity_runs("other") == []
+
+
+def test_the_weekly_jobs_run_a_load_this_version_accepts():
+    import configparser
+    import shlex
+
+    import yaml
+
+    from diagnose.cli import _parser
+
+    root = Path(__file__).resolve().parents[1] / "collectors"
+    unit = (root / "systemd" / "diagnose-load-weekly.service").read_text().replace("\\\n", " ")
+    sections = configparser.ConfigParser(interpolation=None, strict=False)
+    sections.read_string(unit)
+    shell, _, script = shlex.split(sections["Service"]["ExecStart"])
+    (job,) = [d for d in yaml.safe_load_all((root / "kubernetes" / "load-weekly-cronjob.yaml").read_text()) if d]
+    container = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    for command in (script, container["args"][0]):
+        program, *args = shlex.split(command.replace("$(date +%%Y-%%m-%%d)", "d").replace("$(date +%Y-%m-%d)", "d"))
+        assert program in ("exec",) and args[0].endswith("diagnose")
+        parsed = _parser().parse_args(args[1:])
+        assert parsed.command == "load" and parsed.archive and parsed.name == "chat-standard"
+
+
+def test_a_service_that_collapses_past_its_knee_is_said_to_and_no_capacity_is_claimed():
+    """From 18 req/s this service times half its requests out (as llama.cpp's server did, four slots and
+    a thousand connections waiting): what it answered there is a collapse, not its capacity."""
+    service = Simulated(1, 50, seed=12)
+
+    def collapsing(stage: Stage) -> StageRun:
+        ran = service(stage)
+        if stage.rate_rps is not None and stage.rate_rps > 18:
+            rows = ran.rows.copy()
+            lost = rows.index[::2]
+            rows.loc[lost, "status"], rows.loc[lost, "error"] = "timeout", "no whole answer within 60 s"
+            rows.loc[lost, "latency_ms"] = math.nan
+            return StageRun(rows, ran.started)
+        return ran
+
+    knee = run_sweep(collapsing, QUICK).knee
+    assert knee.found and "requests failed (no whole answer within 60 s)" in knee.why
+    assert math.isnan(knee.capacity_rps.value) and knee.collapsed_rps > 0
+    result = capacity(run_sweep(collapsing, QUICK), Target("http://127.0.0.1:9/generate", Api.HTTP))
+    assert "Past the knee it did not hold its throughput" in render_text(result, Path("run"))

@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,10 +23,16 @@ QUICK = ["--baseline", "3s", "--step", "5s", "--resolution", "0.3", "--max-steps
 
 @pytest.fixture
 def paced_service(tmp_path):
+    with _paced(tmp_path, step_ms=50) as url:
+        yield url
+
+
+@contextmanager
+def _paced(tmp_path: Path, step_ms: float):
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "testbed.service", "--port", str(port), "--log", str(tmp_path / "service.jsonl"),
-         "--step-ms", "50"],
+        [sys.executable, "-m", "testbed.service", "--port", str(port), "--log", str(tmp_path / f"{port}.jsonl"),
+         "--step-ms", str(step_ms)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -39,9 +46,11 @@ def paced_service(tmp_path):
             return False
 
     wait_for(up, timeout=60)
-    yield url
-    process.terminate()
-    process.wait(timeout=10)
+    try:
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
 
 
 def _load(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -132,3 +141,22 @@ def test_bad_options_are_named_before_any_load(tmp_path):
     done = _load("http://127.0.0.1:9/generate", "--growth", "1", "-o", str(tmp_path / "c"))
     assert done.returncode == 2 and "--growth 1: expected a factor above 1" in done.stderr
     assert Path(_load("--locustfile").stdout.strip()).is_file()
+
+
+def test_an_archived_run_whose_knee_moved_down_exits_1_and_names_what_moved(tmp_path):
+    """The weekly gate: the standard run, then the same load against a model step twice as slow."""
+    archive = tmp_path / "archive.sqlite"
+    gate = ["--soak", "0", "--archive", "--name", "standard", "--archive-file", str(archive), "--format", "json"]
+    with _paced(tmp_path, step_ms=50) as url:
+        first = _load(f"{url}/generate", "-o", str(tmp_path / "week-1"), *QUICK, *gate)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["history"]["against"] is None
+    with _paced(tmp_path, step_ms=100) as url:
+        second = _load(f"{url}/generate", "-o", str(tmp_path / "week-2"), *QUICK, *gate)
+    assert second.returncode == 1, second.stderr
+    history = json.loads(second.stdout)["history"]
+    assert history["regressed"] and history["against"]["folder"] == str((tmp_path / "week-1").resolve())
+    moved = {m["figure"]: m["verdict"] for m in history["moves"] if m["worse"]}
+    assert moved["knee"] == "lower" and moved["one request alone, P50"] == "higher"
+    kept = json.loads((tmp_path / "week-2" / "capacity.json").read_text())
+    assert kept["history"] == history, "the judgement is kept with the run"

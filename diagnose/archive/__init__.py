@@ -1,6 +1,6 @@
 """The performance archive: what each recording measured, what was changed, expected and gained."""
 
-from diagnose.archive.store import Archive, ComparisonRow, Entry, default_path
+from diagnose.archive.store import Archive, CapacityRun, ComparisonRow, Entry, default_path
 from diagnose.errors import ArchiveError
 
-__all__ = ["Archive", "ArchiveError", "ComparisonRow", "Entry", "default_path"]
+__all__ = ["Archive", "ArchiveError", "CapacityRun", "ComparisonRow", "Entry", "default_path"]

@@ -35,7 +35,7 @@ from diagnose.compare.model import Comparison, Delivery
 from diagnose.errors import ArchiveError
 from diagnose.gain import ExpectedGain
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APPLICATION_ID = 0x44474E53  # "DGNS": marks the file as a diagnose archive
 BUSY_TIMEOUT_S = 30.0
 
@@ -74,6 +74,16 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE entries ADD COLUMN gains TEXT NOT NULL DEFAULT '{}'",
         "ALTER TABLE comparisons ADD COLUMN delivery TEXT",
     ),
+    # diagnose load's runs, each kept whole (capacity.json) under the name of its standard load, so
+    # that next week's run of the same name is judged against it.
+    3: (
+        """CREATE TABLE capacity_runs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            added_at TEXT NOT NULL,
+            name TEXT NOT NULL, folder TEXT NOT NULL,
+            regressed INTEGER NOT NULL, result TEXT NOT NULL)""",
+        "CREATE INDEX capacity_runs_by_name ON capacity_runs (name, id)",
+    ),
 }
 
 
@@ -104,6 +114,18 @@ class ComparisonRow:
     expected: str | None
     measured: dict[str, float | None]  # each decisive figure's change
     delivery: Delivery | None = None  # against the gain expected of the fix (--expects)
+
+
+@dataclass(frozen=True)
+class CapacityRun:
+    """One archived ``diagnose load`` run: its result as capacity.json holds it."""
+
+    id: int
+    added_at: str
+    name: str
+    folder: str
+    regressed: bool  # against the run it was judged against when kept
+    result: dict
 
 
 def default_path() -> Path:
@@ -210,6 +232,27 @@ class Archive:
                 ),
             )
             return _inserted(cursor)
+
+    def add_capacity(self, name: str, folder: str, result: dict, regressed: bool) -> int:
+        with self._write() as db:
+            cursor = db.execute(
+                "INSERT INTO capacity_runs (added_at, name, folder, regressed, result) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (_now(), name, folder, int(regressed), json.dumps(result)),
+            )
+            return _inserted(cursor)
+
+    def capacity_runs(self, name: str) -> list[CapacityRun]:
+        """The runs kept under ``name``, oldest first."""
+        rows = self._db.execute(
+            "SELECT id, added_at, name, folder, regressed, result FROM capacity_runs "
+            "WHERE name = ? ORDER BY id",
+            (name,),
+        )
+        return [
+            CapacityRun(id_, added, name_, folder, bool(regressed), json.loads(result))
+            for id_, added, name_, folder, regressed, result in rows
+        ]
 
     def evidence(self, entry_id: int) -> Evidence:
         """An archived recording as the before side of a comparison."""

@@ -32,6 +32,7 @@ examples:
   diagnose load http://127.0.0.1:8000/v1/chat/completions -o load-0412/
   diagnose load http://gpu-7:8000/v1/completions --prompts prompts.jsonl --soak 30m -o load/
   diagnose load http://127.0.0.1:8700/generate --body body.json --step 20s --soak 0 -o quick/
+  diagnose load --results results/*.json           the knee of vLLM/SGLang/genai-perf/Locust/k6 runs
   diagnose load http://gpu-7:8000/v1/chat/completions --workers 2 -o load/   then, twice:
       locust --worker -f $(diagnose load --locustfile) --master-host 127.0.0.1
 """
@@ -112,10 +113,28 @@ def add_parser(commands: Subcommands) -> None:
     )
     command.add_argument("--master-port", type=int, default=5557, help="--workers: default 5557")
     command.add_argument(
+        "--archive",
+        action="store_true",
+        help="keep the run in the performance archive under --name, judged against the last run of that "
+        "name: exit 1 where the knee moved down beyond its interval (a weekly gate; docs/load.md)",
+    )
+    command.add_argument("--name", help="--archive: the standard load's name (default: the target's URL)")
+    command.add_argument(
+        "--archive-file", type=Path, metavar="FILE", help="--archive: the archive file (default: the usual)"
+    )
+    command.add_argument(
         "--format", choices=("text", "markdown", "json"), default="text", help="default: text"
     )
     command.add_argument(
         "--locustfile", action="store_true", help="print the locustfile Locust's workers run, and exit"
+    )
+    command.add_argument(
+        "--results",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help="send nothing: read load tests already run (vLLM's or SGLang's benchmark results, genai-perf's "
+        "or AIPerf's export, Locust's --csv files, k6's summary) and find their knee",
     )
     add_debug(command)
     command.set_defaults(handler=run)
@@ -125,8 +144,12 @@ def run(args: argparse.Namespace) -> int:
     if args.locustfile:
         print(_LOCUSTFILE)
         return ExitCode.OK
+    if args.results:
+        if args.target:
+            raise InputError("diagnose load: give the endpoint's URL or --results, not both")
+        return _results(args)
     if not args.target:
-        raise InputError("diagnose load: give the endpoint's URL (diagnose load --help)")
+        raise InputError("diagnose load: give the endpoint's URL, or --results FILE (see --help)")
     from diagnose.load.plan import to_json
     from diagnose.load.preflight import machine_note, plan_from
 
@@ -163,13 +186,49 @@ def run(args: argparse.Namespace) -> int:
     from diagnose.load.report import RESULT_FILE, render_markdown, render_text
 
     result = json.loads((out / RESULT_FILE).read_text(encoding="utf-8"))
+    regressed = _archive(args, out, result) if args.archive else False
     if args.format == "json":
         print(json.dumps(result, indent=1))
     elif args.format == "markdown":
         print(render_markdown(result, out), end="")
     else:
         print(render_text(result, out), end="")
+    return ExitCode.FINDING_AT_THRESHOLD if regressed else ExitCode.OK
+
+
+def _results(args: argparse.Namespace) -> int:
+    """The knee of load tests already run: their files read, nothing sent."""
+    from diagnose.load.results import read_results
+    from diagnose.load.results_knee import analyse, render_text, to_json
+
+    points = []
+    for path in args.results:
+        if not path.is_file():
+            raise InputError(f"{path}: no such file")
+        points += read_results(path)
+    curve = analyse(points, args.share)
+    if args.format == "json":
+        print(json.dumps(to_json(curve), indent=1))
+    elif args.format == "markdown":
+        print(f"```\n{render_text(curve)}```")
+    else:
+        print(render_text(curve), end="")
     return ExitCode.OK
+
+
+def _archive(args: argparse.Namespace, out: Path, result: dict) -> bool:
+    """Judge the run against the last of its name, keep it, and write the judgement into capacity.json."""
+    from diagnose.archive import Archive, default_path
+    from diagnose.load.history import judge
+    from diagnose.load.report import RESULT_FILE
+
+    name = args.name or result["target"]["url"]
+    with Archive(args.archive_file or default_path()) as archive:
+        judgement = judge(name, result, archive.capacity_runs(name))
+        result["history"] = judgement.to_json()
+        archive.add_capacity(name, str(out.resolve()), result, judgement.regressed)
+    (out / RESULT_FILE).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return judgement.regressed
 
 
 def _engine(run_file: Path, out: Path) -> int:

@@ -180,11 +180,14 @@ def theil_sen(x: np.ndarray, y: np.ndarray) -> Figure:
 class Knee:
     """Where the service stops keeping up: between ``kept_up_rps`` (the highest rate it answered) and
     ``fell_behind_rps`` (the lowest it did not); ``capacity_rps``: throughput measured where it fell
-    behind, with its interval (a service past its capacity answers at its capacity)."""
+    behind, with its interval (a service past its capacity answers at its capacity), over the steps that
+    failed few requests. Where every step past the knee failed many, the service did not hold its
+    capacity under overload: ``collapsed_rps`` is what it still answered, and no capacity is claimed."""
 
     kept_up_rps: float
     fell_behind_rps: float  # nan: never reached within the run's steps
     capacity_rps: Figure
+    collapsed_rps: float  # nan unless every step past the knee failed more than MAX_FAILED_SHARE
     latency_rises_rps: float  # the lowest rate whose P50 left its low-load level (nan: none did)
     why: str  # what the first stage past the knee showed
 
@@ -206,6 +209,7 @@ def find_knee(baseline: StageResult, steps: list[StageResult]) -> Knee:
         kept_up_rps=kept_up,
         fell_behind_rps=behind[0].offered_rps if behind else math.nan,
         capacity_rps=_pooled_throughput(behind),
+        collapsed_rps=_collapsed(behind),
         latency_rises_rps=min(rises) if rises else math.nan,
         why=behind[0].falls_behind() if behind else "",
     )
@@ -235,10 +239,17 @@ def _bracket(steps: list[StageResult]) -> tuple[float, list[StageResult]]:
     return (max(kept) if kept else 0.0), behind
 
 
+def _collapsed(behind: list[StageResult]) -> float:
+    """The most any step past the knee answered, where every one of them failed many requests."""
+    if not behind or any(s.failed_share <= MAX_FAILED_SHARE for s in behind):
+        return math.nan
+    return max(s.throughput_rps.value for s in behind)
+
+
 def _pooled_throughput(behind: list[StageResult]) -> Figure:
-    """Throughput over the stages past the knee that failed few requests (a stage that timed out
-    requests did not count answers the service still gave, so its figure is low)."""
-    answered = [s for s in behind if s.failed_share <= MAX_FAILED_SHARE] or behind[:1]
+    """Throughput over the stages past the knee that failed few requests (a stage that failed many
+    answered less than the service can: it measures a collapse, not a capacity)."""
+    answered = [s for s in behind if s.failed_share <= MAX_FAILED_SHARE]
     if not answered:
         return Figure(math.nan)
     seconds = sum(_SETTLED * s.stage.duration_s for s in answered)

@@ -137,6 +137,8 @@ class Dispatcher(User):
             _fail(row, "timeout", f"no whole answer within {target.timeout_s:g} s")
         except requests.RequestException as error:
             _fail(row, "error", _short(error))
+        except ValueError as error:  # a stream whose events are not JSON: the answer is not OpenAI's
+            _fail(row, "error", f"an answer that is not the API's: {_short(error)}")
         failed = row["status"] != "ok"
         latency = (time.time() - sent) * 1000 if failed else row["latency_ms"]
         self.environment.events.request.fire(

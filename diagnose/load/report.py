@@ -67,6 +67,7 @@ def capacity(sweep: Sweep, target: Target) -> dict[str, Any]:
                 "kept_up_rps": knee.kept_up_rps,
                 "fell_behind_rps": knee.fell_behind_rps,
                 "capacity_rps": _figure(knee.capacity_rps),
+                "collapsed_rps": knee.collapsed_rps,
                 "latency_rises_rps": knee.latency_rises_rps,
                 "why": knee.why,
             },
@@ -156,10 +157,8 @@ def render_markdown(result: dict[str, Any], folder: Path) -> str:
         *_markdown_table(result["steps"]),
         "",
     ]
-    return (
-        "\n".join(lines + [f"- {line.strip().removeprefix('- ')}" if line else "" for line in findings])
-        + "\n"
-    )
+    items = [line if line.startswith("  - ") else f"- {line}" for line in findings]  # reasons nest
+    return "\n".join(lines + items) + "\n"
 
 
 def _prose(result: dict[str, Any], folder: Path) -> tuple[str, list[str]]:
@@ -177,16 +176,33 @@ def _prose(result: dict[str, Any], folder: Path) -> tuple[str, list[str]]:
         lines.append(
             f"Soak: {stage['duration_s']:.0f} s at {stage['rate_rps']:.3g} req/s: {verdict}; P50 "
             f"{_ms(stage['latency_p50_ms'])}, P99 {_ms(stage['latency_p99_ms'])}, P99 change over the soak "
-            f"{_change(soak['p99_change'])}; server memory "
-            + _memory(soak)
-            + "."
+            f"{_change(soak['p99_change'])}; server memory " + _memory(soak) + "."
         )
         lines += [f"  - {reason}" for reason in soak["reasons"]]
     elif result["knee"]["found"]:
         lines.append("Soak: not run (--soak 0).")
+    lines += _history_lines(result.get("history"))
     lines += [f"Note: {note}" for note in result["notes"]]
     lines += [f"Every request: {folder / REQUESTS_FILE} (diagnose file {folder} analyses the run as a dump)."]
     return baseline, lines
+
+
+def _history_lines(history: dict[str, Any] | None) -> list[str]:
+    if history is None:
+        return []
+    against = history["against"]
+    if against is None:
+        return [f"Archived as the first run of {history['name']!r}: the next ones are judged against it."]
+    verdict = (
+        "REGRESSED: the knee moved down beyond its interval" if history["regressed"] else "no regression"
+    )
+    lines = [f"Against run #{against['id']} of {history['name']!r} ({against['added_at']}): {verdict}."]
+    for move in history["moves"]:
+        worse = " (worse)" if move["worse"] else ""
+        lines.append(
+            f"  - {move['figure']}: {move['before']} then, {move['after']} now: {move['verdict']}{worse}"
+        )
+    return lines
 
 
 def _knee_lines(result: dict[str, Any]) -> list[str]:
@@ -205,6 +221,12 @@ def _knee_lines(result: dict[str, Any]) -> list[str]:
         lines.append(
             f"Throughput where it fell behind (its capacity): {cap['value']:.3g} req/s "
             f"({cap['low']:.3g} to {cap['high']:.3g})."
+        )
+    elif knee.get("collapsed_rps") is not None:
+        lines.append(
+            f"Past the knee it did not hold its throughput: at most {knee['collapsed_rps']:.3g} req/s "
+            "answered, with many requests failing. Overloaded, it collapses rather than queueing at its "
+            "capacity; a limit on waiting requests (admission control) would hold it at the knee."
         )
     if knee["latency_rises_rps"] is not None:
         lines.append(
