@@ -144,14 +144,15 @@ def test_bad_options_are_named_before_any_load(tmp_path):
 
 
 def test_an_archived_run_whose_knee_moved_down_exits_1_and_names_what_moved(tmp_path):
-    """The weekly gate: the standard run, then the same load against a model step twice as slow."""
+    """The weekly gate: the standard run, then the same load against a model step four times as slow."""
     archive = tmp_path / "archive.sqlite"
-    gate = ["--soak", "0", "--archive", "--name", "standard", "--archive-file", str(archive), "--format", "json"]
+    gate = ["--soak", "0", "--max-steps", "4", "--baseline", "6s", "--archive", "--name", "standard",
+            "--archive-file", str(archive), "--format", "json"]  # 6 s alone: 30 requests, enough for an interval
     with _paced(tmp_path, step_ms=50) as url:
         first = _load(f"{url}/generate", "-o", str(tmp_path / "week-1"), *QUICK, *gate)
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["history"]["against"] is None
-    with _paced(tmp_path, step_ms=100) as url:
+    with _paced(tmp_path, step_ms=200) as url:
         second = _load(f"{url}/generate", "-o", str(tmp_path / "week-2"), *QUICK, *gate)
     assert second.returncode == 1, second.stderr
     history = json.loads(second.stdout)["history"]
