@@ -94,20 +94,15 @@ class Service:
         self.process.wait(timeout=10)
 
 
+def _load_command(url: str, out: Path, *options: str) -> list[str]:
+    """``diagnose load`` against the service's /generate, its result as JSON on stdout."""
+    return [sys.executable, "-m", "diagnose", "load", f"{url}/generate", "-o", str(out), "--format", "json",
+            *options]  # fmt: skip
+
+
 def load(url: str, out: Path, *options: str, workers: int = 0) -> dict:
     """``diagnose load`` to the end (with ``workers`` Locust workers started beside it); its capacity.json."""
-    command = [
-        sys.executable,
-        "-m",
-        "diagnose",
-        "load",
-        f"{url}/generate",
-        "-o",
-        str(out),
-        "--format",
-        "json",
-        *options,
-    ]
+    command = _load_command(url, out, *options)
     port = free_port()
     if workers:
         command += ["--workers", str(workers), "--master-port", str(port)]
@@ -264,20 +259,7 @@ def weekly_part(quick: bool, out: Path) -> list[str]:
     )
     for week, step_ms in ((1, 100.0), (2, 100.0), (3, 150.0)):
         with Service(4, step_ms) as service:
-            command = [
-                sys.executable,
-                "-m",
-                "diagnose",
-                "load",
-                f"{service.url}/generate",
-                "-o",
-                str(out / f"weekly-{week}"),
-                "--format",
-                "json",
-                "--seed",
-                str(week),
-                *options,
-            ]
+            command = _load_command(service.url, out / f"weekly-{week}", "--seed", str(week), *options)
             done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=3600)
         history = json.loads(done.stdout)["history"]
         moved = "; ".join(
@@ -310,18 +292,7 @@ def engine_part(quick: bool, out: Path) -> list[str]:
             "--soak",
             "0",
         )
-        command = [
-            sys.executable,
-            "-m",
-            "diagnose",
-            "load",
-            f"{service.url}/generate",
-            "-o",
-            str(out / "engine"),
-            "--format",
-            "json",
-            *options,
-        ]
+        command = _load_command(service.url, out / "engine", *options)
         master = subprocess.Popen(
             command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
         )

@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.service import free_port, wait_for
+from tests.helpers.service import answers, free_port, wait_for
 
 QUICK = ["--baseline", "3s", "--step", "5s", "--resolution", "0.3", "--max-steps", "6", "--timeout", "20s"]
 
@@ -37,15 +36,7 @@ def _paced(tmp_path: Path, step_ms: float):
         stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=0.5).read()
-            return True
-        except OSError:
-            return False
-
-    wait_for(up, timeout=60)
+    wait_for(lambda: answers(f"{url}/health"), timeout=60)
     try:
         yield url
     finally:

@@ -37,6 +37,7 @@ from locust import User, task
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from diagnose.engines.metrics import parse_families
 from diagnose.errors import DiagnoseError, ExitCode, LoadError
 from diagnose.load.plan import (
     Api,
@@ -373,12 +374,15 @@ class Conductor:
 
 
 def _resident(exposition: str) -> float | None:
-    for line in exposition.splitlines():
-        if line.startswith("process_resident_memory_bytes"):
-            try:
-                return float(line.split()[-1])
-            except ValueError:
-                return None
+    """``process_resident_memory_bytes`` from a /metrics page, read by prometheus_client's parser."""
+    try:
+        families = list(parse_families(exposition))
+    except ValueError:  # not Prometheus text: nothing to read
+        return None
+    for family in families:
+        for sample in family.samples:
+            if sample.name == "process_resident_memory_bytes":
+                return float(sample.value)
     return None
 
 

@@ -41,11 +41,6 @@ class Target:
         parts = urlsplit(self.url)
         return f"{parts.scheme}://{parts.netloc}"
 
-    @property
-    def path(self) -> str:
-        parts = urlsplit(self.url)
-        return parts.path + (f"?{parts.query}" if parts.query else "") or "/"
-
 
 @dataclass(frozen=True)
 class Prompt:

@@ -55,7 +55,7 @@ def public_url(url: str) -> str:
 
 def capacity(sweep: Sweep, target: Target) -> dict[str, Any]:
     knee = sweep.knee
-    return _clean(
+    return json_ready(
         {
             "format": FORMAT,
             "target": {"url": public_url(target.url), "api": target.api.value, "model": target.model},
@@ -128,14 +128,14 @@ def _soak(soak: Soak) -> dict[str, Any]:
     }
 
 
-def _clean(value: Any) -> Any:
+def json_ready(value: Any) -> Any:
     """NaN and infinity as null: JSON has neither."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {key: _clean(item) for key, item in value.items()}
+        return {key: json_ready(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_clean(item) for item in value]
+        return [json_ready(item) for item in value]
     return value
 
 

@@ -12,10 +12,11 @@ kind each knee is, and what a tool did not record (failures, latency, the load i
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from diagnose.load.curve import FOLLOWS, MAX_FAILED_SHARE
+from diagnose.load.report import json_ready
 from diagnose.load.results import Point
 from diagnose.units import counted
 
@@ -125,22 +126,17 @@ def _closed(points: list[Point]) -> ClosedKnee:
 
 
 def to_json(curve: ResultsCurve) -> dict[str, Any]:
-    def clean(value: Any) -> Any:
-        return None if isinstance(value, float) and not math.isfinite(value) else value
-
-    return {
-        "format": "diagnose-capacity-results/1",
-        "points": [{k: clean(v) for k, v in vars(p).items()} for p in curve.points],
-        "open_loop_knee": None
-        if curve.open_knee is None
-        else {k: clean(v) for k, v in vars(curve.open_knee).items()},
-        "closed_loop_knee": None
-        if curve.closed_knee is None
-        else {k: clean(v) for k, v in vars(curve.closed_knee).items()},
-        "share_of_knee": curve.share,
-        "setting": curve.setting,
-        "notes": curve.notes,
-    }
+    return json_ready(
+        {
+            "format": "diagnose-capacity-results/1",
+            "points": [asdict(p) for p in curve.points],
+            "open_loop_knee": None if curve.open_knee is None else asdict(curve.open_knee),
+            "closed_loop_knee": None if curve.closed_knee is None else asdict(curve.closed_knee),
+            "share_of_knee": curve.share,
+            "setting": curve.setting,
+            "notes": curve.notes,
+        }
+    )
 
 
 def render_text(curve: ResultsCurve) -> str:

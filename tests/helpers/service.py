@@ -20,6 +20,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def answers(url: str) -> bool:
+    """Whether a GET of ``url`` answers 2xx now (a service still starting does not)."""
+    try:
+        urllib.request.urlopen(url, timeout=0.5).read()
+        return True
+    except OSError:
+        return False
+
+
 def wait_for(condition, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -35,15 +44,7 @@ def service(tmp_path):
     port, log = free_port(), tmp_path / "requests.jsonl"
     process = subprocess.Popen([sys.executable, str(SERVICE), str(port), str(log)])
     url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            urllib.request.urlopen(f"{url}/metrics", timeout=0.5).read()
-            return True
-        except OSError:
-            return False
-
-    wait_for(up)
+    wait_for(lambda: answers(f"{url}/metrics"))
     yield url, log
     process.terminate()
     process.wait(timeout=10)
