@@ -8,7 +8,20 @@ is imported inside ``run``, so that ``--help`` and argument errors answer at onc
 
 from __future__ import annotations
 
-from diagnose.commands import archive, compare, file, fleet, formats, live, load, pull, record, rules, verify
+from diagnose.commands import (
+    archive,
+    compare,
+    file,
+    fleet,
+    formats,
+    live,
+    load,
+    pull,
+    record,
+    rules,
+    serve,
+    verify,
+)
 
 COMMANDS = (
     file,
@@ -20,6 +33,7 @@ COMMANDS = (
     load,
     pull,
     fleet,
+    serve,
     formats,
     rules,
 )  # in the order --help lists them

@@ -29,6 +29,7 @@ from diagnose.dump.timestamps import iso
 from diagnose.gain import ExpectedGain
 from diagnose.judge.rules import Rule
 from diagnose.pipeline import analyse_dump
+from diagnose.report import Report
 
 SAMPLE = 50_000  # requests kept of one side: the KS test, the strata and a latency picture need no more
 
@@ -49,12 +50,13 @@ class Evidence:
 
 
 def measure_dump(
-    dump: Dump, rules: list[Rule], salt: int, helper: bool = True
+    dump: Dump, rules: list[Rule], salt: int, helper: bool = True, report: Report | None = None
 ) -> tuple[Evidence, Requests | None]:
     """The evidence of one dump, and its warm requests (which an after side's re-weighting needs).
 
     ``helper``: whether a big dump's spike search may take a second process (detect/helper.py); not
     while the other side of a comparison is measured by one, which keeps the cores busy already.
+    ``report``: the dump's diagnosis where the caller has it already (not made twice).
     """
     with np.errstate(all="ignore"):
         requests = warm_requests(dump, salt)
@@ -62,7 +64,8 @@ def measure_dump(
         if requests is not None and requests.cold_excluded:
             measures += every_request_measures(dump, salt)
         measures += measure_series(dump, salt)
-        report = analyse_dump(dump, rules, helper=helper).report
+        if report is None:
+            report = analyse_dump(dump, rules, helper=helper).report
         measures += measure_trace(report)
     evidence = Evidence(
         dump.path,

@@ -1,0 +1,231 @@
+"""From alert to diagnosis with real servers: Prometheus fires a rule, Alertmanager sends the webhook,
+``diagnose serve`` pulls the host from that Prometheus and keeps the report.
+
+The servers are the distribution's packages (``prometheus``,
+``prometheus-alertmanager``; ``.ci/run`` installs them, the tests skip where
+they are absent). Two fake hosts are scraped every second; every request takes
+0.2 s, and the rule fires when a host's P99 is above 150 ms, so both fire.
+Host 1's GPUs are held down by thermal slowdown: its report's first hypothesis
+is gpu-throttling.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from diagnose.archive import Archive
+from tests.conftest import ROOT
+from tests.helpers.service import free_port, wait_for
+
+EXPORTER = ROOT / "tests" / "helpers" / "fake_exporter.py"
+TOKEN = "alertmanager-sends-this-token"
+DIAGNOSED_WITHIN_S = 150  # rule's for: 20 s, Alertmanager's group_wait, a pull and an analysis each
+
+RULES = """\
+groups:
+  - name: latency
+    rules:
+      - alert: HighP99Latency
+        expr: histogram_quantile(0.99, sum by (instance, le) (rate(vllm:e2e_request_latency_seconds_bucket[5s]))) > 0.15
+        for: 20s
+        annotations: {summary: "P99 above 150 ms"}
+"""
+
+
+def _binary(*names: str) -> str:
+    for name in names:
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.skip(f"{names[0]} is not installed (.ci/run installs the distribution's package)")
+
+
+def _ready(url: str) -> bool:
+    try:
+        return urllib.request.urlopen(url, timeout=1).status == 200
+    except OSError:
+        return False
+
+
+class Serve:
+    """``diagnose serve`` as a user starts it, in a process of its own."""
+
+    def __init__(self, folder: Path, prometheus: str, port: int, *options: str) -> None:
+        self.url, self.folder, self.log = f"http://127.0.0.1:{port}", folder, folder / "serve.log"
+        token = folder / "token"
+        token.write_text(TOKEN + "\n")
+        self.command = [
+            sys.executable, "-m", "diagnose", "serve", "--prometheus", prometheus, "--data", str(folder / "data"),
+            "--listen", f"127.0.0.1:{port}", "--token-file", str(token), "--before", "2m", "--after", "5s",
+            "--archive", str(folder / "archive.sqlite"), *options,
+        ]  # fmt: skip
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with open(self.log, "a") as log:
+            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT)
+        wait_for(lambda: _ready(f"{self.url}/-/healthy"), timeout=60)
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(timeout=30)
+
+    def get(self, path: str):
+        request = urllib.request.Request(f"{self.url}{path}", headers={"Authorization": f"Bearer {TOKEN}"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.read()
+
+    def alerts(self) -> list[dict]:
+        return json.loads(self.get("/api/alerts"))
+
+    def post(self, body: dict) -> dict:
+        request = urllib.request.Request(
+            f"{self.url}/alerts",
+            json.dumps(body).encode(),
+            {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return json.loads(answer.read())
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    """Two fake hosts, a Prometheus scraping them with the rule, an Alertmanager, and diagnose serve as
+    Alertmanager's receiver: (serve, prometheus url)."""
+    prometheus_bin = _binary("prometheus")
+    alertmanager_bin = _binary("prometheus-alertmanager", "alertmanager")
+    folder = tmp_path_factory.mktemp("alerting")
+    processes = []
+    targets = []
+    for host in (1, 2):
+        port = free_port()
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, str(EXPORTER), str(port), str(host), str(folder / f"served-{host}")]
+            )
+        )
+        targets.append(
+            f'      - targets: ["127.0.0.1:{port}"]\n        labels: {{instance: "gpu-node-{host}:9100"}}'
+        )
+    serve_port, alertmanager_port, prometheus_port = free_port(), free_port(), free_port()
+    (folder / "am-token").write_text(TOKEN)
+    (folder / "alertmanager.yml").write_text(
+        "route: {receiver: diagnose, group_by: [alertname], group_wait: 1s, group_interval: 2s, "
+        "repeat_interval: 4s}\n"
+        "receivers:\n  - name: diagnose\n    webhook_configs:\n"
+        f"      - url: http://127.0.0.1:{serve_port}/alerts\n        send_resolved: true\n"
+        f"        http_config: {{authorization: {{credentials_file: {folder / 'am-token'}}}}}\n"
+    )
+    (folder / "rules.yml").write_text(RULES)
+    (folder / "prometheus.yml").write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        f"rule_files: [{folder / 'rules.yml'}]\n"
+        f'alerting: {{alertmanagers: [{{static_configs: [{{targets: ["127.0.0.1:{alertmanager_port}"]}}]}}]}}\n'
+        "scrape_configs:\n  - job_name: gpu-nodes\n    static_configs:\n" + "\n".join(targets) + "\n"
+    )
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    processes.append(
+        subprocess.Popen(
+            [
+                alertmanager_bin, f"--config.file={folder / 'alertmanager.yml'}",
+                f"--storage.path={folder / 'am-data'}", f"--web.listen-address=127.0.0.1:{alertmanager_port}",
+                "--cluster.listen-address=", "--log.level=warn",
+            ],
+            **quiet,
+        )
+    )  # fmt: skip
+    prometheus = f"http://127.0.0.1:{prometheus_port}"
+    processes.append(
+        subprocess.Popen(
+            [
+                prometheus_bin, f"--config.file={folder / 'prometheus.yml'}", f"--storage.tsdb.path={folder / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{prometheus_port}", "--log.level=warn",
+            ],
+            **quiet,
+        )
+    )  # fmt: skip
+    serve = Serve(folder, prometheus, serve_port, "--workers", "2")
+    try:
+        wait_for(lambda: _ready(f"http://127.0.0.1:{alertmanager_port}/-/ready"), timeout=60)
+        wait_for(lambda: _ready(f"{prometheus}/-/ready"), timeout=60)
+        serve.start()
+        yield serve, prometheus
+    finally:
+        serve.stop()
+        for process in reversed(processes):
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def test_a_fired_alert_arrives_diagnosed_once_with_the_hosts_cause_first(stack):
+    serve, _ = stack
+    deadline = time.monotonic() + DIAGNOSED_WITHIN_S
+
+    def diagnosed() -> list[dict]:
+        return [a for a in serve.alerts() if a["state"] == "done"]
+
+    wait_for(lambda: len(diagnosed()) == 2, timeout=max(1.0, deadline - time.monotonic()))
+    by_host = {a["instance"]: a for a in diagnosed()}
+    assert set(by_host) == {"gpu-node-1:9100", "gpu-node-2:9100"}
+    first = by_host["gpu-node-1:9100"]
+    assert first["alert"] == "HighP99Latency" and first["findings"][0]["id"] == "gpu-throttling"
+    assert first["findings"][0]["score"] >= 0.5
+    assert all(
+        f["id"] != "gpu-throttling" or f["score"] < 0.5 for f in by_host["gpu-node-2:9100"]["findings"]
+    )
+    page = serve.get(first["report"]).decode()
+    assert "Alert HighP99Latency on gpu-node-1:9100" in page and "gpu-throttling" in page
+    assert "data:image/png;base64," in page  # the pictures travel inside the page
+    report = json.loads(serve.get(first["report"] + ".json"))
+    assert report["hypotheses"][0]["id"] == "gpu-throttling"
+    index = serve.get("/").decode()
+    assert "gpu-throttling" in index and first["report"] in index
+    # Alertmanager sends the group again every few seconds: the same incidents, no second diagnosis.
+    wait_for(lambda: serve.log.read_text().count("already seen") >= 2, timeout=30)
+    assert len(serve.alerts()) == 2
+    assert serve.log.read_text().count("diagnosing HighP99Latency") == 2
+    with Archive(serve.folder / "archive.sqlite", create=False) as archive:
+        labels = sorted(entry.label for entry in archive.entries())
+    assert labels == ["alert HighP99Latency gpu-node-1:9100", "alert HighP99Latency gpu-node-2:9100"]
+    assert TOKEN not in serve.log.read_text()
+
+
+def test_a_service_killed_mid_queue_finishes_every_accepted_alert_when_started_again(stack, tmp_path):
+    _, prometheus = stack
+    serve = Serve(tmp_path, prometheus, free_port(), "--workers", "1")
+    serve.start()
+    started = time.time() - 30
+    alerts = [
+        {
+            "status": "firing",
+            "labels": {"alertname": "Replayed", "instance": f"gpu-node-{1 + i % 2}:9100", "n": str(i)},
+            "annotations": {},
+            "startsAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started + i)),
+            "endsAt": "0001-01-01T00:00:00Z",
+            "generatorURL": "",
+            "fingerprint": f"{i:016x}",
+        }
+        for i in range(4)
+    ]
+    body = {"version": "4", "status": "firing", "receiver": "diagnose", "groupKey": "{}", "alerts": alerts}
+    try:
+        assert [a["outcome"] for a in serve.post(body)["alerts"]] == ["queued"] * 4
+        wait_for(lambda: any(a["state"] == "done" for a in serve.alerts()), timeout=90)
+        serve.stop(signal.SIGKILL)  # no goodbye: what it was doing is left "running" in its store
+        serve.start()
+        wait_for(lambda: all(a["state"] == "done" for a in serve.alerts()), timeout=150)
+        assert len(serve.alerts()) == 4
+        assert "queued again" in serve.log.read_text() or serve.log.read_text().count("diagnosing") == 4
+    finally:
+        serve.stop()
