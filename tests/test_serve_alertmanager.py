@@ -189,6 +189,8 @@ def test_a_fired_alert_arrives_diagnosed_once_with_the_hosts_cause_first(stack):
     assert "data:image/png;base64," in page  # the pictures travel inside the page
     report = json.loads(serve.get(first["report"] + ".json"))
     assert report["hypotheses"][0]["id"] == "gpu-throttling"
+    latest = serve.get("/latest?alert=HighP99Latency&instance=gpu-node-1%3A9100").decode()
+    assert latest == page  # what diagnose alerts's rules link: the newest report of that alert on that host
     index = serve.get("/").decode()
     assert "gpu-throttling" in index and first["report"] in index
     # Alertmanager sends the group again every few seconds: the same incidents, no second diagnosis.

@@ -9,6 +9,7 @@ is imported inside ``run``, so that ``--help`` and argument errors answer at onc
 from __future__ import annotations
 
 from diagnose.commands import (
+    alerts,
     archive,
     compare,
     file,
@@ -34,6 +35,7 @@ COMMANDS = (
     pull,
     fleet,
     serve,
+    alerts,
     formats,
     rules,
 )  # in the order --help lists them

@@ -2,8 +2,9 @@
 
 Routes: ``POST /alerts`` (Alertmanager's webhook), ``GET /`` (recent alerts
 and their top hypotheses), ``GET /reports/KEY`` (``.json``, ``.md``: one
-alert's report, KEY its fingerprint and start), ``GET /api/alerts`` (the
-same as the index, as JSON), and ``GET /-/healthy`` for probes. Every route
+alert's report, KEY its fingerprint and start), ``GET /latest?alert=&instance=``
+(the newest report of an alert on a host: what ``diagnose alerts``'s rules
+link), ``GET /api/alerts`` (the index as JSON), and ``GET /-/healthy`` for probes. Every route
 but the probe asks for the configured bearer token or basic-auth pair, as
 Alertmanager's ``http_config`` sends it. What is refused gets a 4xx with the
 reason, logged; a full queue gets a 503, which Alertmanager retries (it never
@@ -25,7 +26,7 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -151,6 +152,20 @@ def make_app(config: ServeConfig) -> Starlette:
         file, media = files[suffix]
         return FileResponse(Path(entry.folder) / file, media_type=media)
 
+    async def latest(request: Request) -> Response:
+        """``/latest?alert=NAME&instance=HOST``: where a rule's annotation points (a rule cannot know the
+        fingerprint): the newest incident's report, or what became of it."""
+        name, instance = request.query_params.get("alert", ""), request.query_params.get("instance", "")
+        if not name or not instance:
+            return _refuse(request, 400, "expected /latest?alert=NAME&instance=HOST")
+        entry = await run_in_threadpool(queue.latest, name, instance)
+        if entry is None:
+            return _refuse(request, 404, f"no alert {name} on {instance} received")
+        if entry.state is State.DONE:
+            return RedirectResponse(f"/reports/{entry.job.key}", 303)
+        reason = entry.problem if entry.state is State.FAILED else f"it is {entry.state}; try again shortly"
+        return JSONResponse({"error": f"{entry.job.key}: no report: {reason}"}, 404)
+
     async def healthy(request: Request) -> Response:
         return Response("ok\n", media_type="text/plain")
 
@@ -158,6 +173,7 @@ def make_app(config: ServeConfig) -> Starlette:
         Route("/alerts", receive, methods=["POST"]),
         Route("/", index),
         Route("/api/alerts", alerts_json),
+        Route("/latest", latest),
         Route("/reports/{name}", report),
         Route("/-/healthy", healthy),
     ]

@@ -184,6 +184,13 @@ class AlertQueue:
         rows = self._entries("WHERE key = ?", (key,))
         return rows[0] if rows else None
 
+    def latest(self, name: str, instance: str) -> Entry | None:
+        """The newest incident of this alert on this instance (a rule's link to its report)."""
+        rows = self._entries(
+            "WHERE name = ? AND instance = ? ORDER BY starts_at DESC LIMIT 1", (name, instance)
+        )
+        return rows[0] if rows else None
+
     def recent(self, limit: int = 100) -> list[Entry]:
         """The alerts received last, newest first."""
         return self._entries("ORDER BY received_at DESC, key LIMIT ?", (limit,))
