@@ -112,6 +112,14 @@ def write_openmetrics(path: Path, hosts: int, start: int, minutes: int, gpus: in
         out.write("# EOF\n")
 
 
+def backfill(folder: Path, hosts: int, start: int, minutes: int, gpus: int) -> Path:
+    """The fleet's series written and turned into a Prometheus data folder (``folder/data``)."""
+    write_openmetrics(folder / "fleet.om", hosts, start, minutes, gpus)
+    command = ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(folder / "fleet.om")]
+    subprocess.run([*command, str(folder / "data")], check=True, capture_output=True)
+    return folder / "data"
+
+
 def _serve(data: Path, folder: Path) -> tuple[subprocess.Popen, str]:
     config = folder / "prometheus.yml"
     config.write_text("global: {scrape_interval: 15s}\nscrape_configs: []\n")
@@ -244,19 +252,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
         began = time.monotonic()
-        write_openmetrics(folder / "fleet.om", args.hosts, start, args.minutes, args.gpus)
-        subprocess.run(
-            [
-                "promtool",
-                "tsdb",
-                "create-blocks-from",
-                "openmetrics",
-                str(folder / "fleet.om"),
-                str(folder / "data"),
-            ],
-            check=True,
-            capture_output=True,
-        )
+        backfill(folder, args.hosts, start, args.minutes, args.gpus)
         print(
             f"{args.hosts} hosts of {args.gpus} GPUs, {args.minutes} min at {STEP_S} s, "
             f"backfilled in {time.monotonic() - began:.0f} s"

@@ -34,6 +34,8 @@ examples:
   diagnose pull --prometheus URL --instance gpu-7 --from now-1h -o d/   a window from Prometheus
   diagnose live                                    watch this host as the hypotheses form
   diagnose load http://127.0.0.1:8000/v1/chat/completions -o load/   the knee, a soak, the setting
+  diagnose serve --prometheus URL --data serve/ --token-file T   each Alertmanager alert arrives diagnosed
+  diagnose alerts baseline/ -o rules.yml          alerting rules with thresholds from a baseline
   diagnose rules                                   list the rules
   diagnose rules check my-rules/                   validate your own rule folder
 """

@@ -191,3 +191,80 @@ def test_serve_refuses_to_start_without_credentials_or_with_a_bad_address(tmp_pa
     bad = serve("--data", str(tmp_path / "d"), "--token-file", str(token), "--listen", "9177")
     assert bad.returncode == 2 and "--listen: expected HOST:PORT" in bad.stderr
     assert "Traceback" not in none.stderr + bad.stderr
+
+
+def test_the_shipped_unit_deployment_and_receiver_are_what_serve_and_alertmanager_read():
+    import configparser
+    import shlex
+    from pathlib import Path
+
+    import yaml
+
+    from diagnose.cli import _parser
+
+    root = Path(__file__).resolve().parents[1] / "collectors"
+    unit = (root / "systemd" / "diagnose-serve.service").read_text().replace("\\\n", " ")
+    sections = configparser.ConfigParser(interpolation=None, strict=False)
+    sections.read_string(unit)
+    program, *args = shlex.split(sections["Service"]["ExecStart"].replace("%d", "/run/credentials/x"))
+    documents = list(yaml.safe_load_all((root / "kubernetes" / "serve-deployment.yaml").read_text()))
+    (deployment,) = [d for d in documents if d["kind"] == "Deployment"]
+    (service,) = [d for d in documents if d["kind"] == "Service"]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    for given in (args, container["args"]):
+        parsed = _parser().parse_args(given if given[0] == "serve" else given)
+        assert parsed.command == "serve" and parsed.token_file and parsed.listen.endswith(":9177")
+    assert program.endswith("diagnose")
+    assert service["spec"]["ports"][0]["port"] == 9177
+    receiver = yaml.safe_load((root / "systemd" / "alertmanager-receiver.yml").read_text())
+    webhook = receiver["receivers"][0]["webhook_configs"][0]
+    assert (
+        webhook["url"].endswith(":9177/alerts")
+        and webhook["http_config"]["authorization"]["credentials_file"]
+    )
+
+
+def test_the_notifier_is_told_what_became_of_each_alert_and_an_alert_that_cannot_be_pulled_says_why(tmp_path):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tests.helpers.service import wait_for
+
+    posted: list[dict] = []
+
+    class Capture(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            posted.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    notifier = ThreadingHTTPServer(("127.0.0.1", 0), Capture)
+    threading.Thread(target=notifier.serve_forever, daemon=True).start()
+    closed = free_port()
+    settings = Settings(prometheus=f"http://127.0.0.1:{closed}", reports=tmp_path / "reports", timeout_s=2)
+    config = ServeConfig(
+        settings,
+        tmp_path / "alerts.sqlite",
+        (Auth(basic=("oncall", "pw")),),
+        workers=1,
+        notify_url=f"http://127.0.0.1:{notifier.server_address[1]}/hook",
+        public_url="http://diagnose-serve:9177",
+    )
+    try:
+        with TestClient(make_app(config)) as client:
+            unauthorised = client.get("/")
+            assert unauthorised.status_code == 401 and "Basic" in unauthorised.headers["WWW-Authenticate"]
+            answer = client.post("/alerts", content=json.dumps(notification(alert())), auth=("oncall", "pw"))
+            assert answer.status_code == 200
+            wait_for(lambda: bool(posted), timeout=60)
+            entry = client.get("/api/alerts", auth=("oncall", "pw")).json()[0]
+            assert entry["state"] == "failed" and "cannot connect" in entry["problem"]
+            assert "cannot connect" in client.get("/", auth=("oncall", "pw")).text
+    finally:
+        notifier.shutdown()
+    (message,) = posted
+    assert message["alert"] == "HighP99Latency" and message["instance"] == "gpu-node-7:9100"
+    assert message["report"] is None and "cannot connect" in message["problem"]

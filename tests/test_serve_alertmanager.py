@@ -231,3 +231,53 @@ def test_a_service_killed_mid_queue_finishes_every_accepted_alert_when_started_a
         assert "queued again" in serve.log.read_text() or serve.log.read_text().count("diagnosing") == 4
     finally:
         serve.stop()
+
+
+def test_alerts_reads_the_histograms_buckets_from_the_prometheus_that_scrapes_the_service(stack, tmp_path):
+    """The fake hosts' latency histogram has buckets of 0.1 and 0.25 s: the baseline's P99 (0.2 s, as the
+    requests say) is what histogram_quantile makes of those two buckets, not the exact one."""
+    _, prometheus = stack
+    query = "match[]=vllm:e2e_request_latency_seconds_bucket"
+    wait_for(
+        lambda: (
+            len(
+                json.loads(urllib.request.urlopen(f"{prometheus}/api/v1/label/le/values?{query}").read())[
+                    "data"
+                ]
+            )
+            == 3
+        ),
+        timeout=30,
+    )
+    start = time.time() - 3600
+    rows = [f"{start + i * 0.5:.3f},{i},{200 + (i % 7) * 5}" for i in range(7200)]
+    (tmp_path / "requests.csv").write_text("ts,id,latency_ms\n" + "\n".join(rows) + "\n")
+    (tmp_path / "manifest.yaml").write_text("format: diagnose-dump/1\nhost: gpu-node-1\ninterval_s: 1.0\n")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "diagnose",
+            "alerts",
+            str(tmp_path),
+            "--engine",
+            "vllm",
+            "--prometheus",
+            prometheus,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "p99_latency: 2 buckets of vllm:e2e_request_latency_seconds_bucket" in done.stderr
+    assert "ttft_p99: no buckets found" in done.stderr
+    assert "2 buckets as Prometheus sees it" in done.stdout  # the rule says how its threshold was set
+    import yaml
+
+    (rule,) = [
+        r for r in yaml.safe_load(done.stdout)["groups"][0]["rules"] if r["alert"] == "DiagnoseP99LatencyHigh"
+    ]
+    # every window's exact P99 is 230 ms; Prometheus's line across (100, 250] ms puts it at 248.5 ms, in
+    # every window alike: no spread, so 1 % of it is taken as one, and the threshold 4 of those above
+    assert float(rule["expr"].rsplit(" ", 1)[1]) == pytest.approx(248.5 * 1.04, abs=0.1)

@@ -96,6 +96,18 @@ def _group(rules: RuleSet, every_s: float) -> dict:
     return {"name": GROUP, "interval": _span(every_s), "rules": rules.rules}
 
 
+def bucket_series(figure: Figure, engine: str) -> list[str]:
+    """The ``_bucket`` series of the engine's histograms for a latency figure, newest name first."""
+    mapping = engine_maps().get(engine)
+    if mapping is None or figure not in _HISTOGRAM_COLUMN:
+        return []
+    return [
+        ratio.numerator.removesuffix("_sum") + "_bucket"
+        for column, ratio in mapping.means
+        if column == _HISTOGRAM_COLUMN[figure] and ratio.numerator.endswith("_sum")
+    ]
+
+
 def _expression(figure: Figure, mapping: EngineMap, window: str, selector: str) -> str | None:
     sel = "{" + selector + "}" if selector else ""
     if figure in _HISTOGRAM_COLUMN:

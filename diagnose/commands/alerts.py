@@ -67,6 +67,19 @@ def add_parser(commands: Subcommands) -> None:
         help="a latency histogram's bucket bounds in seconds, as its le labels on /metrics (p99_latency, "
         "ttft_p99, tpot_p99), so that the baseline's P99 is interpolated as Prometheus will; once a figure",
     )
+    command.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="read each latency histogram's buckets (its le values) from this Prometheus, where --buckets "
+        "does not give them",
+    )
+    command.add_argument(
+        "--bearer-token-file", type=Path, metavar="FILE", help="--prometheus: a bearer token"
+    )
+    command.add_argument("--bearer-token-env", metavar="VAR", help="--prometheus: a bearer token in $VAR")
+    command.add_argument("--basic-auth-file", type=Path, metavar="FILE", help="--prometheus: user:password")
+    command.add_argument("--basic-auth-env", metavar="VAR", help="--prometheus: user:password in $VAR")
+    command.add_argument("--ca-file", type=Path, metavar="FILE", help="--prometheus: the CA bundle for https")
     command.add_argument("-o", "--output", type=Path, help="the rules file (default: standard output)")
     command.add_argument(
         "--prometheus-rule",
@@ -111,7 +124,10 @@ def run(args: argparse.Namespace) -> int:
             f"{path}: its manifest names no serving engine: give --engine (vllm, sglang, tgi, triton, ...) "
             "so the rules read its metric names"
         )
-    series, missing = baseline_series(dump, window_s, every_s, dict(args.buckets))
+    buckets = dict(args.buckets)
+    if args.prometheus:
+        buckets = {**_served_buckets(args, engine, selector), **buckets}
+    series, missing = baseline_series(dump, window_s, every_s, buckets)
     thresholds, unbounded = [], []
     for figure in series:
         found = threshold(figure, every_s)
@@ -145,6 +161,44 @@ def run(args: argparse.Namespace) -> int:
     if where:
         print(f"diagnose: {len(rules.rules)} rules written to {where}", file=sys.stderr)
     return ExitCode.OK
+
+
+def _served_buckets(args: argparse.Namespace, engine: str, selector: str) -> dict:
+    """Each latency histogram's bucket bounds as the service exports them: the ``le`` values of its
+    ``_bucket`` series in Prometheus over the last day (the first of the engine's names that has any)."""
+    import math
+    import time
+
+    from diagnose.alerting import Figure
+    from diagnose.alerting.rules import bucket_series
+    from diagnose.pull import Auth, PrometheusClient
+
+    auth = Auth.from_options(
+        args.bearer_token_file, args.bearer_token_env, args.basic_auth_file, args.basic_auth_env
+    )
+    client = PrometheusClient(args.prometheus, auth, args.ca_file)
+    now, found = time.time(), {}
+    for figure in (Figure.P99_LATENCY, Figure.TTFT_P99, Figure.TPOT_P99):
+        for name in bucket_series(figure, engine):
+            values = client.label_values("le", f"{name}{{{selector}}}", now - 86400, now)
+            bounds = sorted(b for b in map(_bound, values) if math.isfinite(b))
+            if bounds:
+                found[figure] = bounds
+                print(
+                    f"diagnose: {figure}: {len(bounds)} buckets of {name} from {args.prometheus}",
+                    file=sys.stderr,
+                )
+                break
+        else:
+            print(f"diagnose: {figure}: no buckets found in {args.prometheus}", file=sys.stderr)
+    return found
+
+
+def _bound(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return float("nan")  # not a bucket bound: left out
 
 
 def _buckets(text: str) -> tuple:

@@ -113,8 +113,12 @@ class PrometheusClient:
 
     def metric_names(self, match: str, start: float, end: float) -> set[str]:
         """The names of the series matching ``match`` in the window."""
-        names = self._get("label/__name__/values", {"match[]": match, "start": start, "end": end})
-        return set(names) if isinstance(names, list) else set()
+        return self.label_values("__name__", match, start, end)
+
+    def label_values(self, label: str, match: str, start: float, end: float) -> set[str]:
+        """The values ``label`` takes on the series matching ``match`` in the window."""
+        values = self._get(f"label/{label}/values", {"match[]": match, "start": start, "end": end})
+        return {str(v) for v in values} if isinstance(values, list) else set()
 
     def _data(self, endpoint: str, params: dict) -> dict:
         """A query's data, which the API gives as an object (``resultType``, ``result``)."""
