@@ -175,3 +175,23 @@ def test_prometheus_fires_the_p99_rule_on_a_regression_and_nothing_on_the_baseli
         ["promtool", "test", "rules", str(tmp_path / "tests.yml")], capture_output=True, text=True
     )
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+
+
+def test_an_archived_baseline_whose_dump_is_gone_sets_the_same_thresholds_from_its_kept_requests(
+    baseline, tmp_path
+):
+    copy = tmp_path / "baseline"
+    shutil.copytree(baseline, copy)
+    archive = tmp_path / "archive.sqlite"
+    added = _diagnose("archive", "add", str(copy), "--archive", str(archive), "--label", "v1")
+    assert added.returncode == 0, added.stderr
+    from_dump = _diagnose("alerts", str(copy), "--engine", "vllm")
+    shutil.rmtree(copy)
+    from_archive = _diagnose("alerts", "--archive-entry", "1", "--archive", str(archive), "--engine", "vllm")
+    assert from_archive.returncode == 0, from_archive.stderr
+    assert "its sample of 36,000 of 36,000 requests" in from_archive.stderr  # under the sample's size: all
+    rules = [yaml.safe_load(r.stdout)["groups"][0]["rules"] for r in (from_dump, from_archive)]
+    assert [r["expr"] for r in rules[0]] == [r["expr"] for r in rules[1]]
+    assert [r["for"] for r in rules[0]] == [r["for"] for r in rules[1]]
+    gone = _diagnose("alerts", "--archive-entry", "1", "--archive", str(archive))
+    assert gone.returncode == 2 and "give --engine" in gone.stderr

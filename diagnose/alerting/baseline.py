@@ -76,13 +76,19 @@ _LATENCIES = {
 
 
 def baseline_series(
-    dump: Dump, window_s: float, every_s: float, buckets: dict[Figure, list[float]] | None = None
+    dump: Dump,
+    window_s: float,
+    every_s: float,
+    buckets: dict[Figure, list[float]] | None = None,
+    requests_per_row: float = 1.0,
 ) -> tuple[list[Series], list[str]]:
     """Each figure the dump holds, evaluated as the rule would be; and why the others are missing.
 
     ``buckets``: a latency histogram's upper bounds (seconds, as its ``le`` labels), where known: the
     requests' P99 is then what ``histogram_quantile`` makes of them, interpolated within the bucket as
     Prometheus does, not the exact one (which a wide bucket can put well below what Prometheus sees).
+    ``requests_per_row``: where the requests table is an even sample (an archived baseline's), how many
+    requests each row stands for: the throughput is counted in requests, not rows.
     """
     buckets = buckets or {}
     span = dump.span()
@@ -121,7 +127,7 @@ def baseline_series(
     served = _column(server, "throughput_rps")
     if requests is not None:
         ts = np.sort(requests["ts"].to_numpy(dtype=float))
-        counts = _windows(ts, np.ones_like(ts), times, window_s, len) / window_s
+        counts = _windows(ts, np.ones_like(ts), times, window_s, len) * requests_per_row / window_s
         found.append(Series(Figure.THROUGHPUT, counts, "req/s", "requests: completed per second", True))
     elif served is not None:
         series = _windows(*served, times, window_s, np.mean)

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from diagnose.commands.options import Subcommands, add_debug
 from diagnose.errors import ExitCode, InputError
+
+if TYPE_CHECKING:
+    from diagnose.compare.evidence import Evidence
 
 _DESCRIPTION = (
     "Write Prometheus alerting rules for the figures the method names (P99 latency, throughput, the GPU "
@@ -15,8 +19,8 @@ _DESCRIPTION = (
     "variation: the figure evaluated over --window every --every as Prometheus will, its median plus four "
     "robust spreads (never inside the baseline's own range), and for: the longest excursion the baseline "
     "made anyway (docs/serve.md). The expressions read the engine's own metric names, by instance, so each "
-    "alert names the host diagnose serve pulls. BASELINE is a dump, or an archive entry whose dump is "
-    "still there (--archive-entry)."
+    "alert names the host diagnose serve pulls. BASELINE is a dump, or an archive entry (--archive-entry): "
+    "its dump, or where that is gone the sample of requests the archive keeps."
 )
 _EPILOG = """\
 examples:
@@ -107,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     from diagnose.dump import load_dump
     from diagnose.units import parse_duration
 
-    path = _baseline(args)
+    path, archived = _baseline(args)
     window_s, every_s = parse_duration(args.window), parse_duration(args.every)
     if every_s > window_s:
         raise InputError(
@@ -117,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     for output in (args.output, args.prometheus_rule):
         if output is not None:
             ready_to_write(output)
-    dump = load_dump(str(path), tz=args.tz)
+    dump = load_dump(str(path), tz=args.tz) if archived is None else archived[0]
     engine = args.engine or _engine(dump.manifest.extra.get("sources") or {})
     if engine is None:
         raise InputError(
@@ -127,7 +131,9 @@ def run(args: argparse.Namespace) -> int:
     buckets = dict(args.buckets)
     if args.prometheus:
         buckets = {**_served_buckets(args, engine, selector), **buckets}
-    series, missing = baseline_series(dump, window_s, every_s, buckets)
+    series, missing = baseline_series(
+        dump, window_s, every_s, buckets, 1.0 if archived is None else archived[1]
+    )
     thresholds, unbounded = [], []
     for figure in series:
         found = threshold(figure, every_s)
@@ -218,24 +224,47 @@ def _buckets(text: str) -> tuple:
     return Figure(name), sorted(values)
 
 
-def _baseline(args: argparse.Namespace) -> Path:
+def _baseline(args: argparse.Namespace) -> tuple[Path, tuple | None]:
+    """The baseline's dump, or where an archive entry's dump is gone, the entry's sample of requests as
+    a dump of its own and the requests each row stands for."""
     if (args.baseline is None) == (args.archive_entry is None):
         raise InputError("give the baseline: a dump folder, or --archive-entry ID (not both)")
     if args.baseline is not None:
         if not args.baseline.exists():
             raise InputError(f"{args.baseline}: no such file or folder")
-        return args.baseline
+        return args.baseline, None
     from diagnose.archive import Archive, default_path
 
     with Archive(args.archive or default_path(), create=False) as archive:
         entry = archive.entry(args.archive_entry)
-    path = Path(entry.dump)
-    if not path.exists():
+        path = Path(entry.dump)
+        if path.exists():
+            return path, None
+        evidence = archive.evidence(entry.id)
+    if "offset_s" not in evidence.samples:
         raise InputError(
-            f"archive entry #{entry.id}'s dump {path} is gone: the archive keeps figures, not the series a "
-            "threshold needs; give a dump of the same service"
+            f"archive entry #{entry.id}'s dump {path} is gone, and the entry was archived before its "
+            "requests' times were kept: give a dump of the same service"
         )
-    return path
+    return Path(f"archive #{entry.id}"), _sample_dump(entry.id, evidence)
+
+
+def _sample_dump(entry: int, evidence: Evidence) -> tuple:
+    """An archived baseline's even sample of requests as a dump's requests table, and how many requests
+    each of its rows stands for."""
+    import pandas as pd
+
+    from diagnose.dump.model import Dump, Manifest
+
+    columns = {name: values.astype("float64") for name, values in evidence.samples.items()}
+    frame = pd.DataFrame({"ts": columns.pop("offset_s"), **columns})
+    print(
+        f"diagnose: archive #{entry}'s dump is gone: thresholds from its sample of {len(frame):,} of "
+        f"{evidence.requests:,} requests (a sample's P99 varies more than all requests' would)",
+        file=sys.stderr,
+    )
+    dump = Dump(f"archive #{entry} (its sample of requests)", {"requests": frame}, {}, Manifest())
+    return dump, evidence.requests / max(1, len(frame))
 
 
 def _engine(sources: dict) -> str | None:

@@ -31,6 +31,7 @@ from diagnose.judge.rules import Rule
 from diagnose.pipeline import analyse_dump
 from diagnose.report import Report
 
+TOKEN_LATENCIES = ("ttft_ms", "tpot_ms")  # kept for the thresholds of diagnose alerts
 SAMPLE = 50_000  # requests kept of one side: the KS test, the strata and a latency picture need no more
 
 
@@ -41,7 +42,9 @@ class Evidence:
     requests: int
     cold_excluded: int
     measures: dict[str, Measure]
-    samples: dict[str, np.ndarray]  # latency_ms, input_len, output_len of the same (sampled) warm requests
+    samples: dict[
+        str, np.ndarray
+    ]  # latency_ms, lengths, ttft/tpot, offset_s of the same sampled warm requests
     environment: dict[str, str]
     background: dict[str, float]  # other processes' CPU (p95, % of a core) and GPU memory (peak, bytes)
     hypotheses: list[tuple[str, float]]  # (id, score), strongest first
@@ -84,9 +87,17 @@ def measure_dump(
 
 
 def _samples(requests: Requests | None) -> dict[str, np.ndarray]:
+    """An even sample of the warm requests, in time order: what a later comparison tests the traffic
+    with, and what ``diagnose alerts`` sets thresholds from once the dump is gone (``offset_s``: seconds
+    since the first request, as float32 keeps them to a few milliseconds over a day)."""
     if requests is None:
         return {}
-    columns = ["latency_ms", *(c for c in LENGTH_COLUMNS if c in requests.frame.columns)]
-    n = len(requests.frame)
+    frame = requests.frame
+    columns = ["latency_ms", *(c for c in (*LENGTH_COLUMNS, *TOKEN_LATENCIES) if c in frame.columns)]
+    n = len(frame)
     rows = np.arange(n) if n <= SAMPLE else np.linspace(0, n - 1, SAMPLE).astype("int64")
-    return {column: requests.values(column)[rows].astype("float32") for column in columns}
+    samples = {column: requests.values(column)[rows].astype("float32") for column in columns}
+    if "ts" in frame.columns:
+        ts = requests.values("ts")
+        samples["offset_s"] = (ts[rows] - np.nanmin(ts)).astype("float32")
+    return samples

@@ -150,7 +150,10 @@ def make_app(config: ServeConfig) -> Starlette:
             reason = entry.problem if entry.state is State.FAILED else f"it is {entry.state}"
             return JSONResponse({"error": f"{key}: no report: {reason}"}, 404)
         file, media = files[suffix]
-        return FileResponse(Path(entry.folder) / file, media_type=media)
+        path = Path(entry.folder) / file
+        if not path.is_file():
+            return _refuse(request, 404, f"{key}: its report's {file} is no longer in {entry.folder}")
+        return FileResponse(path, media_type=media)
 
     async def latest(request: Request) -> Response:
         """``/latest?alert=NAME&instance=HOST``: where a rule's annotation points (a rule cannot know the

@@ -104,7 +104,7 @@ def _diagnose(job: Job, settings: Settings, folder: Path) -> list[dict]:
 
 def _alert_heading(job: Job, prometheus: str, start: float, end: float) -> str:
     """What paged, above the report: the alert, its labels and words, and the window pulled."""
-    words = [f"> {key}: {value}" for key, value in sorted(job.annotations.items())]
+    words = [f"> {key}: {' '.join(value.split())}" for key, value in sorted(job.annotations.items())]
     labels = ", ".join(f"{k}={v}" for k, v in sorted(job.labels.items()))
     return (
         "\n".join(

@@ -81,6 +81,7 @@ class Dispatcher:
             try:
                 future = self._pool.submit(diagnose_alert, job, self._settings)
             except BrokenProcessPool:
+                self._pool.shutdown(wait=False)
                 self._pool = self._new_pool()
                 future = self._pool.submit(diagnose_alert, job, self._settings)
             with self._lock:
