@@ -108,6 +108,35 @@ def test_two_locust_workers_send_the_run_together(paced_service, tmp_path):
     assert {row["sender"] for row in steps} == {0, 1}, "each worker sends its share of every step"
 
 
+def test_recorded_on_the_servers_host_the_knee_is_diagnosed_and_its_cpu_stage_named(tmp_path):
+    """The testbed's tokenizer on its pure-Python path, three passes a prompt, on the event loop's side
+    thread: that stage is what saturates, so at the knee the recording names it."""
+    port, log = free_port(), tmp_path / "service.jsonl"
+    service = subprocess.Popen(
+        [sys.executable, "-m", "testbed.service", "--port", str(port), "--log", str(log), "--slow-tokenizer",
+         "--tokenize-passes", "3"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    out = tmp_path / "run"
+    try:
+        wait_for(lambda: answers(f"{url}/health"), timeout=60)
+        done = _load(f"{url}/generate", "-o", str(out), *QUICK, "--soak", "0", "--record", "--server-log", str(log),
+                     "--server-pid", str(service.pid))  # fmt: skip
+    finally:
+        service.terminate()
+        service.wait(timeout=10)
+    assert done.returncode == 0, done.stderr
+    result = json.loads((out / "capacity.json").read_text())
+    diagnosis = result["knee_diagnosis"]
+    assert diagnosis["problem"] is None and (out / "server" / "system.csv").is_file()
+    fell = [s["index"] for s in result["steps"] if s["offered_rps"] >= result["knee"]["fell_behind_rps"] - 1e-9]
+    assert set(fell) <= set(diagnosis["steps"])
+    assert diagnosis["hypotheses"][0]["id"] == "cpu-bound-stage", diagnosis["hypotheses"]
+    assert "At the knee (steps" in done.stdout and "cpu-bound-stage" in done.stdout
+
+
 def test_a_target_that_refuses_stops_at_the_baseline_with_its_reason(tmp_path):
     done = _load(f"http://127.0.0.1:{free_port()}/generate", "-o", str(tmp_path / "run"), *QUICK, timeout=120)
     assert done.returncode == 2
@@ -131,6 +160,8 @@ def test_bad_options_are_named_before_any_load(tmp_path):
     assert done.returncode == 2 and "expected an http:// or https:// URL" in done.stderr
     done = _load("http://127.0.0.1:9/generate", "--growth", "1", "-o", str(tmp_path / "c"))
     assert done.returncode == 2 and "--growth 1: expected a factor above 1" in done.stderr
+    done = _load("http://127.0.0.1:9/generate", "--server-log", "x.jsonl", "-o", str(tmp_path / "d"))
+    assert done.returncode == 2 and "--server-log is for --record" in done.stderr and not (tmp_path / "d").exists()
     assert Path(_load("--locustfile").stdout.strip()).is_file()
 
 

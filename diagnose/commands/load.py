@@ -106,6 +106,26 @@ def add_parser(commands: Subcommands) -> None:
         "(default: TARGET's /metrics)",
     )
     command.add_argument(
+        "--record",
+        action="store_true",
+        help="run on the server's host: record it through the run (diagnose record: CPU, GPUs, threads, "
+        "the server's /metrics) into the run's server/ folder, and diagnose the steps at and past the knee",
+    )
+    command.add_argument(
+        "--server-pid",
+        type=int,
+        action="append",
+        default=[],
+        metavar="PID",
+        help="--record: the server's pid",
+    )
+    command.add_argument(
+        "--server-log",
+        type=Path,
+        metavar="PATH",
+        help="--record: the service's own request log, recorded too: its stages say which part saturates",
+    )
+    command.add_argument(
         "--workers", type=int, default=1, metavar="N", help="wait for N Locust workers and send from them"
     )
     command.add_argument(
@@ -161,6 +181,9 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or Path(time.strftime("load-%Y%m%d-%H%M%S"))
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"{out}: not an empty folder; a load run writes a new one")
+    for option in ("server_pid", "server_log"):
+        if getattr(args, option) and not args.record:
+            raise InputError(f"--{option.replace('_', '-')} is for --record (recording the server's host)")
     target, settings, prompts = plan_from(args)
     out.mkdir(parents=True, exist_ok=True)
     notes = [note for note in [machine_note()] if note]
@@ -175,10 +198,15 @@ def run(args: argparse.Namespace) -> int:
         "master_port": args.master_port,
         "notes": notes,
     }
-    with tempfile.TemporaryDirectory(prefix="diagnose-load-") as private:  # headers may hold a token:
-        run_file = Path(private) / "run.json"  # never in the run's folder, which is a dump
-        run_file.write_text(json.dumps(plan), encoding="utf-8")
-        code = _engine(run_file, out)
+    recorder = _recorder(out, plan["metrics_url"], args.server_pid, args.server_log) if args.record else None
+    try:
+        with tempfile.TemporaryDirectory(prefix="diagnose-load-") as private:  # headers may hold a token:
+            run_file = Path(private) / "run.json"  # never in the run's folder, which is a dump
+            run_file.write_text(json.dumps(plan), encoding="utf-8")
+            code = _engine(run_file, out)
+    finally:
+        if recorder is not None:
+            _stop(recorder)
     if code != ExitCode.OK:
         if not any(out.iterdir()):
             out.rmdir()  # nothing measured: no folder left behind to mistake for a run
@@ -186,6 +214,12 @@ def run(args: argparse.Namespace) -> int:
     from diagnose.load.report import RESULT_FILE, render_markdown, render_text
 
     result = json.loads((out / RESULT_FILE).read_text(encoding="utf-8"))
+    if recorder is not None:
+        from diagnose.load.knee_diagnosis import diagnose_knee
+
+        print("diagnose load: diagnosing the steps at and past the knee from the recording", file=sys.stderr)
+        result["knee_diagnosis"] = diagnose_knee(out, result)
+        (out / RESULT_FILE).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     regressed = _archive(args, out, result) if args.archive else False
     if args.format == "json":
         print(json.dumps(result, indent=1))
@@ -229,6 +263,31 @@ def _archive(args: argparse.Namespace, out: Path, result: dict) -> bool:
         archive.add_capacity(name, str(out.resolve()), result, judgement.regressed)
     (out / RESULT_FILE).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return judgement.regressed
+
+
+def _recorder(out: Path, metrics_url: str, pids: list[int], log: Path | None) -> subprocess.Popen:
+    """``diagnose record`` of this host into the run's server/ folder, until :func:`_stop`."""
+    from diagnose.load.knee_diagnosis import SERVER_FOLDER
+
+    command = [sys.executable, "-m", "diagnose", "record", "-o", str(out / SERVER_FOLDER), "--quiet"]
+    command += ["--metrics-url", metrics_url, *(f"--pid={pid}" for pid in pids)]
+    command += ["--requests-log", str(log)] if log is not None else []
+    recorder = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)  # its first sample before the first request
+    if recorder.poll() is not None:
+        said = recorder.communicate()[1] or ""
+        raise InputError(f"--record: diagnose record stopped at once: {said.strip()[-500:]}")
+    return recorder
+
+
+def _stop(recorder: subprocess.Popen) -> None:
+    """Ctrl-C, as a person stops it: a recording cut short is a whole dump."""
+    recorder.send_signal(signal.SIGINT)
+    try:
+        recorder.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        recorder.kill()
+        recorder.wait()
 
 
 def _engine(run_file: Path, out: Path) -> int:

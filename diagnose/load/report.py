@@ -181,10 +181,29 @@ def _prose(result: dict[str, Any], folder: Path) -> tuple[str, list[str]]:
         lines += [f"  - {reason}" for reason in soak["reasons"]]
     elif result["knee"]["found"]:
         lines.append("Soak: not run (--soak 0).")
+    lines += _knee_diagnosis_lines(result.get("knee_diagnosis"))
     lines += _history_lines(result.get("history"))
     lines += [f"Note: {note}" for note in result["notes"]]
     lines += [f"Every request: {folder / REQUESTS_FILE} (diagnose file {folder} analyses the run as a dump)."]
     return baseline, lines
+
+
+_SHOWN = 3  # hypotheses at the knee in the report
+
+
+def _knee_diagnosis_lines(diagnosis: dict[str, Any] | None) -> list[str]:
+    """What saturates at the knee (--record), strongest first; the whole report is diagnose file's."""
+    if diagnosis is None:
+        return []
+    if diagnosis["problem"]:
+        return [f"At the knee: not diagnosed: {diagnosis['problem']}."]
+    window = diagnosis["window"]
+    found = diagnosis["hypotheses"][:_SHOWN]
+    steps = ", ".join(map(str, diagnosis["steps"]))
+    head = f"At the knee (steps {steps}, {window['start']} to {window['end']}), " + (
+        "the recording shows:" if found else "no hypothesis has evidence in the recording."
+    )
+    return [head, *(f"  - {h['id']} {h['score']:.2f} ({h['confidence']}): {h['title']}" for h in found)]
 
 
 def _history_lines(history: dict[str, Any] | None) -> list[str]:

@@ -68,8 +68,7 @@ def analyse(points: list[Point], share: float) -> ResultsCurve:
     if unplaced:
         notes.append(
             f"{counted(len(unplaced), 'run')} without an offered load (no rate, no clients), "
-            "not on the curve: "
-            + ", ".join(unplaced[:3])
+            "not on the curve: " + ", ".join(unplaced[:3])
         )
     if any(math.isnan(p.failed_share) for p in points):
         notes.append("some runs do not count failures (SGLang, genai-perf): they are taken to have none")
