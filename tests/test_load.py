@@ -44,7 +44,10 @@ class Simulated:
         if stage.kind is StageKind.BASELINE:
             arrivals, closed = [], True
         else:
-            arrivals, closed = list(poisson_arrivals(stage.rate_rps, stage.duration_s, self.seed, stage.index)), False
+            arrivals, closed = (
+                list(poisson_arrivals(stage.rate_rps, stage.duration_s, self.seed, stage.index)),
+                False,
+            )
         free = [0.0] * self.servers
         rows, t = [], 0.0
         while True:
@@ -178,8 +181,12 @@ def test_the_built_in_prompts_are_the_70_20_10_mix_and_distinct():
     for size, share in MIX.items():
         assert shares[size] == pytest.approx(share, abs=0.03)
     assert len({p.text for p in prompts}) == len(prompts)
-    assert min(p.words for p in prompts if p.size == "long") > max(p.words for p in prompts if p.size == "medium")
-    assert min(p.words for p in prompts if p.size == "medium") > max(p.words for p in prompts if p.size == "short")
+    assert min(p.words for p in prompts if p.size == "long") > max(
+        p.words for p in prompts if p.size == "medium"
+    )
+    assert min(p.words for p in prompts if p.size == "medium") > max(
+        p.words for p in prompts if p.size == "short"
+    )
 
 
 def test_classed_prompts_are_drawn_70_20_10_and_unclassed_keep_the_file_mix(tmp_path):
@@ -216,12 +223,36 @@ def test_the_report_is_rendered_from_the_json_alone(tmp_path):
     again = json.loads(json.dumps(result, allow_nan=False))  # no NaN reaches the file
     text = render_text(again, tmp_path)
     knee = result["knee"]
-    assert f"Knee: between {knee['kept_up_rps']:.3g} req/s (kept up) and {knee['fell_behind_rps']:.3g}" in text
+    assert (
+        f"Knee: between {knee['kept_up_rps']:.3g} req/s (kept up) and {knee['fell_behind_rps']:.3g}" in text
+    )
     assert "Soak: 300 s at" in text and "stable" in text
     assert f"{result['recommended']['rate_rps']:.3g} req/s" in text
     markdown = render_markdown(again, tmp_path)
     assert markdown.startswith("# Capacity of http://127.0.0.1:9/generate")
     assert sum(line.startswith("|") for line in markdown.splitlines()) == 2 + len(result["steps"])
+
+
+def test_the_curve_and_the_soak_are_drawn_from_the_json_with_the_knee_and_the_stalls_where_they_were(
+    tmp_path,
+):
+    from diagnose.pictures.capacity import render_capacity_pictures
+
+    sweep = run_sweep(
+        Simulated(4, 100, seed=12, stalls=(45.0, 3.0)), Settings(baseline_s=10, step_s=30, soak_s=300)
+    )
+    result = json.loads(json.dumps(capacity(sweep, Target("http://127.0.0.1:9/generate", Api.HTTP))))
+    curve, soak = render_capacity_pictures(result, tmp_path / "assets")
+    assert curve.path.stat().st_size > 0 and soak.path.stat().st_size > 0
+    drawn = curve.data
+    assert (drawn.kept_up_rps, drawn.fell_behind_rps) == (sweep.knee.kept_up_rps, sweep.knee.fell_behind_rps)
+    assert [p.offered_rps for p in drawn.points] == sorted(s.offered_rps for s in sweep.steps)
+    assert [p.kept_up for p in drawn.points][-1] is False  # the fastest step is one that fell behind
+    assert soak.data.stalls and all(0 <= start < end <= 300 + 10 for start, end in soak.data.stalls)
+    starts = [start for start, _ in soak.data.stalls]
+    assert min(np.diff(starts)) > 30  # one every 45 s, where they were in the soak
+    markdown = render_markdown(result, tmp_path, [(curve.title, "assets/curve.png", curve.alt)])
+    assert "![P50 and P99 latency" in markdown and "(assets/curve.png)" in markdown
 
 
 def test_settings_out_of_range_are_named():
@@ -258,7 +289,9 @@ def test_a_knee_moved_down_beyond_its_bracket_is_the_regression_and_a_slower_req
         same = judge("std", _result(19, 22, capacity=(20.5, 19.5, 21.5)), archive.capacity_runs("std"))
         assert not same.regressed and {m.verdict for m in same.moves} == {"within its interval"}
         slower = judge(
-            "std", _result(11, 13, capacity=(12.0, 11.2, 12.8), alone=(80.0, 79.0, 81.0)), archive.capacity_runs("std")
+            "std",
+            _result(11, 13, capacity=(12.0, 11.2, 12.8), alone=(80.0, 79.0, 81.0)),
+            archive.capacity_runs("std"),
         )
         assert slower.regressed and slower.reference.folder == "/runs/week-1"
         moved = {m.figure: (m.verdict, m.worse) for m in slower.moves}
@@ -288,10 +321,14 @@ def test_the_weekly_jobs_run_a_load_this_version_accepts():
     sections = configparser.ConfigParser(interpolation=None, strict=False)
     sections.read_string(unit)
     shell, _, script = shlex.split(sections["Service"]["ExecStart"])
-    (job,) = [d for d in yaml.safe_load_all((root / "kubernetes" / "load-weekly-cronjob.yaml").read_text()) if d]
+    (job,) = [
+        d for d in yaml.safe_load_all((root / "kubernetes" / "load-weekly-cronjob.yaml").read_text()) if d
+    ]
     container = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
     for command in (script, container["args"][0]):
-        program, *args = shlex.split(command.replace("$(date +%%Y-%%m-%%d)", "d").replace("$(date +%Y-%m-%d)", "d"))
+        program, *args = shlex.split(
+            command.replace("$(date +%%Y-%%m-%%d)", "d").replace("$(date +%Y-%m-%d)", "d")
+        )
         assert program in ("exec",) and args[0].endswith("diagnose")
         parsed = _parser().parse_args(args[1:])
         assert parsed.command == "load" and parsed.archive and parsed.name == "chat-standard"

@@ -224,10 +224,19 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(result, indent=1))
     elif args.format == "markdown":
-        print(render_markdown(result, out), end="")
+        print(render_markdown(result, out, _pictures(result, out)), end="")
     else:
         print(render_text(result, out), end="")
     return ExitCode.FINDING_AT_THRESHOLD if regressed else ExitCode.OK
+
+
+def _pictures(result: dict, out: Path) -> list[tuple[str, str, str]]:
+    """The curve and the soak drawn into the run's report.assets/, linked from where the report is read:
+    the run's folder as given (a relative path stays relative)."""
+    from diagnose.pictures.capacity import render_capacity_pictures
+
+    pictures = render_capacity_pictures(result, out / "report.assets")
+    return [(p.title, str(out / "report.assets" / p.path.name), p.alt) for p in pictures]
 
 
 def _results(args: argparse.Namespace) -> int:

@@ -115,6 +115,7 @@ def _soak(soak: Soak) -> dict[str, Any]:
     return {
         "stable": soak.stable,
         "reasons": soak.reasons,
+        "started": soak.started,
         "stage": _stage(soak.result),
         "p99_change": _figure(soak.p99_change),
         "stalls": [
@@ -146,8 +147,10 @@ def render_text(result: dict[str, Any], folder: Path) -> str:
     return "\n".join([title, "", baseline, "", *_table(result["steps"]), "", *findings]) + "\n"
 
 
-def render_markdown(result: dict[str, Any], folder: Path) -> str:
-    """The same for an incident review or a ticket."""
+def render_markdown(
+    result: dict[str, Any], folder: Path, pictures: list[tuple[str, str, str]] | None = None
+) -> str:
+    """The same for an incident review or a ticket; ``pictures``: (title, link, alt), after the findings."""
     baseline, findings = _prose(result, folder)
     lines = [
         f"# Capacity of {result['target']['url']}",
@@ -158,7 +161,8 @@ def render_markdown(result: dict[str, Any], folder: Path) -> str:
         "",
     ]
     items = [line if line.startswith("  - ") else f"- {line}" for line in findings]  # reasons nest
-    return "\n".join(lines + items) + "\n"
+    shown = [f"\n**{title}**\n\n![{alt}]({link})" for title, link, alt in pictures or []]
+    return "\n".join(lines + items + shown) + "\n"
 
 
 def _prose(result: dict[str, Any], folder: Path) -> tuple[str, list[str]]:

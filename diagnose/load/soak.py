@@ -43,6 +43,7 @@ class Soak:
     period: Periodicity | None
     memory_growth: Figure  # relative growth of the server's memory over the second half (nan: unread)
     memory_source: str
+    started: float  # epoch seconds: the stalls' times are epoch seconds too
 
     @property
     def reasons(self) -> list[str]:
@@ -94,7 +95,7 @@ def judge_soak(
         periodicity(np.array([e.start for e in stalls]), (started, started + duration)) if stalls else None
     )
     growth, source = _memory_growth(memory, started, duration)
-    return Soak(result, windows, change, stalls, period, growth, source)
+    return Soak(result, windows, change, stalls, period, growth, source, started)
 
 
 def _windows(rows: pd.DataFrame, started: float, duration: float) -> pd.DataFrame:
