@@ -255,6 +255,39 @@ def test_the_curve_and_the_soak_are_drawn_from_the_json_with_the_knee_and_the_st
     assert "![P50 and P99 latency" in markdown and "(assets/curve.png)" in markdown
 
 
+def test_a_replay_keeps_the_logs_burstiness_and_lengths_at_any_rate(tmp_path):
+    from diagnose.load.workload import TOKENS_PER_WORD, read_replay, replay_arrivals, replay_prompts
+
+    rng = np.random.default_rng(5)
+    # bursts: ten requests 20 ms apart, then a pause of about 4 s; 2.5 requests a second on the whole
+    gaps = np.where(np.arange(2000) % 10 == 0, rng.exponential(4.0, 2000), 0.02)
+    ts = 1_764_460_800 + np.cumsum(gaps)
+    inputs = rng.integers(20, 2000, size=2000)
+    frame = pd.DataFrame({"ts": ts, "latency_ms": 100.0, "input_len": inputs, "output_len": inputs // 4 + 1})
+    frame.to_csv(tmp_path / "requests.csv", index=False)
+    replay = read_replay(tmp_path / "requests.csv")
+    recorded_cv = float(np.std(gaps[1:]) / np.mean(gaps[1:]))
+    assert replay.burstiness == pytest.approx(recorded_cv, rel=0.05) and replay.burstiness > 2
+    assert replay.recorded_rps == pytest.approx(1 / np.mean(gaps[1:]), rel=0.01)
+    times, which = replay_arrivals(replay, 40.0, 600.0, seed=1)
+    assert len(times) / 600 == pytest.approx(40, rel=0.1)  # scaled to the stage's rate
+    sent = np.diff(times)
+    assert float(np.std(sent) / np.mean(sent)) == pytest.approx(recorded_cv, rel=0.15)  # bursts kept
+    prompts = replay_prompts(replay, which[:50], seed=1)
+    for prompt, index in zip(prompts, which[:50], strict=True):
+        assert prompt.words - 1 == round(inputs[index] / TOKENS_PER_WORD)  # "Summarise:" and its words
+        assert prompt.max_tokens == inputs[index] // 4 + 1
+    few = tmp_path / "few"
+    few.mkdir()
+    frame.head(5).to_csv(few / "requests.csv", index=False)
+    with pytest.raises(InputError, match="needs a request log with the requests' times"):
+        read_replay(few)
+    (tmp_path / "untimed").mkdir()
+    (tmp_path / "untimed" / "requests.csv").write_text("latency_ms,input_len\n5,3\n")
+    with pytest.raises(InputError, match="requests.csv: no 'ts' column"):
+        read_replay(tmp_path / "untimed")
+
+
 def test_settings_out_of_range_are_named():
     for bad, option in [
         (Settings(growth=1.0), "--growth"),

@@ -13,6 +13,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.helpers.service import answers, free_port, wait_for
@@ -135,6 +136,19 @@ def test_recorded_on_the_servers_host_the_knee_is_diagnosed_and_its_cpu_stage_na
     assert set(fell) <= set(diagnosis["steps"])
     assert diagnosis["hypotheses"][0]["id"] == "cpu-bound-stage", diagnosis["hypotheses"]
     assert "At the knee (steps" in done.stdout and "cpu-bound-stage" in done.stdout
+
+
+def test_a_request_logs_pattern_is_replayed_with_its_lengths(paced_service, tmp_path):
+    log = Path(__file__).resolve().parents[1] / "fixtures" / "dumps" / "llm-healthy" / "requests.csv"
+    out = tmp_path / "run"
+    done = _load(f"{paced_service}/generate", "-o", str(out), *QUICK, "--soak", "0", "--replay", str(log))
+    assert done.returncode == 0, done.stderr
+    assert "replaying" in done.stdout and "869 requests at their recorded gaps" in done.stdout
+    logged = {round(n / 1.3) for n in pd.read_csv(log)["input_len"]}
+    rows = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    assert rows and all(row["input_words"] - 1 in logged for row in rows)  # "Summarise:" and the log's length
+    refused = _load(f"{paced_service}/generate", "--replay", str(log), "--prompts", str(log), "-o", str(tmp_path / "x"))
+    assert refused.returncode == 2 and "--replay and --prompts: give one" in refused.stderr
 
 
 def test_a_target_that_refuses_stops_at_the_baseline_with_its_reason(tmp_path):

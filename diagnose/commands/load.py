@@ -57,6 +57,13 @@ def add_parser(commands: Subcommands) -> None:
         help="how requests are written: OpenAI chat or completions, streamed; or any JSON endpoint "
         "(default: from the URL's path)",
     )
+    command.add_argument(
+        "--replay",
+        type=Path,
+        metavar="LOG",
+        help="send a request log's pattern again (any log diagnose file reads, with request times): its gaps "
+        "between arrivals scaled to each stage's rate, its prompt and answer lengths (not with --prompts)",
+    )
     command.add_argument("--model", help="the OpenAI APIs' model (default: the first the server lists)")
     command.add_argument(
         "--body",
@@ -184,15 +191,27 @@ def run(args: argparse.Namespace) -> int:
     for option in ("server_pid", "server_log"):
         if getattr(args, option) and not args.record:
             raise InputError(f"--{option.replace('_', '-')} is for --record (recording the server's host)")
+    if args.replay is not None and args.prompts is not None:
+        raise InputError("--replay and --prompts: give one (a replay sends the log's own lengths)")
     target, settings, prompts = plan_from(args)
+    replay = None
+    if args.replay is not None:
+        from dataclasses import asdict
+
+        from diagnose.load.workload import read_replay
+
+        if not args.replay.exists():
+            raise InputError(f"--replay {args.replay}: no such file or folder")
+        replay = read_replay(args.replay)
     out.mkdir(parents=True, exist_ok=True)
-    notes = [note for note in [machine_note()] if note]
+    notes = [note for note in [machine_note(), replay.describe() if replay else None] if note]
     for note in notes:
         print(f"diagnose load: {note}", file=sys.stderr)
     plan = {
         "target": to_json(target),
         "settings": to_json(settings),
         "prompts": [to_json(p) for p in prompts],
+        "replay": asdict(replay) if replay is not None else None,
         "metrics_url": args.metrics_url or f"{target.base}/metrics",
         "master_bind": args.master_bind,
         "master_port": args.master_port,

@@ -31,6 +31,7 @@ import gevent.event
 import gevent.pool
 import gevent.queue
 import locust  # noqa: I001 - first of all: gevent patches the standard library as Locust is imported
+import numpy as np
 import pandas as pd
 import requests
 from locust import User, task
@@ -52,7 +53,7 @@ from diagnose.load.plan import (
     to_json,
 )
 from diagnose.load.sweep import StageRun, run_sweep
-from diagnose.load.workload import draw, poisson_arrivals
+from diagnose.load.workload import Replay, draw, poisson_arrivals, replay_arrivals, replay_prompts
 
 STAGE_MESSAGE = "diagnose_stage"
 ROWS_MESSAGE = "diagnose_rows"
@@ -100,22 +101,31 @@ class Dispatcher(User):
         stage = stage_from_json(order["stage"])
         target = target_from_json(order["target"])
         pool = [prompt_from_json(p) for p in order["prompts"]]
+        replay = Replay(**order["replay"]) if order.get("replay") else None
         start_at, stream, processes = order["start_at"], _index(self.environment), order["processes"]
         rows: list[dict[str, Any]] = []
         gevent.sleep(max(0.0, start_at - time.time()))
         if stage.kind is StageKind.BASELINE:
             if stream == 0:  # one request at a time, from one process only
-                prompts = draw(pool, 10_000, order["seed"] + stage.index)
+                if replay is not None:
+                    prompts = replay_prompts(replay, np.arange(min(10_000, len(replay.gaps))), order["seed"])
+                else:
+                    prompts = draw(pool, 10_000, order["seed"] + stage.index)
                 for prompt in prompts:
                     if time.time() >= start_at + stage.duration_s or _refused(rows):
                         break
                     rows.append(self._send(target, prompt, stage.name, time.time()))
             return rows
         assert stage.rate_rps is not None
-        arrivals = poisson_arrivals(
-            stage.rate_rps / processes, stage.duration_s, order["seed"] + stage.index, stream
-        )
-        prompts = draw(pool, len(arrivals), order["seed"] * 1_000 + stage.index * 10 + stream)
+        seed = order["seed"] + stage.index
+        if replay is not None:  # the log's own gaps and lengths, scaled to the stage's rate
+            arrivals, which = replay_arrivals(
+                replay, stage.rate_rps / processes, stage.duration_s, seed, stream
+            )
+            prompts = replay_prompts(replay, which, order["seed"] * 1_000 + stage.index * 10 + stream)
+        else:
+            arrivals = poisson_arrivals(stage.rate_rps / processes, stage.duration_s, seed, stream)
+            prompts = draw(pool, len(arrivals), order["seed"] * 1_000 + stage.index * 10 + stream)
         group = gevent.pool.Group()
         for at, prompt in zip(arrivals, prompts, strict=True):
             due = start_at + float(at)
@@ -313,10 +323,12 @@ class Conductor:
         prompts: list[Prompt],
         settings: Settings,
         metrics_url: str | None,
+        replay: dict[str, Any] | None = None,
     ) -> None:
         self.environment = environment
         self.target = target
-        self.prompts = [to_json(p) for p in prompts]
+        self.prompts = [to_json(p) for p in prompts] if replay is None else []
+        self.replay = replay
         self.settings = settings
         self.metrics_url = metrics_url
         self._rows: list[dict[str, Any]] = []
@@ -340,6 +352,7 @@ class Conductor:
             "stage": to_json(stage),
             "target": to_json(self.target),
             "prompts": self.prompts,
+            "replay": self.replay,
             "start_at": started,
             "processes": self.settings.processes,
             "seed": self.settings.seed,
@@ -399,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         environment.create_local_runner()
         listen_for_stages(environment)
-    conductor = Conductor(environment, target, prompts, settings, run.get("metrics_url"))
+    conductor = Conductor(environment, target, prompts, settings, run.get("metrics_url"), run.get("replay"))
     runner = environment.runner
     assert runner is not None
     try:

@@ -1,4 +1,5 @@
-"""The requests a run sends and when: prompts drawn as the method says, arrivals as a Poisson process.
+"""The requests a run sends and when: prompts drawn as the method says, arrivals as a Poisson process,
+or both replayed from a request log the user already has (``--replay``).
 
 Uniform lengths flatter a service (every batch alike, no long prompt holding a slot), so without the
 user's own prompts the run draws a mix: 70 % short, 20 % medium, 10 % long. With ``--prompts FILE``
@@ -10,9 +11,12 @@ Prompts are made of distinct words so that no two share a prefix a server could 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from diagnose.errors import InputError
 from diagnose.load.plan import Prompt
@@ -104,3 +108,89 @@ def poisson_arrivals(rate_rps: float, duration_s: float, seed: int, stream: int 
     gaps = rng.exponential(1.0 / rate_rps, size=int(expected + 6 * np.sqrt(expected) + 10))
     times = np.cumsum(gaps)
     return times[times < duration_s]
+
+
+TOKENS_PER_WORD = 1.3  # English text in a BPE tokenizer: the built-in prompts' words are counted so too
+REPLAY_MAX = 20_000  # requests of a log kept for a replay: its first, in time order
+_MIN_REPLAY = 20
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A request log's pattern, to send again at any rate: its gaps between arrivals (as multiples of
+    their mean, so the recorded burstiness is kept whatever the rate) and each request's lengths."""
+
+    source: str
+    gaps: list[float]  # each arrival's gap to the one before, over the mean gap
+    words: list[int]  # each request's prompt, in words (its input tokens / 1.3)
+    max_tokens: list[int]  # each request's answer, in tokens (DEFAULT_MAX_TOKENS where the log has none)
+    recorded_rps: float
+    burstiness: float  # the gaps' coefficient of variation: 1 for Poisson arrivals, more when bursty
+
+    def describe(self) -> str:
+        return (
+            f"replaying {self.source}: {len(self.gaps):,} requests at their recorded gaps (recorded at "
+            f"{self.recorded_rps:.3g} req/s, gaps' coefficient of variation {self.burstiness:.2f}, Poisson's "
+            f"1), scaled to each stage's rate, with their recorded prompt and answer lengths"
+        )
+
+
+def read_replay(path: Path) -> Replay:
+    """A request log in any form ``diagnose file`` reads, as a pattern to replay: it needs request
+    times (``ts``); lengths from ``input_len`` and ``output_len`` where it has them."""
+    from diagnose.dump import load_dump
+
+    requests = load_dump(str(path)).tables.get("requests")
+    if requests is None or "ts" not in requests or requests["ts"].notna().sum() < _MIN_REPLAY:
+        raise InputError(
+            f"{path}: --replay needs a request log with the requests' times (ts), at least "
+            f"{_MIN_REPLAY} of them"
+        )
+    rows = requests[requests["ts"].notna()].sort_values("ts", kind="stable").head(REPLAY_MAX)
+    ts = rows["ts"].to_numpy(dtype="float64")
+    gaps = np.diff(ts, prepend=ts[0])
+    mean = float(gaps[1:].mean()) if len(gaps) > 1 else 0.0
+    if not mean > 0:
+        raise InputError(f"{path}: every request has the same time: no arrivals to replay")
+    gaps[0] = mean  # the first request's gap is unknown: the mean
+    words = _lengths(rows, "input_len", lambda tokens: max(1, round(tokens / TOKENS_PER_WORD)), 50)
+    answers = _lengths(rows, "output_len", lambda tokens: max(1, round(tokens)), DEFAULT_MAX_TOKENS)
+    return Replay(
+        str(path),
+        [float(g) for g in gaps / mean],
+        words,
+        answers,
+        1.0 / mean,
+        float(gaps.std() / mean),
+    )
+
+
+def replay_arrivals(
+    replay: Replay, rate_rps: float, duration_s: float, seed: int, stream: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """(send times in seconds from the stage's start, the replayed requests' indexes): the log's gaps from
+    a drawn point in it, scaled to ``rate_rps``, round again from its start when they run out."""
+    rng = np.random.default_rng([seed, stream, int(rate_rps * 1000), int(duration_s * 1000), 13])
+    count = len(replay.gaps)
+    first = int(rng.integers(0, count))
+    needed = int(rate_rps * duration_s * 2 + 20)
+    indexes = (first + np.arange(needed)) % count
+    times = np.cumsum(np.asarray(replay.gaps)[indexes]) / rate_rps
+    keep = times < duration_s
+    return times[keep], indexes[keep]
+
+
+def replay_prompts(replay: Replay, indexes: np.ndarray, seed: int) -> list[Prompt]:
+    """The replayed requests' prompts: each of its recorded length, of words drawn for it."""
+    rng = np.random.default_rng([seed, 17])
+    return [
+        Prompt(f"Summarise: {' '.join(rng.choice(_WORDS, size=replay.words[i]))}", replay.max_tokens[i])
+        for i in indexes
+    ]
+
+
+def _lengths(rows: pd.DataFrame, column: str, convert: Callable[[float], int], default: int) -> list[int]:
+    if column not in rows:
+        return [default] * len(rows)
+    values = rows[column].to_numpy(dtype="float64")
+    return [convert(v) if np.isfinite(v) and v > 0 else default for v in values]
