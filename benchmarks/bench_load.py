@@ -3,7 +3,7 @@ how fast can its engine send?
 
     pip install '.[testbed,load]'
     python benchmarks/bench_load.py                  # every part (about 40 minutes)
-    python benchmarks/bench_load.py --only knee --seeds 3
+    python benchmarks/bench_load.py --only knee --seeds 3 --first-seed 1   # three fresh seeds
 
 Parts, each against the testbed's service run with ``--step-ms`` (each model call sleeps that long
 instead of computing), whose capacity is set by its configuration: model workers x 1000 / step ms
@@ -164,7 +164,7 @@ def saturated_rps(url: str, clients: int, seconds: float) -> float:
     return len(counted) / (seconds * 4 / 5)
 
 
-def knee_part(seeds: int, quick: bool, out: Path) -> list[str]:
+def knee_part(seeds: range, quick: bool, out: Path) -> list[str]:
     rows = [
         "| workers x step | configured | saturated | seed | bracket (req/s) | holds saturated | "
         "throughput past it | holds saturated |",
@@ -173,7 +173,7 @@ def knee_part(seeds: int, quick: bool, out: Path) -> list[str]:
     configurations = CONFIGURATIONS[:1] if quick else CONFIGURATIONS
     for workers, step_ms in configurations:
         known = workers * 1000 / step_ms
-        for seed in range(seeds):
+        for seed in seeds:
             with Service(workers, step_ms) as service:
                 saturated = saturated_rps(service.url, 4 * workers, 5.0 if quick else 20.0)
                 options = (*(QUICK_STEP if quick else STEP), "--soak", "0", "--seed", str(seed))
@@ -335,6 +335,9 @@ def main() -> None:
         "--only", nargs="+", choices=("knee", "workers", "soak", "weekly", "engine"), help="only these parts"
     )
     parser.add_argument("--seeds", type=int, default=2, help="runs of each configuration (default 2)")
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="the first seed (default 0): later ones are fresh draws"
+    )
     parser.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
     add_quick(parser)
     args = parser.parse_args()
@@ -342,7 +345,7 @@ def main() -> None:
         ("knee", "engine") if args.quick else ("knee", "workers", "soak", "weekly", "engine")
     )
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-load-"))
-    seeds = 1 if args.quick else args.seeds
+    seeds = range(args.first_seed, args.first_seed + (1 if args.quick else args.seeds))
     for part in parts:
         started = time.monotonic()
         if part == "knee":

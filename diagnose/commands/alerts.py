@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from diagnose.commands.options import Subcommands, add_debug
+from diagnose.commands.options import Subcommands, add_debug, add_prometheus_auth, prometheus_auth
 from diagnose.errors import ExitCode, InputError
 
 if TYPE_CHECKING:
@@ -77,13 +77,7 @@ def add_parser(commands: Subcommands) -> None:
         help="read each latency histogram's buckets (its le values) from this Prometheus, where --buckets "
         "does not give them",
     )
-    command.add_argument(
-        "--bearer-token-file", type=Path, metavar="FILE", help="--prometheus: a bearer token"
-    )
-    command.add_argument("--bearer-token-env", metavar="VAR", help="--prometheus: a bearer token in $VAR")
-    command.add_argument("--basic-auth-file", type=Path, metavar="FILE", help="--prometheus: user:password")
-    command.add_argument("--basic-auth-env", metavar="VAR", help="--prometheus: user:password in $VAR")
-    command.add_argument("--ca-file", type=Path, metavar="FILE", help="--prometheus: the CA bundle for https")
+    add_prometheus_auth(command)
     command.add_argument("-o", "--output", type=Path, help="the rules file (default: standard output)")
     command.add_argument(
         "--prometheus-rule",
@@ -177,11 +171,9 @@ def _served_buckets(args: argparse.Namespace, engine: str, selector: str) -> dic
 
     from diagnose.alerting import Figure
     from diagnose.alerting.rules import bucket_series
-    from diagnose.pull import Auth, PrometheusClient
+    from diagnose.pull import PrometheusClient
 
-    auth = Auth.from_options(
-        args.bearer_token_file, args.bearer_token_env, args.basic_auth_file, args.basic_auth_env
-    )
+    auth = prometheus_auth(args)
     client = PrometheusClient(args.prometheus, auth, args.ca_file)
     now, found = time.time(), {}
     for figure in (Figure.P99_LATENCY, Figure.TTFT_P99, Figure.TPOT_P99):

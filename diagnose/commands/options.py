@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from diagnose.errors import InputError
+
+if TYPE_CHECKING:
+    from diagnose.pull import Auth
 
 Subcommands = argparse._SubParsersAction  # what ``add_subparsers`` returns: each command adds itself to it
 
@@ -13,6 +17,45 @@ Subcommands = argparse._SubParsersAction  # what ``add_subparsers`` returns: eac
 def add_debug(command: argparse.ArgumentParser) -> None:
     """``--debug``, on every command: the one way to see a bug's traceback instead of exit 3's request."""
     command.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
+
+
+def add_prometheus_auth(command: argparse.ArgumentParser, prefix: str = "") -> None:
+    """How to reach a Prometheus: a bearer token or ``user:password``, each from a file or a variable
+    (never a flag, which ``ps`` and the shell's history show), and a CA bundle. ``prefix``:
+    ``prometheus-`` where the command also takes credentials of its own (``serve``)."""
+    command.add_argument(
+        f"--{prefix}bearer-token-file", type=Path, metavar="FILE", help="a bearer token in FILE"
+    )
+    command.add_argument(f"--{prefix}bearer-token-env", metavar="VAR", help="a bearer token in $VAR")
+    command.add_argument(
+        f"--{prefix}basic-auth-file", type=Path, metavar="FILE", help="user:password in FILE"
+    )
+    command.add_argument(f"--{prefix}basic-auth-env", metavar="VAR", help="user:password in $VAR")
+    command.add_argument("--ca-file", type=Path, metavar="FILE", help="the CA bundle for an https URL")
+
+
+def prometheus_auth(args: argparse.Namespace, prefix: str = "") -> Auth:
+    """The :class:`diagnose.pull.Auth` the options of :func:`add_prometheus_auth` give."""
+    from diagnose.pull import Auth
+
+    key = prefix.replace("-", "_")
+    return Auth.from_options(
+        getattr(args, f"{key}bearer_token_file"),
+        getattr(args, f"{key}bearer_token_env"),
+        getattr(args, f"{key}basic_auth_file"),
+        getattr(args, f"{key}basic_auth_env"),
+    )
+
+
+def count(text: str) -> int:
+    """A whole number of 1 or more (workers, hosts at once, a bound)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
+    return value
 
 
 def add_collection_args(command: argparse.ArgumentParser) -> None:

@@ -6,7 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from diagnose.commands.options import Subcommands, add_debug, positive
+from diagnose.commands.options import (
+    Subcommands,
+    add_debug,
+    add_prometheus_auth,
+    count,
+    positive,
+    prometheus_auth,
+)
 from diagnose.errors import ExitCode, InputError
 
 
@@ -48,18 +55,14 @@ def add_parser(commands: Subcommands) -> None:
         "--step", metavar="SPAN", help="resolution (default: the scrape interval, read from the data)"
     )
     command.add_argument("-o", "--output", type=Path, required=True, help="the dump folder to create")
-    command.add_argument("--bearer-token-file", type=Path, metavar="FILE", help="a bearer token in FILE")
-    command.add_argument("--bearer-token-env", metavar="VAR", help="a bearer token in $VAR")
-    command.add_argument("--basic-auth-file", type=Path, metavar="FILE", help="user:password in FILE")
-    command.add_argument("--basic-auth-env", metavar="VAR", help="user:password in $VAR")
-    command.add_argument("--ca-file", type=Path, metavar="FILE", help="the CA bundle for an https URL")
+    add_prometheus_auth(command)
     command.add_argument(
         "--timeout", type=positive, default=30.0, metavar="S", help="seconds per request (default 30)"
     )
     command.add_argument("--rules", type=Path, metavar="DIR", help="--all-instances: diagnose with DIR")
     command.add_argument(
         "--max-concurrency",
-        type=_count,
+        type=count,
         default=4,
         metavar="N",
         help="--all-instances: hosts pulled and analysed at once, each in a process of its own (default 4, "
@@ -82,7 +85,7 @@ def add_parser(commands: Subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from diagnose.pull import Auth, PrometheusClient, pull, sweep
+    from diagnose.pull import PrometheusClient, pull, sweep
     from diagnose.pull.pull import parse_time
     from diagnose.units import counted, parse_duration
 
@@ -90,9 +93,7 @@ def run(args: argparse.Namespace) -> int:
         for given, option in ((args.job, "--job"), (args.shard, "--shard"), (args.resume, "--resume")):
             if given:
                 raise InputError(f"{option} is for --all-instances; with --instance it does not apply")
-    auth = Auth.from_options(
-        args.bearer_token_file, args.bearer_token_env, args.basic_auth_file, args.basic_auth_env
-    )
+    auth = prometheus_auth(args)
     client = PrometheusClient(args.prometheus, auth, args.ca_file, args.timeout)
     start, end = parse_time(args.start), parse_time(args.end)
     step = parse_duration(args.step) if args.step else None
@@ -131,21 +132,11 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
-    return value
-
-
 def _shard(text: str) -> tuple[int, int]:
     """``K/N``: shard K (0 to N-1) of N."""
-    index, _, count = text.partition("/")
+    index, _, total = text.partition("/")
     try:
-        shard = int(index), int(count)
+        shard = int(index), int(total)
     except ValueError:
         shard = (-1, 0)
     if shard[1] < 1 or not 0 <= shard[0] < shard[1]:

@@ -7,7 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from diagnose.commands.options import Subcommands, add_debug
+from diagnose.commands.options import Subcommands, add_debug, add_prometheus_auth, count, prometheus_auth
 from diagnose.errors import ExitCode, InputError
 
 _DESCRIPTION = (
@@ -22,7 +22,7 @@ _EPILOG = """\
 examples:
   diagnose serve --prometheus http://prometheus:9090 --data /var/lib/diagnose-serve \\
       --token-file /etc/diagnose/serve-token
-  diagnose serve --prometheus https://thanos.internal --prometheus-token-file ~/.thanos-token \\
+  diagnose serve --prometheus https://thanos.internal --prometheus-bearer-token-file ~/.thanos-token \\
       --data serve/ --basic-auth-file ~/.serve-login --listen 0.0.0.0:9177 --workers 4 \\
       --archive serve/archive.sqlite --notify http://chat-bridge:8080/diagnose
 
@@ -56,19 +56,7 @@ def add_parser(commands: Subcommands) -> None:
         "--basic-auth-file", type=Path, metavar="FILE", help="accept user:password (in FILE)"
     )
     command.add_argument("--basic-auth-env", metavar="VAR", help="accept user:password (in $VAR)")
-    command.add_argument(
-        "--prometheus-token-file", type=Path, metavar="FILE", help="a bearer token to pull with"
-    )
-    command.add_argument("--prometheus-token-env", metavar="VAR", help="a bearer token to pull with, in $VAR")
-    command.add_argument(
-        "--prometheus-basic-auth-file", type=Path, metavar="FILE", help="user:password to pull with"
-    )
-    command.add_argument(
-        "--prometheus-basic-auth-env", metavar="VAR", help="user:password to pull with, in $VAR"
-    )
-    command.add_argument(
-        "--ca-file", type=Path, metavar="FILE", help="the CA bundle for an https --prometheus"
-    )
+    add_prometheus_auth(command, "prometheus-")
     command.add_argument(
         "--before", default="30m", metavar="SPAN", help="window before the alert's start (default 30m)"
     )
@@ -80,21 +68,21 @@ def add_parser(commands: Subcommands) -> None:
     )
     command.add_argument(
         "--workers",
-        type=_count,
+        type=count,
         default=2,
         metavar="N",
         help="alerts diagnosed at once, a process each (default 2)",
     )
     command.add_argument(
         "--queue-max",
-        type=_count,
+        type=count,
         default=1000,
         metavar="N",
         help="alerts waiting at most; past it a notification gets 503 and Alertmanager sends it again "
         "(default 1000)",
     )
     command.add_argument(
-        "--max-body", type=_count, default=4 << 20, metavar="BYTES", help="the largest body (default 4 MiB)"
+        "--max-body", type=count, default=4 << 20, metavar="BYTES", help="the largest body (default 4 MiB)"
     )
     command.add_argument(
         "--instance-label",
@@ -139,12 +127,7 @@ def run(args: argparse.Namespace) -> int:
             "diagnose serve answers only authenticated requests: give --token-file (or --token-env) and/or "
             "--basic-auth-file (or --basic-auth-env), and the same in Alertmanager's http_config"
         )
-    pulling = Auth.from_options(
-        args.prometheus_token_file,
-        args.prometheus_token_env,
-        args.prometheus_basic_auth_file,
-        args.prometheus_basic_auth_env,
-    )
+    pulling = prometheus_auth(args, "prometheus-")
     PrometheusClient(args.prometheus, pulling, args.ca_file)  # a bad URL is said now, not at the first alert
     for option in ("rules", "ca_file"):
         given = getattr(args, option)
@@ -189,13 +172,3 @@ def _address(text: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
         raise InputError(f"--listen: expected HOST:PORT, e.g. 127.0.0.1:9177 or 0.0.0.0:9177, got {text!r}")
     return host.strip("[]") or "0.0.0.0", int(port)
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
-    return value
