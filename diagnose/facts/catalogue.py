@@ -235,9 +235,11 @@ CATALOGUE: dict[str, FactSpec] = {
     "spikes.throughput.change": FactSpec("factor", _SPIKES, "throughput in latency episodes / outside"),
     "spikes.throughput.coincidence": FactSpec("ratio", _SPIKES, "latency episodes with a throughput episode"),
     "spikes.colocated.signal": FactSpec("name", _COLOCATED, "best-aligned signal of a non-server process"),
-    "spikes.colocated.pid": FactSpec("name", _COLOCATED, "its process id(s)"),
+    "spikes.colocated.pid": FactSpec("name", _COLOCATED, "its process ids (one or more)"),
     "spikes.colocated.process": FactSpec(
-        "name", _COLOCATED, "that process as the report names it: pid(s) or process-exporter group"
+        "name",
+        _COLOCATED,
+        "that process as the report names it: its process ids, or its process-exporter group",
     ),
     "spikes.colocated.name": FactSpec("name", _COLOCATED, "its process name"),
     "spikes.colocated.cmdline": FactSpec("name", _COLOCATED, "its command line"),
@@ -591,7 +593,7 @@ CATALOGUE: dict[str, FactSpec] = {
         "ratio", _SERVER + ", system: cpu_pct", "the server's share of the host's busy CPU"
     ),
     "server.cores": FactSpec("number", _SERVER, "cores the server may use (its affinity and CPU quota)"),
-    "server.process": FactSpec("name", _SERVER, "the server's process(es), as the report names them"),
+    "server.process": FactSpec("name", _SERVER, "the server's processes (one or more), as the report names them"),
     "server.processes": FactSpec("count", _SERVER, "the server's processes at once (workers)"),
     "server.threads_follow_requests": FactSpec(
         "ratio",
@@ -704,7 +706,7 @@ LIVE: dict[str, FactSpec] = {
         "ratio", _STACKS_NOW, "active samples whose frames name the stage (its words, in functions or files)"
     ),
     "live.server.found": FactSpec("bool", _PROC_NOW, "the dump's server runs now"),
-    "live.server.process": FactSpec("name", _PROC_NOW, "its pid(s) and name now"),
+    "live.server.process": FactSpec("name", _PROC_NOW, "its process ids and name now"),
     "live.server.cpu_pct": FactSpec("pct", _PROC_NOW, "its CPU now, in % of a core"),
     "live.server.busiest_thread_pct": FactSpec(
         "pct", _PROC_NOW, "its busiest thread's CPU in its busiest second, % of a core"

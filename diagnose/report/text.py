@@ -43,7 +43,7 @@ def render_text(report: Report, width: int | None = DEFAULT_WIDTH) -> str:
     if iso(window.start):
         out.append(f"window:   {iso(window.start)} to {iso(window.end)}")
     out.append("")
-    out += _summary(report.summary, report.evidence)
+    out += _summary(report.summary, report.evidence, width)
     trace = trace_lines(report)
     out += [*trace, ""] if trace else []
     hypotheses = report.hypotheses
@@ -58,7 +58,9 @@ def render_text(report: Report, width: int | None = DEFAULT_WIDTH) -> str:
         if rank - 1 == below:
             out += ["", f"LESS LIKELY ({LESS_LIKELY})"]
         out.append("")
-        out.append(f"{rank}. [{h.score:.2f} {h.confidence}] {h.title}")
+        out += textwrap.wrap(
+            f"{rank}. [{h.score:.2f} {h.confidence}] {h.title}", width, subsequent_indent="   "
+        )
         out.append(f"   id {h.id}; rule: {h.rule_shown_as}")
         out += _wrap([consequence_line(h)] if h.is_consequence else [], "   ", width)
         explained = explains_line(consequences_of(h, hypotheses))
@@ -109,7 +111,7 @@ def _columns(header: list[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
-def _summary(summary: Summary, evidence: EvidenceRead) -> list[str]:
+def _summary(summary: Summary, evidence: EvidenceRead, width: int) -> list[str]:
     latency = summary.latency_ms
     if not latency:
         return [no_latency_line(evidence), *_ooms(summary), ""]
@@ -136,9 +138,10 @@ def _summary(summary: Summary, evidence: EvidenceRead) -> list[str]:
         out += ["", f"{'stage':<16}{'kind':<9}{'mean':>7}{'P99 req':>9}{'tail':>7}{'P50':>11}{'P99':>11}"]
         for name, kind, share, tail, excess, p50, p99 in stages:
             out.append(f"{name:<16}{kind:<9}{share:>7}{tail:>9}{excess:>7}{p50:>11}{p99:>11}".rstrip())
-        out.append(
+        legend = (
             "(mean: share of mean latency; P99 req: share within P99 requests; tail: share of their excess)"
         )
+        out += textwrap.wrap(legend, width, subsequent_indent=" ")
     return [*out, ""]
 
 
