@@ -593,7 +593,9 @@ CATALOGUE: dict[str, FactSpec] = {
         "ratio", _SERVER + ", system: cpu_pct", "the server's share of the host's busy CPU"
     ),
     "server.cores": FactSpec("number", _SERVER, "cores the server may use (its affinity and CPU quota)"),
-    "server.process": FactSpec("name", _SERVER, "the server's processes (one or more), as the report names them"),
+    "server.process": FactSpec(
+        "name", _SERVER, "the server's processes (one or more), as the report names them"
+    ),
     "server.processes": FactSpec("count", _SERVER, "the server's processes at once (workers)"),
     "server.threads_follow_requests": FactSpec(
         "ratio",
