@@ -67,9 +67,6 @@ def diagnose_knee(run: Path, result: dict[str, Any], rules_dir: Path | None = No
     return {
         "steps": steps,
         "window": {"start": iso(start), "end": iso(end)},
-        "hypotheses": [
-            {"id": h.id, "score": h.score, "confidence": h.confidence, "title": h.title}
-            for h in report.hypotheses
-        ],
+        "hypotheses": [h.brief() for h in report.hypotheses],
         "problem": None,
     }

@@ -108,9 +108,7 @@ def draw_curve(data: CurveData):
     served.plot(*zip(*answered, strict=True), marker="o", ms=4, color=style.LATENCY, label="throughput")
     for axis in (latency, served):
         if data.kept_up_rps is not None and data.fell_behind_rps is not None:
-            axis.axvspan(
-                data.kept_up_rps, data.fell_behind_rps, color=style.WORSE, alpha=0.2, label="knee"
-            )
+            axis.axvspan(data.kept_up_rps, data.fell_behind_rps, color=style.WORSE, alpha=0.2, label="knee")
         if data.recommended_rps is not None:
             axis.axvline(data.recommended_rps, color=style.OTHER, lw=1.0, ls="--", label="70 % setting")
         axis.set_xlabel("offered load (req/s)")

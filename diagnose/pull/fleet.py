@@ -137,10 +137,7 @@ def _sweep_host(
         return HostResult(
             host, None, [], f"not analysed: this is a bug in diagnose ({type(error).__name__}: {error})"
         )
-    findings = [
-        {"id": h.id, "score": h.score, "confidence": h.confidence, "title": h.title}
-        for h in report.hypotheses
-    ]
+    findings = [h.brief() for h in report.hypotheses]
     return HostResult(host, str(summary.path), findings, labels={k: str(v) for k, v in labels.items()})
 
 

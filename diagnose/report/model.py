@@ -168,6 +168,10 @@ class Hypothesis:
     def is_consequence(self) -> bool:
         return self.explained_by is not None
 
+    def brief(self) -> dict[str, object]:
+        """What a summary of many reports keeps of it (a fleet's hosts, an alert's, a knee's)."""
+        return {"id": self.id, "score": self.score, "confidence": self.confidence, "title": self.title}
+
 
 @dataclass(frozen=True)
 class RuledOut:

@@ -73,7 +73,7 @@ def _diagnose(job: Job, settings: Settings, folder: Path) -> list[dict]:
     from diagnose.pictures import render_pictures
     from diagnose.pipeline import analyse_dump
     from diagnose.report import render_json, render_markdown
-    from diagnose.report.html import page
+    from diagnose.report.html import inline as inline_pictures, page
 
     shutil.rmtree(folder, ignore_errors=True)  # an attempt a stop cut short: the folder is ours
     folder.mkdir(parents=True)
@@ -90,16 +90,13 @@ def _diagnose(job: Job, settings: Settings, folder: Path) -> list[dict]:
     links = [(p.title, f"{assets.name}/{p.path.name}", p.alt) for p in pictures]
     (folder / "report.md").write_text(heading + render_markdown(report, links), encoding="utf-8")
     (folder / "report.json").write_text(render_json(report), encoding="utf-8")
-    inline = [(p.title, _data_uri(p.path), p.alt) for p in pictures]
+    inline = inline_pictures([(p.title, p.path.read_bytes(), p.alt) for p in pictures])
     (folder / "report.html").write_text(
         page(f"{job.name} on {job.instance}", heading + render_markdown(report, inline)), encoding="utf-8"
     )
     if settings.archive is not None:
         _archive(job, dump, rules, report, settings.archive)
-    return [
-        {"id": h.id, "score": h.score, "confidence": h.confidence, "title": h.title}
-        for h in report.hypotheses
-    ]
+    return [h.brief() for h in report.hypotheses]
 
 
 def _alert_heading(job: Job, prometheus: str, start: float, end: float) -> str:
@@ -121,12 +118,6 @@ def _alert_heading(job: Job, prometheus: str, start: float, end: float) -> str:
         )
         + "\n"
     )
-
-
-def _data_uri(path: Path) -> str:
-    import base64
-
-    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
 def _archive(job: Job, dump: Dump, rules: list[Rule], report: Report, path: Path) -> None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import html
 
+from diagnose.judge.engine import LIKELY
 from diagnose.pull.pull import iso_utc
 from diagnose.serve.queue import Entry, State
 
-LIKELY = 0.5  # the report's own line between "likely" and not (docs/report-json.md)
 _SHOWN = 2  # findings on an alert's row
 
 _STYLE = """
