@@ -4,17 +4,22 @@
     python benchmarks/bench_file.py --requests 200000 --hours 4 --format parquet
     python benchmarks/bench_file.py --format parquet --pictures   # also the Markdown report with pictures
     python benchmarks/bench_file.py --format parquet --compare    # also `diagnose compare` of two such dumps
+    python benchmarks/bench_file.py --ladder                      # 1, 8.6 and 30 million requests, a day each
 
 Makes the dump in a temporary folder (or --out), then runs each as its own
 command in a fresh process, as a user would, so that start-up, imports and
 peak memory are counted the same way:
   1. plain read: a script that imports pandas alone and reads every table with
      pandas.read_csv (or read_parquet / read_json)
-  2. the same read with pandas' pyarrow CSV engine, for reference
+  2. the same read with pandas' pyarrow CSV engine, for reference; and the plain pyarrow read (pyarrow
+     alone imported, every table read into an Arrow table): the floor any reader of the files pays
   3. `python -m diagnose file DUMP --format json`
   4. with --pictures: `diagnose file DUMP --format markdown -o review.md` (pictures beside it)
   5. with --compare: `diagnose compare DUMP OTHER --format json`, OTHER a second dump of the same
      shape drawn with another seed
+With --ladder, the scale ladder of issue 63: a day of 1 Hz metrics and 8 GPUs holding 1, 8.6 (100 a
+second) and 30 million requests (``--sizes`` to choose), parquet, each rung made, measured (pandas
+read, pyarrow read, diagnose) and removed before the next.
 and prints wall time, CPU time (user + system, helper processes included), peak RSS (of the
 largest process: diagnose's helpers are each much smaller than it), the ratio of (3) to
 (1) and (2), what (4) adds to (3), and the ratio of (5) to (3). Each kind runs once unmeasured
@@ -178,6 +183,24 @@ def _write(stem: Path, fmt: str, columns: dict) -> None:
         table.to_pandas().to_json(f"{stem}.jsonl", orient="records", lines=True)
 
 
+# The plain pyarrow read: pyarrow alone, every table read into an Arrow table.
+_READ_ARROW = """
+import sys
+from pathlib import Path
+
+import pyarrow.csv
+import pyarrow.json
+import pyarrow.parquet
+
+for path in sorted(Path(sys.argv[1]).iterdir()):
+    if path.suffix == ".csv":
+        pyarrow.csv.read_csv(path)
+    elif path.suffix == ".parquet":
+        pyarrow.parquet.read_table(path)
+    elif path.suffix == ".jsonl":
+        pyarrow.json.read_json(path)
+"""
+
 # The plain read: pandas and nothing else imported, every table read into a DataFrame.
 _READ = """
 import sys
@@ -198,6 +221,8 @@ for path in sorted(Path(dump).iterdir()):
 
 def _command(kind: str, dump: Path, scratch: str) -> list[str]:
     """What a user would type: ``diagnose`` runs as its own command, the read as a bare script."""
+    if kind == "read-arrow":
+        return [sys.executable, "-c", _READ_ARROW, str(dump)]
     if kind.startswith("read"):
         return [sys.executable, "-c", _READ, kind, str(dump)]
     diagnose = [sys.executable, "-m", "diagnose"]
@@ -271,10 +296,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="keep the dump here instead of a temporary folder")
     parser.add_argument("--pictures", action="store_true", help="also time the Markdown report with pictures")
     parser.add_argument("--compare", action="store_true", help="also time `diagnose compare` of two dumps")
+    parser.add_argument("--ladder", action="store_true", help="the scale ladder: a day at several sizes")
+    parser.add_argument(
+        "--sizes", default="1000000,8640000,30000000", help="with --ladder: request counts, comma-separated"
+    )
     add_quick(parser)
     args = parser.parse_args()
     if args.quick:
         args.requests, args.hours, args.gpus = 20_000, 0.25, 1
+    if args.ladder:
+        sizes = [20_000] if args.quick else [int(size) for size in args.sizes.split(",")]
+        _ladder(sizes, args.hours, args.gpus, args.repeat)
+        return
     with tempfile.TemporaryDirectory() as scratch:
         dump = args.out or Path(scratch) / "dump"
         start = time.perf_counter()
@@ -300,6 +333,20 @@ def main() -> None:
         print(f"pictures add: {results['pictures'][0] - diagnose_s:.2f} s to the report (best of each)")
     if "compare" in results:
         print(f"ratio compare of two / diagnose of one: {results['compare'][0] / diagnose_s:.2f}")
+
+
+def _ladder(sizes: list[int], hours: float, gpus: int, repeat: int) -> None:
+    """Each rung a fresh parquet dump of ``hours`` at 1 Hz, measured and removed before the next."""
+    print(f"{'requests':>12} {'kind':<12} {'wall s':>8} {'CPU s':>8} {'peak MiB':>9} {'x pyarrow read':>15}")
+    for requests in sizes:
+        with tempfile.TemporaryDirectory() as scratch:
+            dump = Path(scratch) / "dump"
+            make_dump(dump, requests, hours, gpus, "parquet", job_period_s=600)
+            results = _measure(["read", "read-arrow", "diagnose"], dump, repeat)
+        floor = results["read-arrow"][0]
+        for kind, (wall, cpu, peak) in results.items():
+            row = f"{requests:>12,} {kind:<12} {wall:8.2f} {cpu:8.2f} {peak / 2**20:9,.0f}"
+            print(f"{row} {wall / floor:15.2f}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ Starts ``--processes`` idle processes (so the process table looks like a busy
 host's), runs ``diagnose record`` for ``--seconds`` at 1 s, and reads the
 recorder's CPU time from the OS: for the whole process (getrusage of the
 child, start-up and imports included) and for the sampling loop alone (the
-manifest's ``recorder_cpu_s``, from ``time.process_time``). Where
+manifest's ``recorder_cpu_s``, from ``time.process_time``), with its first
+sample apart (``recorder_first_sample_cpu_s``: it opens every file it keeps
+reading, a cost paid once) and each later one. Where
 ``nvidia-smi`` exists, the cost of calling ``nvidia-smi --query-gpu`` once a
 second for the same time is measured the same way, for comparison. With
 ``--ring`` the recorder runs as the flight recorder (``--ring 30m`` and a P99
@@ -95,6 +97,7 @@ def main() -> None:
             process.kill()
             process.wait()
     samples, loop = manifest["samples"], manifest["recorder_cpu_s"]
+    first = manifest.get("recorder_first_sample_cpu_s", 0.0)
     mode = "flight recorder (--ring 30m, one trigger)" if args.ring else "one dump"
     print(
         f"host: {args.processes} extra idle processes, a watched one of {args.threads} threads; "
@@ -108,6 +111,12 @@ def main() -> None:
         f"diagnose record, sampling loop: {loop:.3f} CPU s = {loop / samples * 1000:.1f} ms a sample "
         f"= {loop / args.seconds * 100:.2f} % of a core"
     )
+    if samples > 1:
+        later = (loop - first) / (samples - 1)
+        print(
+            f"  the first sample {first * 1000:.1f} ms (it opens every file it keeps reading), "
+            f"each later one {later * 1000:.2f} ms = {later * 100 / 1.0:.2f} % of a core at 1 s"
+        )
     nvidia_smi = shutil.which("nvidia-smi")
     if nvidia_smi is None:
         print("nvidia-smi: not found on this machine; no comparison")

@@ -6,6 +6,7 @@ import contextlib
 import errno
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -71,13 +72,59 @@ class _FakeProcess:
             types.SimpleNamespace(id=t, user_time=v, system_time=0.0) for t, v in self.thread_times.items()
         ]
 
-    def counters(self) -> dict:
-        from diagnose.collectors.host import ThreadCounters
+    def counters(self):
+        from diagnose.collectors.proc import ProcessCounters
 
+        return ProcessCounters(self.user, 123 << 20, len(self.thread_times), self.faults)
+
+
+class _FakeThreads:
+    """proc.ThreadReader at its boundary: the fake process's threads, in the kernel's nanoseconds."""
+
+    def __init__(self, processes: dict[int, _FakeProcess], pid: int) -> None:
+        self._process = processes[pid]
+
+    def times(self, process, thread_count=None) -> dict:
+        from diagnose.collectors.proc import ThreadTimes
+
+        fake = self._process
         return {
-            tid: ThreadCounters(cpu, self.thread_waits.get(tid, 0.0), *self.switches.get(tid, (0, 0)))
-            for tid, cpu in self.thread_times.items()
+            tid: ThreadTimes(round(cpu * 1e9), round(fake.thread_waits.get(tid, 0.0) * 1e9))
+            for tid, cpu in fake.thread_times.items()
         }
+
+    def switches(self, tids) -> dict:
+        return {
+            tid: self._process.switches.get(tid, (0, 0)) for tid in tids if tid in self._process.thread_times
+        }
+
+    def close(self) -> None:
+        pass
+
+
+class _FakeHostCounters:
+    """proc.HostCounters at its boundary: the host's busy CPU is the fake processes' CPU, on ``cores``
+    cores of the fake clock, so no reading of the real host decides what the test sees."""
+
+    def __init__(self, clock: _FakeClock, processes: dict[int, _FakeProcess], cores: float) -> None:
+        self._clock, self._processes, self._cores = clock, processes, cores
+
+    def read(self):
+        from diagnose.collectors.proc import HostReading
+
+        user = sum(p.user for p in self._processes.values())
+        return HostReading(
+            cpu={"user": user, "system": 0.0, "idle": max(0.0, self._clock.now * self._cores - user)},
+            ctx_switches=0.0,
+            procs_running=1,
+            mem_total=8 << 30,
+            mem_used=2 << 30,
+            swap_used=0,
+            io=dict.fromkeys(("swap_in", "swap_out", "disk_read", "disk_write", "net_rx", "net_tx"), 0.0),
+        )
+
+    def close(self) -> None:
+        pass
 
 
 def _fake_host(monkeypatch, clock: _FakeClock, processes: dict[int, _FakeProcess], cores: float = 2.0):
@@ -85,14 +132,21 @@ def _fake_host(monkeypatch, clock: _FakeClock, processes: dict[int, _FakeProcess
     is never read, whatever pids the test uses."""
     import diagnose.collectors.host as host_module
 
+    full_readings: list[float] = []
+
+    def every_process() -> dict[int, float]:
+        full_readings.append(clock.now)
+        return {p.pid: p.user for p in processes.values()}
+
     monkeypatch.setattr(host_module, "time", clock)
     monkeypatch.setattr(host_module.psutil, "Process", lambda pid: processes[pid])
-    monkeypatch.setattr(
-        host_module, "cpu_seconds_by_pid", lambda: {p.pid: p.user for p in processes.values()}
-    )
-    monkeypatch.setattr(host_module, "thread_counters", lambda process, previous=None: process.counters())
-    monkeypatch.setattr(host_module, "minor_faults", lambda pid: processes[pid].faults)
+    monkeypatch.setattr(host_module, "cpu_seconds_by_pid", every_process)
+    monkeypatch.setattr(host_module, "open_stat", lambda pid: None)
+    monkeypatch.setattr(host_module, "process_counters", lambda process, stat: process.counters())
+    monkeypatch.setattr(host_module, "ThreadReader", lambda pid: _FakeThreads(processes, pid))
+    monkeypatch.setattr(host_module, "HostCounters", lambda: _FakeHostCounters(clock, processes, cores))
     monkeypatch.setattr(host_module, "cores_allowed", lambda pid: cores)
+    return full_readings
 
 
 def test_busiest_thread_is_the_largest_thread_cpu_delta_over_the_true_interval(monkeypatch):
@@ -120,7 +174,7 @@ def test_a_process_threads_waits_switches_and_faults_are_rates_over_the_true_int
     ended not at all; and the process's minor page faults a second."""
     clock, fake = _FakeClock(), _FakeProcess(4242)
     _fake_host(monkeypatch, clock, {fake.pid: fake}, cores=1.5)
-    host = HostCollector(watch_pids=(fake.pid,), top=0, thread_top=0)
+    host = HostCollector(watch_pids=(fake.pid,), top=0, thread_top=0, switches_every_s=0)
     first = host.sample(time.time(), clock.now)
     assert first.processes[0]["run_queue_wait_pct"] is None  # no interval yet: no rate
     clock.now += 2.0
@@ -138,27 +192,51 @@ def test_a_process_threads_waits_switches_and_faults_are_rates_over_the_true_int
     assert row["max_thread_cpu_pct"] == pytest.approx(25.0)  # only the thread seen twice has a rate
 
 
+def test_context_switches_are_counted_every_switches_every_s_over_that_true_interval(monkeypatch):
+    """A thread's status costs more than the rest of its reading: the switches are counted every
+    ``switches_every_s`` and their rates are over the interval between two counts; the rows between
+    carry none, never a rate over one sample made from counts that were not read."""
+    clock, fake = _FakeClock(), _FakeProcess(4242)
+    _fake_host(monkeypatch, clock, {fake.pid: fake})
+    host = HostCollector(watch_pids=(fake.pid,), top=0, thread_top=0, switches_every_s=10)
+    rates = []
+    for step in range(7):  # samples 2 s apart, 12 s in all
+        fake.switches = {fake.pid: (30 * step, 6 * step), fake.pid + 1: (0, 0)}
+        (row,) = host.sample(time.time(), clock.now).processes
+        rates.append((row["ctx_switches_voluntary_per_s"], row["ctx_switches_involuntary_per_s"]))
+        clock.now += 2.0
+    assert rates[:5] == [(None, None)] * 5  # counted at 0 s; the next count is due at 10 s
+    assert rates[5] == (pytest.approx(15.0), pytest.approx(3.0))  # 150 and 30 more in 10 s
+    assert rates[6] == (None, None)
+
+
 def test_this_process_threads_are_read_from_proc():
     """The real /proc path, for this process: a thread's counters only grow, and the page faults are
     read; relative figures only, which hold on a loaded machine."""
-    from diagnose.collectors.host import minor_faults, procs_running, thread_counters
+    from diagnose.collectors.proc import ThreadReader, minor_faults, procs_running
 
     if not os.path.isdir(f"/proc/{os.getpid()}/task"):
         pytest.skip("no /proc on this system")
-    before = thread_counters(psutil.Process())
-    sum(range(200_000))
-    time.sleep(0.01)  # one voluntary switch at least
-    after = thread_counters(psutil.Process())
+    reader = ThreadReader(os.getpid())
     mine = threading.get_native_id()
-    assert after[mine].cpu_s >= before[mine].cpu_s and after[mine].voluntary > before[mine].voluntary
-    assert after[mine].involuntary is not None and after[mine].wait_s is not None
+    try:
+        before, switched = reader.times(psutil.Process()), reader.switches([mine])
+        sum(range(200_000))
+        time.sleep(0.01)  # one voluntary switch at least
+        after, switched_after = reader.times(psutil.Process()), reader.switches([mine])
+    finally:
+        reader.close()
+    assert after[mine].cpu_ns >= before[mine].cpu_ns and after[mine].wait_ns is not None
+    assert after[mine].timeslices > before[mine].timeslices
+    assert switched_after[mine][0] > switched[mine][0] and switched_after[mine][1] >= switched[mine][1]
     assert minor_faults(os.getpid()) > 0 and procs_running() >= 1
 
 
 def test_an_idle_thread_status_is_not_read_again(monkeypatch):
-    """A pool's idle thread, not given a CPU since the last reading, keeps its switch counts without a
-    second read of its status: what keeps a server of hundreds of idle threads cheap to sample."""
+    """A pool's idle thread, not given a CPU since its switches were last counted, keeps its counts
+    without a second read of its status: what keeps a server of hundreds of idle threads cheap to sample."""
     import diagnose.collectors.host as host_module
+    import diagnose.collectors.proc as proc_module
 
     if not os.path.isdir(f"/proc/{os.getpid()}/task"):
         pytest.skip("no /proc on this system")
@@ -172,17 +250,60 @@ def test_an_idle_thread_status_is_not_read_again(monkeypatch):
     thread.start()
     started.wait()
     time.sleep(0.05)  # asleep in stop.wait() from here on
+    monkeypatch.setattr(host_module, "cpu_seconds_by_pid", _own_cpu_seconds)  # not the host's table
+    host = HostCollector(watch_pids=(os.getpid(),), top=0, thread_top=0, switches_every_s=0)
     try:
-        first = host_module.thread_counters(psutil.Process())
-        read, real = [], host_module._read
-        monkeypatch.setattr(host_module, "_read", lambda path: read.append(path) or real(path))
-        second = host_module.thread_counters(psutil.Process(), first)
+        host.sample(time.time(), time.monotonic())
+        read, real = [], proc_module.read_file
+        monkeypatch.setattr(proc_module, "read_file", lambda path: read.append(path) or real(path))
+        time.sleep(0.05)
+        (row,) = host.sample(time.time(), time.monotonic()).processes
     finally:
         stop.set()
+        host.close()
     tid = thread.native_id
     assert not any(path.endswith(f"/{tid}/status") for path in read)
-    assert any(path.endswith(f"/{tid}/schedstat") for path in read)
-    assert (second[tid].voluntary, second[tid].involuntary) == (first[tid].voluntary, first[tid].involuntary)
+    assert any(path.endswith(f"/{threading.get_native_id()}/status") for path in read)  # this one ran
+    assert row["ctx_switches_voluntary_per_s"] is not None
+
+
+def test_a_process_file_kept_open_never_reads_a_successor_under_its_pid():
+    """A process's stat held open fails once the process is gone, whatever has its pid since."""
+    from diagnose.collectors.proc import open_stat, process_counters
+
+    child = subprocess.Popen(["sleep", "30"])
+    stat = open_stat(child.pid)
+    if stat is None:
+        child.kill()
+        child.wait()
+        pytest.skip("no /proc on this system")
+    try:
+        assert process_counters(psutil.Process(child.pid), stat).threads == 1
+        child.kill()
+        child.wait()
+        with pytest.raises(psutil.NoSuchProcess):
+            process_counters(psutil.Process(os.getpid()), stat)
+    finally:
+        stat.close()
+
+
+def test_the_host_counters_are_psutils_figures():
+    """The system row's counters read from /proc in one pass are what psutil's calls give: the same
+    memory total, and counters that psutil reads at or above the first reading and at or below the next."""
+    from diagnose.collectors.proc import HostCounters, _psutil_reading
+
+    counters = HostCounters()
+    try:
+        first, by_psutil, second = counters.read(), _psutil_reading(), counters.read()
+    finally:
+        counters.close()
+    assert first.mem_total == by_psutil.mem_total > 0
+    for key, value in by_psutil.io.items():
+        if value is not None:
+            assert first.io[key] <= value <= second.io[key], key
+    assert first.ctx_switches <= by_psutil.ctx_switches <= second.ctx_switches
+    for name in ("user", "system", "idle"):
+        assert first.cpu[name] <= by_psutil.cpu[name] <= second.cpu[name], name
 
 
 def test_cores_allowed_is_the_affinity_capped_by_the_cgroup_quota(tmp_path, monkeypatch):
@@ -215,16 +336,18 @@ def _burn(stop: threading.Event) -> None:
         sum(range(1000))
 
 
+def _own_cpu_seconds() -> dict[int, float]:
+    """The process table as this process alone: what the processes born and gone beside a test are not."""
+    times = psutil.Process().cpu_times()
+    return {os.getpid(): times.user + times.system}
+
+
 def test_a_burning_thread_of_this_process_is_its_busiest_thread(monkeypatch):
     """The real psutil path for this process; only relative figures, which hold on a loaded machine.
     The host's process table is not read: the processes born and gone beside the test are not its."""
     import diagnose.collectors.host as host_module
 
-    def own_cpu_seconds() -> dict[int, float]:
-        times = psutil.Process().cpu_times()
-        return {os.getpid(): times.user + times.system}
-
-    monkeypatch.setattr(host_module, "cpu_seconds_by_pid", own_cpu_seconds)
+    monkeypatch.setattr(host_module, "cpu_seconds_by_pid", _own_cpu_seconds)
     stop = threading.Event()
     burner = threading.Thread(target=_burn, args=(stop,), daemon=True)
     burner.start()
@@ -490,19 +613,29 @@ def test_profiler_lines_become_profiler_events(line, kind):
 
 
 def test_an_idle_process_that_becomes_busy_is_recorded_that_sample_at_its_true_rate(monkeypatch):
-    """A long-lived process that wakes up is read at the sample it does (every process's CPU is read each
-    sample), and its first rate is its CPU over that sample's interval, never more than it could use."""
+    """A long-lived process that wakes up is read at the sample it does: the host's busy CPU that the
+    tracked processes do not account for makes every process be read again, and its first rate is its
+    CPU since it was last read, over that true interval, never more than it could use. A sample in
+    which nothing else was busy reads the tracked processes alone."""
     clock, server, worker = _FakeClock(), _FakeProcess(4242), _FakeProcess(5000)
     worker.user = 100.0  # hours of life, idle now
     processes = {server.pid: server, worker.pid: worker}
-    _fake_host(monkeypatch, clock, processes)
+    full_readings = _fake_host(monkeypatch, clock, processes)
     host = HostCollector(watch_pids=(server.pid,), top=0, thread_top=0, rescan_every=10)
-    host.sample(time.time(), clock.now)
+    host.sample(time.time(), clock.now)  # a rescan: every process read
     clock.now += 1.0
+    server.user += 0.5  # the watched server's own work is accounted for
     first = host.sample(time.time(), clock.now)
     assert worker.pid not in {r["pid"] for r in first.processes}  # idle: not read in full
+    assert full_readings == [1000.0, 1000.0]  # at the start, and the first sample's rescan
     clock.now += 2.0
-    worker.user += 1.8  # wakes up: 90 % of a core over these 2 s
+    worker.user += 1.8  # wakes up: 1.8 s of CPU since it was last read, 3 s ago
     woken = host.sample(time.time(), clock.now)
     row = next(r for r in woken.processes if r["pid"] == worker.pid)
-    assert row["cpu_pct"] == pytest.approx(90.0)
+    assert full_readings[2:] == [1003.0]
+    assert row["cpu_pct"] == pytest.approx(60.0)
+    clock.now += 1.0
+    worker.user += 0.9
+    again = host.sample(time.time(), clock.now)
+    assert next(r for r in again.processes if r["pid"] == worker.pid)["cpu_pct"] == pytest.approx(90.0)
+    assert full_readings[2:] == [1003.0]  # tracked now: its CPU is accounted for

@@ -239,7 +239,14 @@ def _merged_manifest(segments: list[Segment], latest: dict) -> dict:
     merged["ended_at"] = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     merged["complete"] = True
     merged["recorder"] = "diagnose record --ring"
-    for key in ("samples", "skipped_ticks", "stopped_by", "recorder_cpu_s", "recorder_total_cpu_s"):
+    for key in (
+        "samples",
+        "skipped_ticks",
+        "stopped_by",
+        "recorder_cpu_s",
+        "recorder_first_sample_cpu_s",
+        "recorder_total_cpu_s",
+    ):
         merged.pop(key, None)
     return merged
 
