@@ -31,6 +31,8 @@ the best is reported.
 from __future__ import annotations
 
 import argparse
+import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -171,6 +173,17 @@ def make_dump(
     )
 
 
+def _make_apart(folder: Path, requests: int, hours: float, gpus: int, fmt: str, **options: object) -> None:
+    """make_dump in a process of its own: the measured commands are children of this one, and a child's
+    peak RSS counts what it inherited at fork, so this process must never hold the dump's arrays."""
+    context = multiprocessing.get_context("spawn")
+    maker = context.Process(target=make_dump, args=(folder, requests, hours, gpus, fmt), kwargs=options)
+    maker.start()
+    maker.join()
+    if maker.exitcode != 0:
+        raise SystemExit(f"making the dump failed ({maker.exitcode})")
+
+
 def _write(stem: Path, fmt: str, columns: dict) -> None:
     table = pa.table(columns)
     if fmt == "csv":
@@ -237,33 +250,50 @@ def _other(dump: Path) -> Path:
     return dump.with_name(dump.name + "-other")
 
 
+# Starts the measured command from a small process and reports its usage. A child's peak RSS counts
+# the memory of the process it was forked from (Linux keeps the larger of the two at exec), and this
+# benchmark holds numpy and pyarrow: measured from here, every kind would read at least its size.
+_LAUNCHER = """
+import json, os, sys, time
+
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)  # the report itself is not measured
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(json.dumps([time.perf_counter() - start, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024,
+                  os.waitstatus_to_exitcode(status)]))
+"""
+
+
 def _run(kind: str, dump: Path, bytecode: Path) -> tuple[float, float, int]:
     """One fresh process: (wall s, CPU s of it and its children, the largest peak RSS among them).
 
     Modules load from the compiled bytecode under ``bytecode`` (written by the first run), as an
     installed package's do: where PYTHONDONTWRITEBYTECODE is set, diagnose's hundred modules would
     otherwise be compiled from source on every run (about 0.1 s), pandas' never (pip compiled them).
+    The usage is that of the process and of the children it waited for (the spike helper, compare's
+    second side), read with wait4 by a small launcher (see _LAUNCHER).
     """
     environment = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
     environment["PYTHONPATH"] = os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")])
     environment["PYTHONPYCACHEPREFIX"] = str(bytecode)
     with tempfile.TemporaryDirectory() as scratch:
-        start = time.perf_counter()
-        process = subprocess.Popen(
-            _command(kind, dump, scratch),
-            stdout=subprocess.DEVNULL,  # the report itself is not measured
-            stderr=subprocess.PIPE,
+        result = subprocess.run(
+            [sys.executable, "-c", _LAUNCHER, *_command(kind, dump, scratch)],
+            capture_output=True,
             env=environment,
+            check=False,
         )
-        # wait4 rather than wait: the usage of the process and of the children it waited for (the
-        # spike helper, compare's second side), including the largest of their peak RSS.
-        _, status, usage = os.wait4(process.pid, 0)
-        wall = time.perf_counter() - start
-        errors = process.stderr.read().decode(errors="replace")
-        process.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{kind} failed ({os.waitstatus_to_exitcode(status)}):\n{errors}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+    try:
+        wall, cpu, peak, code = json.loads(result.stdout.decode().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise SystemExit(f"{kind}: the launcher failed:\n{result.stderr.decode(errors='replace')}") from None
+    if code != 0:
+        raise SystemExit(f"{kind} failed ({code}):\n{result.stderr.decode(errors='replace')}")
+    return wall, cpu, peak
 
 
 def _measure(kinds: list[str], dump: Path, repeat: int) -> dict[str, tuple[float, float, int]]:
@@ -311,9 +341,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         dump = args.out or Path(scratch) / "dump"
         start = time.perf_counter()
-        make_dump(dump, args.requests, args.hours, args.gpus, args.format)
+        _make_apart(dump, args.requests, args.hours, args.gpus, args.format)
         if args.compare:
-            make_dump(_other(dump), args.requests, args.hours, args.gpus, args.format, seed=1)
+            _make_apart(_other(dump), args.requests, args.hours, args.gpus, args.format, seed=1)
         size = sum(p.stat().st_size for p in dump.iterdir())
         print(
             f"dump: {args.requests:,} requests, {args.hours:g} h at 1 Hz, {args.gpus} GPUs, "
@@ -341,7 +371,7 @@ def _ladder(sizes: list[int], hours: float, gpus: int, repeat: int) -> None:
     for requests in sizes:
         with tempfile.TemporaryDirectory() as scratch:
             dump = Path(scratch) / "dump"
-            make_dump(dump, requests, hours, gpus, "parquet", job_period_s=600)
+            _make_apart(dump, requests, hours, gpus, "parquet", job_period_s=600)
             results = _measure(["read", "read-arrow", "diagnose"], dump, repeat)
         floor = results["read-arrow"][0]
         for kind, (wall, cpu, peak) in results.items():
