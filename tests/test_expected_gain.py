@@ -194,3 +194,23 @@ def test_the_latency_with_capacity_for_the_busiest_windows_is_that_of_the_same_s
         expected = float(np.quantile(truth, 0.5 if figure.name == "p50" else 0.99))
         promised, delivered = figure.now_ms - figure.expected_ms, figure.now_ms - expected
         assert 0.7 * delivered <= promised <= 1.05 * delivered, (figure, expected)
+
+
+def test_requests_set_aside_give_the_quantiles_of_the_rest_without_a_sort():
+    """Weights of 0 and 1 (set aside or kept) take a partition instead of the weighted sort: the same
+    values, ties and the top included, as the sort gives for the same weights doubled (which it must
+    sort)."""
+    from diagnose.bootstrap import weighted_quantiles
+
+    rng = np.random.default_rng(7)
+    qs = [0.01, 0.5, 0.9, 0.99, 1.0]
+    for trial in range(200):
+        size = int(rng.integers(1, 80))
+        values = rng.integers(0, 6, size).astype("float64") if trial % 2 else rng.lognormal(3, 1, size)
+        kept = (rng.random(size) < 0.7).astype("float64")
+        if not kept.any():
+            continue
+        assert weighted_quantiles(values, kept, qs) == weighted_quantiles(values, 2 * kept, qs)
+        assert weighted_quantiles(values, kept, [0.5]) == [
+            float(np.quantile(values[kept == 1], 0.5, method="inverted_cdf"))
+        ]

