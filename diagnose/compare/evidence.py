@@ -73,8 +73,8 @@ def measure_dump(
     evidence = Evidence(
         dump.path,
         (iso(report.window.start), iso(report.window.end)),
-        0 if requests is None else len(requests.frame),
-        0 if requests is None else requests.cold_excluded,
+        0 if requests is None else round(len(requests.frame) * requests.per_row),  # a sample's: estimated
+        0 if requests is None else round(requests.cold_excluded * requests.per_row),
         {m.name: m for m in measures},
         _samples(requests),
         describe(dump),

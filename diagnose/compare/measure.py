@@ -57,6 +57,7 @@ class Requests:
     cold_excluded: int
     stage_kinds: dict[str, StageKind]  # the manifest's stages: map
     salt: int  # seeds the bootstrap: from the dump's content, so two recordings draw independently
+    per_row: float = 1.0  # requests each row stands for: more than 1 where the table is a sample
 
     @cached_property
     def weights(self) -> np.ndarray:
@@ -103,7 +104,16 @@ def _answered_requests(dump: Dump, salt: int, leave_out_cold: bool) -> Requests 
     ts, latency = frame["ts"].to_numpy(), frame["latency_ms"].to_numpy(dtype="float64")
     kinds = declared_kinds(dump.manifest.extra, [])
     blocks = time_blocks(ts, latency)
-    return Requests(frame, blocks, float(ts[-1] - ts[0]), dump.source("requests"), excluded, kinds, salt)
+    return Requests(
+        frame,
+        blocks,
+        float(ts[-1] - ts[0]),
+        dump.source("requests"),
+        excluded,
+        kinds,
+        salt,
+        dump.requests_per_row(),
+    )
 
 
 def measure_requests(side: Requests) -> list[Measure]:
@@ -248,8 +258,8 @@ def _errors_and_rates(side: Requests) -> list[Measure]:
                 "rps",
                 better,
                 "relative",
-                float(amounts.sum() / side.duration_s),
-                (resampled.replicate_sums() / side.duration_s).astype("float32"),
+                float(amounts.sum() * side.per_row / side.duration_s),
+                (resampled.replicate_sums() * side.per_row / side.duration_s).astype("float32"),
                 side.blocks.method,
                 f"{side.source}: {column}",
             )

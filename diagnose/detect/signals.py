@@ -23,7 +23,7 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from diagnose.dump.model import Dump
+from diagnose.dump.model import Dump, RequestSample
 from diagnose.dump.processes import GROUP, identifiers, process_ids
 from diagnose.dump.schema import COLUMNS, UNIT_SUFFIXES, stage_columns
 from diagnose.quantiles import binned_quantiles
@@ -107,7 +107,7 @@ def iter_signals(dump: Dump, server_pids: set[int] | None = None) -> Iterator[Ba
             yield (3, position), kept(_process_signals(frame, table, present, step, server_pids or set()))
     requests = dump.table("requests")
     if requests is not None and len(requests) > 1:
-        yield (0, 0), kept(_request_signals(requests, step))
+        yield (0, 0), kept(_request_signals(requests, step, dump.request_sample))
 
 
 def in_order(batches: Iterable[Batch]) -> list[Signal]:
@@ -194,7 +194,11 @@ def _rows_by_gpu(column: pd.Series) -> Iterator[tuple[int, np.ndarray]]:
         yield int(index), rows
 
 
-def _request_signals(requests: pd.DataFrame, base_step: float) -> list[Signal]:
+def _request_signals(
+    requests: pd.DataFrame, base_step: float, sample: RequestSample | None = None
+) -> list[Signal]:
+    """Throughput, P50, P99 and stage means per window; a sample's throughput from its counts of every
+    request per second (dump/sample.py)."""
     ts = requests["ts"].to_numpy()
     duration = max(ts[-1] - ts[0], base_step)
     rate = len(ts) / duration
@@ -205,7 +209,12 @@ def _request_signals(requests: pd.DataFrame, base_step: float) -> list[Signal]:
     counts = np.bincount(slot, minlength=bins).astype("float64")
     present = counts > 0
     latency = requests["latency_ms"].to_numpy(dtype="float64")
-    signals = [Signal("requests.throughput_rps", "throughput", start, step, counts / step)]
+    arrived = counts
+    if sample is not None and len(sample.per_second):
+        seconds = sample.per_second.index.to_numpy(dtype="float64")
+        window = np.clip(((seconds - start) // step).astype("int64"), 0, bins - 1)
+        arrived = np.bincount(window, sample.per_second.to_numpy(dtype="float64"), minlength=bins)
+    signals = [Signal("requests.throughput_rps", "throughput", start, step, arrived / step)]
     p50, p99 = binned_quantiles(slot, latency, bins, (0.50, 0.99))
     signals.append(Signal("requests.latency_ms.p50", "latency", start, step, p50))
     signals.append(Signal("requests.latency_ms.p99", "latency", start, step, p99))

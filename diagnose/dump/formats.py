@@ -71,7 +71,8 @@ def _read_parquet(path: Path) -> ReadResult:
 def _to_pandas(table: pa.Table) -> pd.DataFrame:
     """The table as a DataFrame, the Arrow buffers let go column by column as each is converted: the
     table and the frame are never held whole at once (a day of 8.6 million requests: 0.7 GiB less)."""
-    return table.to_pandas(split_blocks=True, self_destruct=True)
+    frame: pd.DataFrame = table.to_pandas(split_blocks=True, self_destruct=True)
+    return frame
 
 
 def _open_text(path: Path) -> io.TextIOBase:

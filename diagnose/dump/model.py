@@ -18,6 +18,33 @@ class Manifest:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class RequestSample:
+    """A request table analysed on a uniform sample (dump/sample.py): the whole table's size and its
+    requests per second, from which the counts come; the sample is the table the dump holds."""
+
+    total: int  # requests in the table, after cleaning
+    per_second: pd.Series  # requests per whole epoch second of the table (index: the second's start)
+    statuses: pd.Series | None = None  # requests per status, over the whole table (a rare error is counted)
+    latency_max_ms: float | None = None  # the slowest request of the whole table, which a sample may miss
+
+    def scale(self, kept: int) -> float:
+        """How many requests of the table each analysed one stands for."""
+        return self.total / kept if kept else 1.0
+
+    def between(self, start: float, end: float) -> RequestSample:
+        """The counts of the seconds from ``start`` to ``end``: a window's."""
+        index = self.per_second.index.to_numpy()
+        inside = self.per_second[(index + 1 > start) & (index <= end)]
+        return RequestSample(int(inside.sum()), inside)  # the statuses and the slowest are the table's
+
+    def describe(self, kept: int) -> str:
+        return (
+            f"{self.total:,} requests; the analysis reads a uniform sample of {kept:,} of them "
+            f"(1 in {self.scale(kept):.1f}, seeded), and counts every request per second"
+        )
+
+
 @dataclass
 class Dump:
     """Every table is optional; ``ts`` is float epoch seconds (UTC), rows sorted by it."""
@@ -32,6 +59,15 @@ class Dump:
     # A profiler trace's tables (gpu_activity, host_calls): their ts is the trace's own clock in
     # microseconds, so they stay out of ``tables``, whose ts is epoch seconds, and out of any window.
     traces: dict[str, pd.DataFrame] = field(default_factory=dict)
+    # Where the request table is a sample of a bigger one: its counts (None: every request is there).
+    request_sample: RequestSample | None = None
+
+    def requests_per_row(self) -> float:
+        """How many requests each row of the request table stands for: 1 unless it is a sample."""
+        requests = self.tables.get("requests")
+        if self.request_sample is None or requests is None:
+            return 1.0
+        return self.request_sample.scale(len(requests))
 
     def table(self, name: str) -> pd.DataFrame | None:
         frame = self.tables.get(name)
@@ -73,7 +109,8 @@ class Dump:
             return self
         kept = {name: frame for name, frame in tables.items() if len(frame)}
         files = {name: self.files[name] for name in kept if name in self.files}
-        return replace(self, tables=kept, files=files)
+        sample = self.request_sample.between(start, end) if self.request_sample is not None else None
+        return replace(self, tables=kept, files=files, request_sample=sample)
 
     def span(self) -> tuple[float, float] | None:
         """First and last timestamp over all tables, or None for an empty dump."""

@@ -18,7 +18,8 @@ import yaml
 
 from diagnose.dump.cleaning import normalised
 from diagnose.dump.formats import ReadResult, TableReadError, read_json_objects, read_table_file
-from diagnose.dump.model import Dump, Manifest
+from diagnose.dump.model import Dump, Manifest, RequestSample
+from diagnose.dump.sample import sampled_requests
 from diagnose.dump.schema import (
     EVENTS_TABLE,
     MANIFEST_FILE,
@@ -71,6 +72,7 @@ def load_dump(path: str, tz: str | None = None, progress: Progress | None = None
     tables: dict[str, pd.DataFrame] = {}
     files: dict[str, list[str]] = {}
     problems: list[str] = []
+    request_sample: RequestSample | None = None
     for name, found in candidates.items():
         if len(found) > 1:
             names = " and ".join(p.name for p, _ in found)
@@ -79,10 +81,13 @@ def load_dump(path: str, tz: str | None = None, progress: Progress | None = None
         file, suffix = found[0]
         progress(f"reading {file.name} ({_size(file)})")
         try:
-            frame = _load_table(name, file, suffix, warnings)
+            sampled = sampled_requests(file, file.name, warnings) if name == "requests" else None
+            frame = _load_table(name, file, suffix, warnings) if sampled is None else sampled[0]
         except TableReadError as error:
             problems.append(f"{file.name}: {error}; table skipped")
             continue
+        if sampled is not None:
+            request_sample = sampled[1]
         tables[name] = frame
         files[name] = [file.name]
 
@@ -122,7 +127,11 @@ def load_dump(path: str, tz: str | None = None, progress: Progress | None = None
             raise DumpError(f"{path}: not a diagnose dump itself, but {named} {said}")
         expected = ", ".join(f"{t}.csv" for t in TABLES)
         raise DumpError(f"{path}: not a diagnose dump: no tables found (expected files such as {expected})")
-    return Dump(str(path), tables, files, manifest, warnings, not_used, imported, traces)
+    if request_sample is not None and files.get("requests", [None])[1:]:
+        # requests read whole from another file joined the sample: the counts are of the whole of both
+        request_sample = None
+        warnings.append("requests: a sample and the requests of another file together; counted as read")
+    return Dump(str(path), tables, files, manifest, warnings, not_used, imported, traces, request_sample)
 
 
 def _quiet(_: str) -> None:

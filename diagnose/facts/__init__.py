@@ -47,12 +47,26 @@ def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnal
     steps: list[tuple[str, Callable[[], None]]] = []
     if requests is not None and len(requests):
         source = dump.source("requests")
+        sample = dump.request_sample
+        # A sample holds 1 in N of the requests in flight at any moment: what needs them all is not read.
+        sampled = (
+            None
+            if sample is None
+            else f"every request in flight at once ({source} is analysed on a sample of {len(requests):,} "
+            f"of its {sample.total:,} requests)"
+        )
         steps += [
-            (f"latency facts from {source}", lambda: add_latency_facts(facts, requests, source)),
-            (f"stage facts from {source}", lambda: add_stage_facts(facts, requests, source, declared)),
+            (f"latency facts from {source}", lambda: add_latency_facts(facts, requests, source, sample)),
+            (
+                f"stage facts from {source}",
+                lambda: add_stage_facts(facts, requests, source, declared, sampled),
+            ),
             (f"TTFT and TPOT from {source}", lambda: add_llm_facts(facts, requests, source)),
-            (f"prefill interference from {source}", lambda: add_interference_facts(facts, requests, source)),
-            (f"stream silences from {source}", lambda: add_stream_facts(facts, requests, source)),
+            (
+                f"prefill interference from {source}",
+                lambda: add_interference_facts(facts, requests, source, sampled),
+            ),
+            (f"stream silences from {source}", lambda: add_stream_facts(facts, requests, source, sampled)),
             (f"TTFT and TPOT shifts from {source}", lambda: add_llm_shift_facts(facts, requests, source)),
             (f"batching facts from {source}", lambda: add_batch_facts(facts, requests, source)),
             (f"input-length facts from {source}", lambda: add_shift_facts(facts, requests, source)),

@@ -141,8 +141,15 @@ def interference_split(requests: pd.DataFrame, source: str = "the log") -> Inter
     return split
 
 
-def add_interference_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
-    """TPOT while long prompts were prefilled against TPOT while none was (interference_split)."""
+def add_interference_facts(
+    facts: Facts, requests: pd.DataFrame, source: str, sampled: str | None = None
+) -> None:
+    """TPOT while long prompts were prefilled against TPOT while none was (interference_split).
+    ``sampled``: why not, where the table is a sample (a long prefill beside a request may not be in it)."""
+    if sampled is not None:
+        if {"ttft_ms", "input_len"} <= set(requests.columns):
+            facts.cannot(_INTERFERENCE_FACTS, sampled)
+        return
     split = interference_split(requests, source)
     if split is None:
         return

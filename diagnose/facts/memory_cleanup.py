@@ -25,6 +25,7 @@ requests. Three forms carry it:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -43,13 +44,21 @@ _DEVICE_FREE = re.compile(r"^(cuda|hip)Free$|^cuMemFree(_v2)?$")
 
 def add_memory_cleanup_facts(facts: Facts, dump: Dump) -> None:
     requests = dump.table("requests")
-    arrivals = None if requests is None else np.sort(requests["ts"].to_numpy(dtype="float64"))
+    arrivals: Arrivals | None = None
+    if requests is not None and dump.request_sample is not None:
+        # a sample holds 1 in N of each interval's requests: every request, counted per second, instead
+        # (each second's requests at its start: the intervals are a second or more, as samples are)
+        counted = dump.request_sample.per_second
+        arrivals = Arrivals(counted.index.to_numpy(dtype="float64"), np.cumsum(counted.to_numpy()))
+    elif requests is not None:
+        ts = np.sort(requests["ts"].to_numpy(dtype="float64"))
+        arrivals = Arrivals(ts, np.arange(1, ts.size + 1))
     _add_allocator_facts(facts, dump, arrivals)
     _add_page_fault_facts(facts, dump, arrivals)
     _add_trace_facts(facts, dump)
 
 
-def _add_allocator_facts(facts: Facts, dump: Dump, arrivals: np.ndarray | None) -> None:
+def _add_allocator_facts(facts: Facts, dump: Dump, arrivals: Arrivals | None) -> None:
     allocator = dump.table("allocator")
     if allocator is None or "num_device_alloc" not in allocator.columns:
         return
@@ -98,14 +107,27 @@ def _add_allocator_facts(facts: Facts, dump: Dump, arrivals: np.ndarray | None) 
                 )
 
 
-def _requests_between(arrivals: np.ndarray | None, times: np.ndarray) -> np.ndarray | None:
+@dataclass(frozen=True)
+class Arrivals:
+    """How many requests had arrived by each of ``times`` (ascending): each request's own time, or each
+    second's count where the request table is a sample."""
+
+    times: np.ndarray
+    so_far: np.ndarray  # requests arrived up to and including each time
+
+    def by(self, moments: np.ndarray) -> np.ndarray:
+        at = np.searchsorted(self.times, moments, side="right")
+        return np.where(at > 0, self.so_far[np.maximum(at - 1, 0)], 0)
+
+
+def _requests_between(arrivals: Arrivals | None, times: np.ndarray) -> np.ndarray | None:
     """Requests that arrived in each interval between consecutive sample times."""
     if arrivals is None or times.size < 2:
         return None
-    return np.diff(np.searchsorted(arrivals, times, side="right"))
+    return np.diff(arrivals.by(times))
 
 
-def _add_page_fault_facts(facts: Facts, dump: Dump, arrivals: np.ndarray | None) -> None:
+def _add_page_fault_facts(facts: Facts, dump: Dump, arrivals: Arrivals | None) -> None:
     server = server_rows(dump)
     if server is None or "minor_faults_per_s" not in server.columns or arrivals is None:
         return

@@ -78,7 +78,8 @@ def queue_windows(dump: Dump, capacity: float | None = None) -> QueueWindows | s
     per = per[per["size"] >= _MIN_REQUESTS]
     if len(per) < 5:
         return f"5 windows of {_MIN_REQUESTS} requests or more ({dump.source('requests')} has {len(per)})"
-    rate = per["size"].to_numpy() / np.diff(edges)[per.index.to_numpy()]
+    # a sample's windows hold 1 in N of the requests that arrived (dump/sample.py)
+    rate = per["size"].to_numpy() * dump.requests_per_row() / np.diff(edges)[per.index.to_numpy()]
     wait = per["mean"].to_numpy()
     source = f"{dump.source('requests')}: stage_queue_ms and arrivals per window ({len(per)} windows)"
     if isinstance(capacity, float) and capacity > 0:
@@ -238,6 +239,7 @@ def _model_busy(
         return "a text-generation engine's requests share its steps, so their model times overlap"
     busy_ms = requests[model].apply(pd.to_numeric, errors="coerce").fillna(0.0).sum(axis=1).to_numpy()
     per_window = pd.Series(busy_ms).groupby(window).sum().reindex(windows).to_numpy()
+    per_window = per_window * dump.requests_per_row()  # a sample: 1 in N of the requests
     load = per_window / (lengths_s[windows] * 1000)
     stage_names = ", ".join(model)
     workers = _workers(dump.table("server"))

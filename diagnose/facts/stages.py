@@ -101,8 +101,13 @@ _ALL_STAGE_FACTS = (
 
 
 def add_stage_facts(
-    facts: Facts, requests: pd.DataFrame, source: str, declared: dict[str, StageKind] | None = None
+    facts: Facts,
+    requests: pd.DataFrame,
+    source: str,
+    declared: dict[str, StageKind] | None = None,
+    sampled: str | None = None,
 ) -> None:
+    """``sampled``: why the facts that need every request are not computed (the table is a sample)."""
     columns = stage_columns(requests)
     if not columns:
         return
@@ -141,7 +146,10 @@ def add_stage_facts(
     facts.summary.unaccounted_share = unaccounted
     facts.add("stages.unaccounted_share", unaccounted, f"{cite}: latency in no stage")
     cpu_columns = [columns[n] for n in rows if rows[n].kind == StageKind.CPU]
-    _add_unaccounted_load(facts, requests, columns, cpu_columns, valid, f"{cite}: latency in no stage")
+    if sampled is not None:  # the work that arrived before each request: every request, not 1 in N
+        facts.cannot(["stages.unaccounted_load_corr"], sampled)
+    else:
+        _add_unaccounted_load(facts, requests, columns, cpu_columns, valid, f"{cite}: latency in no stage")
     cpu = [n for n in rows if rows[n].kind == StageKind.CPU]
     kinds = ", ".join(f"{name} ({row.kind})" for name, row in rows.items())
     have = f"{source} has {kinds}"

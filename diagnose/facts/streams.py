@@ -22,8 +22,12 @@ from diagnose.facts.model import Facts
 _MIN_REQUESTS = 10
 
 
-def add_stream_facts(facts: Facts, requests: pd.DataFrame, source: str) -> None:
+def add_stream_facts(facts: Facts, requests: pd.DataFrame, source: str, sampled: str | None = None) -> None:
+    """``sampled``: why not, where the table is a sample (a moment is silent only if every request is)."""
     if "ttft_ms" not in requests.columns or "latency_ms" not in requests.columns:
+        return
+    if sampled is not None:
+        facts.cannot(["requests.stream_silence_s"], sampled)
         return
     start = _numbers(requests, "ts")
     end = start + _numbers(requests, "latency_ms") / 1000.0
