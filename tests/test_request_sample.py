@@ -75,6 +75,30 @@ def test_a_table_above_the_cap_is_counted_in_full_and_analysed_on_a_seeded_sampl
     assert "every request in flight at once" in facts.absent["requests.stream_silence_s"]
 
 
+def test_a_csv_above_the_cap_is_streamed_and_one_whose_later_rows_change_type_is_read_whole(
+    tmp_path, monkeypatch
+):
+    """A CSV says nothing of its length: its rows are estimated from its first block's, and a block
+    whose values do not fit the first block's types sends the file to the whole read, which reads
+    damage row by row."""
+    monkeypatch.setattr(sample_module, "ANALYSED_REQUESTS", 1_000)
+    monkeypatch.setattr(sample_module, "_CSV_BLOCK_BYTES", 64 << 10)
+    folder = _requests_table(tmp_path / "csv", 10_000)
+    frame = pd.read_parquet(folder / "requests.parquet")
+    (folder / "requests.parquet").unlink()
+    frame.to_csv(folder / "requests.csv", index=False)
+    dump = load_dump(str(folder))
+    assert dump.request_sample is not None and dump.request_sample.total == 10_000
+    assert 700 <= len(dump.tables["requests"]) <= 1_300  # the estimate from the first block, near enough
+    assert compute_facts(dump).get("requests.oom_count") == 2
+    frame = frame.astype({"latency_ms": "object"})
+    frame.loc[9_000, "latency_ms"] = "slow"  # far past the first block
+    frame.to_csv(folder / "requests.csv", index=False)
+    dump = load_dump(str(folder))
+    assert dump.request_sample is None and len(dump.tables["requests"]) == 10_000
+    assert any("'slow'" in w for w in dump.warnings)
+
+
 def test_a_table_at_or_below_the_cap_is_read_whole(tmp_path, monkeypatch):
     monkeypatch.setattr(sample_module, "ANALYSED_REQUESTS", 10_000)
     dump = load_dump(str(_requests_table(tmp_path / "small", 10_000)))
