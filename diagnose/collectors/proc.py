@@ -127,15 +127,6 @@ def process_counters(process: psutil.Process, stat: HeldFile | None) -> ProcessC
         raise psutil.NoSuchProcess(process.pid) from error
 
 
-def minor_faults(pid: int) -> int | None:
-    """The process's minor page faults so far (all its threads), from ``/proc/PID/stat``; None elsewhere."""
-    try:
-        stat = read_file(f"/proc/{pid}/stat")
-        return int(stat[stat.rindex(b")") + 2 :].split(None, 8)[7])  # state ppid ... flags minflt
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def procs_running() -> int | None:
     """The host's run queue now: threads running or runnable (``/proc/stat``), None where not Linux."""
     try:

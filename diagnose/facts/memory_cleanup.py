@@ -51,8 +51,7 @@ def add_memory_cleanup_facts(facts: Facts, dump: Dump) -> None:
         counted = dump.request_sample.per_second
         arrivals = Arrivals(counted.index.to_numpy(dtype="float64"), np.cumsum(counted.to_numpy()))
     elif requests is not None:
-        ts = np.sort(requests["ts"].to_numpy(dtype="float64"))
-        arrivals = Arrivals(ts, np.arange(1, ts.size + 1))
+        arrivals = Arrivals(np.sort(requests["ts"].to_numpy(dtype="float64")))
     _add_allocator_facts(facts, dump, arrivals)
     _add_page_fault_facts(facts, dump, arrivals)
     _add_trace_facts(facts, dump)
@@ -113,10 +112,12 @@ class Arrivals:
     second's count where the request table is a sample."""
 
     times: np.ndarray
-    so_far: np.ndarray  # requests arrived up to and including each time
+    so_far: np.ndarray | None = None  # requests arrived up to each time; None: one request at each
 
     def by(self, moments: np.ndarray) -> np.ndarray:
         at = np.searchsorted(self.times, moments, side="right")
+        if self.so_far is None:
+            return at
         return np.where(at > 0, self.so_far[np.maximum(at - 1, 0)], 0)
 
 
