@@ -70,3 +70,90 @@ def report_of(run_cli):
         return json.loads(_COMMITTED_REPORTS[key])
 
     return report
+
+
+# Every column a writer of this project writes is in the registry (diagnose/dump/registry.py), which
+# docs/dump-format.md is held to (tests/test_column_registry.py): each importer's read and each
+# recorder's row in the whole suite is checked, and a test whose code wrote an unregistered column fails.
+_UNREGISTERED: list[str] = []
+
+
+def _importer_classes() -> list[type]:
+    import diagnose.importers  # noqa: F401 - every importer module, so that every subclass exists
+    from diagnose.importers.base import Importer
+
+    found, todo = [], list(Importer.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return [cls for cls in found if "read" in vars(cls)]
+
+
+def _event_figures() -> frozenset[str]:
+    """What an event may carry beyond the registry: its statement's figures, a trigger's signals."""
+    from diagnose.collectors.triggers import SIGNALS
+    from diagnose.statements import figure_names
+
+    return figure_names() | frozenset(SIGNALS)
+
+
+def _checked_read(cls: type):
+    from diagnose.dump.registry import unregistered
+
+    read = vars(cls)["read"]
+
+    def checked(self, *args, **kwargs):
+        imported = read(self, *args, **kwargs)
+        for table, frame in imported.tables.items():
+            bad = unregistered(table, frame.columns, _event_figures())
+            if bad:
+                _UNREGISTERED.append(f"{cls.__name__} wrote {table}: {', '.join(bad)}")
+        return imported
+
+    return checked
+
+
+def _checked_append(append):
+    from diagnose.collectors.writer import JSONL_TABLES
+    from diagnose.dump.registry import unregistered
+    from diagnose.dump.schema import COLUMNS
+
+    def checked(self, table, rows):
+        keys = sorted({key for row in rows for key in row})
+        if table in COLUMNS:  # a CSV table's writer drops what its header lacks: said here, not lost there
+            dropped = [key for key in keys if key not in COLUMNS[table]]
+            if dropped:
+                _UNREGISTERED.append(f"DumpWriter dropped {table}: {', '.join(dropped)}")
+        elif table in JSONL_TABLES:
+            bad = unregistered(table, keys, _event_figures())
+            if bad:
+                _UNREGISTERED.append(f"DumpWriter wrote {table}: {', '.join(bad)}")
+        return append(self, table, rows)
+
+    return checked
+
+
+@pytest.fixture(scope="session")
+def _registry_watch():
+    from diagnose.collectors.writer import DumpWriter
+
+    patch = pytest.MonkeyPatch()
+    for cls in _importer_classes():
+        patch.setattr(cls, "read", _checked_read(cls))
+    patch.setattr(DumpWriter, "append", _checked_append(DumpWriter.append))
+    yield
+    patch.undo()
+
+
+@pytest.fixture(autouse=True)
+def _columns_registered(_registry_watch, request):
+    _UNREGISTERED.clear()
+    yield
+    if _UNREGISTERED and request.node.get_closest_marker("writes_unregistered") is None:
+        found = sorted(set(_UNREGISTERED))
+        _UNREGISTERED.clear()
+        pytest.fail(
+            "columns written but not in diagnose/dump/registry.py (and docs/dump-format.md): "
+            + "; ".join(found)
+        )

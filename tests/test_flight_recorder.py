@@ -100,7 +100,7 @@ def test_live_signals_sum_stages_count_errors_and_forget_old_requests():
 
 def _tick(ring, clock: Clock, rows_per_tick: int = 5) -> None:
     ring.append("system", [{"ts": clock.now, "cpu_pct": 10.0}])
-    ring.append("requests", [{"ts": clock.now, "latency_ms": 5.0, "pad": "x" * 200}] * rows_per_tick)
+    ring.append("requests", [{"ts": clock.now, "latency_ms": 5.0, "status": "x" * 200}] * rows_per_tick)
     ring.flush()
     clock.now += 1
 

@@ -133,6 +133,7 @@ class NvidiaSmiTableImporter(Importer):
                 _keep_cut(gpu_line, current, result)
                 gpu_line = {"gpu": int(match["gpu"]), "gpu_name": match["name"].strip(), "bus": match["bus"]}
             elif (match := _USAGE_LINE.match(line)) and gpu_line is not None:
+                gpu_line.pop("cut", None)  # a whole figures line after a cut-looking one: the whole one wins
                 current.gpus.append({**gpu_line, **_usage(match)})
                 gpu_line = None
             elif gpu_line is not None and "cut" not in gpu_line and (match := _CUT_USAGE_LINE.match(line)):

@@ -12,6 +12,7 @@ from diagnose.statements.catalogue import (
     Statement,
     builtin_catalogue,
     default_statements_dir,
+    figure_names,
     load_catalogue,
     load_statements_file,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "builtin_catalogue",
     "builtin_finder",
     "default_statements_dir",
+    "figure_names",
     "load_catalogue",
     "load_statements_file",
     "statement_events",

@@ -79,6 +79,13 @@ def builtin_catalogue() -> tuple[Statement, ...]:
     return load_catalogue(default_statements_dir())
 
 
+@cache
+def figure_names() -> frozenset[str]:
+    """Every figure the built-in catalogue names: the fields its events may carry beyond the registry's
+    (diagnose/dump/registry.py)."""
+    return frozenset(f for statement in builtin_catalogue() for f in statement.figures if f != "_")
+
+
 def load_catalogue(folder: Path) -> tuple[Statement, ...]:
     statements: list[Statement] = []
     seen: dict[str, str] = {}
