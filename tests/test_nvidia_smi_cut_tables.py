@@ -186,3 +186,27 @@ def test_the_field_pastes_of_these_forms_are_read():
     assert list(mig["gpu"]) == [1, 1, 1, 2] and mig["mem_used_bytes"].iloc[0] == 14366 * MIB
     apps = load_dump(str(FIELD_B / "14_compute_apps_uuid_name_vgpu_root_prompt.txt")).tables["gpu_processes"]
     assert list(apps["gpu"]) == [0, 1] and list(apps["name"]) == ["vgpu", "vgpu"]
+
+
+PROCESSES_ALONE = """\
++---------------------------------------------------------------------------------------+
+| Processes:                                                                            |
+|  GPU   GI   CI        PID   Type   Process name                            GPU Memory |
+|        ID   ID                                                             Usage      |
+|=======================================================================================|
+|    0   N/A  N/A      4100      C   python3 -m vllm.entrypoints.openai       70120MiB |
+|    1   N/A  N/A      4211      C   ...ocal/bin/train_other_job              20480MiB |
+|    1   N/A  N/
+"""
+
+
+def test_the_processes_section_pasted_alone_gives_each_process_on_its_gpu(tmp_path):
+    processes = _read(tmp_path, PROCESSES_ALONE).tables["gpu_processes"]
+    assert list(processes["pid"]) == [4100, 4211] and list(processes["gpu"]) == [0, 1]
+    assert processes["mem_used_bytes"].iloc[0] == 70120 * 2**20
+
+
+def test_a_processes_title_with_no_process_row_is_not_a_table():
+    from diagnose.importers.nvidia_smi_report import NvidiaSmiTableImporter
+
+    assert not NvidiaSmiTableImporter().recognise("| Processes:   |\n|  No running processes found |\n")

@@ -161,3 +161,15 @@ def test_the_field_paste_of_a_rendered_fragment_is_read():
     result = _read((FIELD_B / "20_q_x_xml_html_entities_mangled.txt").read_text())
     gpu = result.tables["gpu"].iloc[0]
     assert gpu["gpu"] == 0 and gpu["throttle_reasons"] == "gpu_idle"
+
+
+def test_a_fragment_that_begins_inside_an_element_keeps_the_figures_after_its_end_tag():
+    """Copied from inside <pci>: its children first, then the end tags of <pci_bridge_chip> and <pci>,
+    whose starts were not copied; the figures after them are still the GPU's."""
+    inside_pci = (
+        "\t\t\t\t<bridge_chip_type>N/A</bridge_chip_type>\n\t\t\t\t<bridge_chip_fw>N/A</bridge_chip_fw>\n"
+        "\t\t\t</pci_bridge_chip>\n\t\t\t<replay_counter>0</replay_counter>\n"
+    )
+    result = _read(inside_pci + _gpu_children(40000, "Active"))
+    gpu = result.tables["gpu"].iloc[0]
+    assert gpu["mem_used_bytes"] == 40000 * 2**20 and gpu["throttle_reasons"] == "sw_power_cap"

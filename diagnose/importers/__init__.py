@@ -20,6 +20,7 @@ from diagnose.importers.nvidia_smi import NvidiaSmiComputeAppsImporter, NvidiaSm
 from diagnose.importers.nvidia_smi_monitor import DmonImporter, PmonImporter
 from diagnose.importers.nvidia_smi_report import NvidiaSmiQueryImporter, NvidiaSmiTableImporter
 from diagnose.importers.nvidia_smi_xml import NvidiaSmiXmlImporter
+from diagnose.importers.nvprof import NvprofImporter
 from diagnose.importers.oom_log import OomLogImporter
 from diagnose.importers.profiler_table import ProfilerTableImporter
 from diagnose.importers.profiler_trace import KinetoTraceImporter, OrtProfileImporter
@@ -48,6 +49,7 @@ IMPORTERS: tuple[Importer, ...] = (
     NsysSqliteImporter(),
     ProfilerTableImporter(),
     NsysStatsImporter(),
+    NvprofImporter(),
     TraceImporter(),
     PromQueryImporter(),
     GrafanaCsvImporter(),

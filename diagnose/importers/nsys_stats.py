@@ -249,7 +249,7 @@ def _report(stream: Stream, start: int, unit: str) -> tuple[list[dict[str, objec
         widest = not glued and rule_end is not None and len(line.rstrip()) >= rule_end  # fills its column
         if not (quoted or widest or _whole_name(stream, at, follows_a_row, read[-1][0])):
             read.pop()  # the name at the line's end may be cut short: another name
-        rows.extend(_row(n, _kind(report_kind, n), k, t * _UNIT_US[unit]) for n, k, t in read)
+        rows.extend(summary_row(n, _kind(report_kind, n), k, t * _UNIT_US[unit]) for n, k, t in read)
     return rows, index
 
 
@@ -270,7 +270,7 @@ def _whole_name(stream: Stream, at: int, follows_a_row: Callable[[str], bool], n
     return name.endswith("…") or stream.ends_where_written(at, follows_a_row)
 
 
-def _row(name: str, kind: str, calls: float | None, us: float) -> dict[str, object]:
+def summary_row(name: str, kind: str, calls: float | None, us: float) -> dict[str, object]:
     """A summary row: an API or OS call's time is the host's, an NVTX range's the range's, the rest
     (kernels, copies, memsets) the GPU's."""
     column = {"runtime": "self_host_us", "os": "self_host_us", "annotation": "host_total_us"}
@@ -339,7 +339,7 @@ def _bare_rows(fragment: _Fragment, unit: str) -> list[dict[str, object]]:
     names = [row.name for row in fragment.rows]
     report = "annotation" if fragment.nvtx else Counter(map(_report_of, names)).most_common(1)[0][0]
     return [
-        _row(row.name, _kind(report, row.name), row.calls, row.total * _UNIT_US[unit])
+        summary_row(row.name, _kind(report, row.name), row.calls, row.total * _UNIT_US[unit])
         for row in fragment.rows
     ]
 

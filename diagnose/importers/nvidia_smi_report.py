@@ -64,6 +64,7 @@ _PROCESS_LINE = re.compile(
     r"^\|\s*(?P<gpu>\d+)\s+(?:(?:\d+|N/A)\s+(?:\d+|N/A)\s+)?(?P<pid>\d+)\s+(?P<type>C\+G|M\+C|C|G|M)\s+"
     r"(?P<name>.+?)\s+(?P<mem>\d+MiB|N/A)\s*\|"
 )
+_PROCESSES_TITLE = re.compile(r"^\|\s*Processes:\s*\|", re.MULTILINE)
 _QUERY_STAMP = re.compile(r"^Timestamp\s*:\s*(.+?)\s*$")
 _QUERY_GPU = re.compile(rf"^GPU ({_BUS_ID})\s*$", re.MULTILINE)
 # -q is a tree of "key : value" lines, four spaces a level, keys of words with single spaces. Two lines
@@ -105,8 +106,12 @@ class NvidiaSmiTableImporter(Importer):
     example = "| N/A   33C    P0   119W / 700W |  71237MiB / 81559MiB |     97%      Default |"
 
     def recognise(self, head: str) -> bool:
-        return bool(_HEADER.search(head)) or any(
-            _USAGE_LINE.match(line) or _mig_memory(line) for line in head.splitlines()
+        lines = head.splitlines()
+        # The table, a GPU's figures line, or its Processes section pasted alone (with a row of it)
+        return (
+            bool(_HEADER.search(head))
+            or any(_USAGE_LINE.match(line) or _mig_memory(line) for line in lines)
+            or (bool(_PROCESSES_TITLE.search(head)) and any(_PROCESS_LINE.match(line) for line in lines))
         )
 
     def read(self, source: Source, tz: str | None = None) -> Imported:

@@ -3,7 +3,8 @@
 Read a document at a time (``-q -x -l 1`` writes one a second), its elements named as ``-q``'s sections
 and keys (nvidia_smi_snapshot), so one reading serves both. A paste keeps what it holds: a document cut
 short, a ``<gpu id=…>`` element without the document, or a run of a GPU element's children without
-either (copied from the middle of a report): read as GPU 0, as ``-q``'s sections pasted alone are.
+either (copied from the middle of a report, its elements' end tags where their start was cut off): read
+as GPU 0, as ``-q``'s sections pasted alone are.
 A web page's rendering of the document (``&lt;`` ``&gt;`` ``&nbsp;``) is undone before any importer
 sees it (importers.mend); entities the document itself declares are never expanded.
 """
@@ -33,6 +34,7 @@ _XML_SECTION = re.compile(
 )
 _XML_LEAF = re.compile(r"<([a-z][a-z0-9_]*)>[^<>\n]*</\1>")
 _START_TAG = re.compile(r"^\s*<(?:[a-z][a-z0-9_]*>|!)")  # a start tag, or a declaration (refused)
+_TAG = re.compile(r"<(/?)([A-Za-z_][\w.-]*)(?:\s[^<>]*?)?(/?)>")
 # An element's path in -q -x, as -q names its section and key (what query_field reads)
 _XML_FIELDS = {
     "product_name": ("Product Name",),
@@ -128,12 +130,28 @@ def _holds_figures(snapshot: Snapshot) -> bool:
 
 def _fragment_document(lines: Iterable[str]) -> str:
     """The fragment inside a document and a GPU element of our own, from its first start tag (or
-    declaration): what comes before (end tags of elements whose start was not pasted) has nothing to read."""
+    declaration), less the end tags of elements whose start was not pasted (a paste that begins inside
+    ``<pci>`` closes it later): they would end the parse where the figures begin."""
     kept: list[str] = ["<nvidia_smi_log><gpu>"]
+    open_tags: list[str] = []
     for line in lines:
         if len(kept) > 1 or _START_TAG.match(line):
-            kept.append(line)
+            kept.append(_TAG.sub(lambda tag: _balanced(tag, open_tags), line))
     return "\n".join(kept)
+
+
+def _balanced(tag: re.Match[str], open_tags: list[str]) -> str:
+    """A tag as it stands where its element is open (or it opens one); an end tag with no start, dropped."""
+    closing, name, empty = tag.group(1), tag.group(2), tag.group(3)
+    if empty:
+        return tag.group()
+    if not closing:
+        open_tags.append(name)
+        return tag.group()
+    if name in open_tags:
+        del open_tags[len(open_tags) - 1 - open_tags[::-1].index(name) :]
+        return tag.group()
+    return ""
 
 
 def _xml_documents(lines: Iterable[str]) -> Iterator[str]:
