@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -90,6 +91,7 @@ def _importer_classes() -> list[type]:
     return [cls for cls in found if "read" in vars(cls)]
 
 
+@functools.cache
 def _event_figures() -> frozenset[str]:
     """What an event may carry beyond the registry: its statement's figures, a trigger's signals."""
     from diagnose.collectors.triggers import SIGNALS
