@@ -107,6 +107,14 @@ def test_a_triton_page_without_type_lines_still_has_its_counters_rates():
         ),
         ("{name: 'bad name', type: gauge, unit: count, labels: [], help: '', file: f, releases: r}", "name"),
         ("{name: x, type: gauge, unit: count, labels: []}", "missing"),
+        (
+            "{name: x, type: counter, unit: count, labels: [], help: '', file: f, releases: r, gpu_column: temp_c}",
+            "only a gauge",
+        ),
+        (
+            "{name: x, type: gauge, unit: seconds, labels: [], help: '', file: f, releases: r, gpu_column: util_pct}",
+            "util_pct",
+        ),
     ],
 )
 def test_a_broken_entry_is_an_error_naming_its_file_and_entry(tmp_path, entry, says):
@@ -141,3 +149,35 @@ def test_remining_a_source_tree_lists_what_the_catalogue_lacks_and_what_the_tree
     assert "lacks\tvllm:not_a_metric_of_any_release\tvllm/v1/metrics/loggers.py:4" in out
     assert "vllm:num_requests_running" not in out  # listed, and defined here
     assert "gone\tvllm:num_requests_waiting\n" in out  # listed, and not in this tree
+
+
+def test_the_gpu_fields_are_the_catalogues_and_every_reader_of_them_agrees():
+    """dcgm-exporter's and Triton's per-GPU gauges are said once, in metrics/: a scrape, a series export
+    and pull read each as the same column at the same scale."""
+    from diagnose.dump.registry import REGISTERED
+    from diagnose.engines.metrics import gpu_fields
+    from diagnose.pull.queries import GPU
+
+    dcgm = gpu_fields("dcgm-exporter")
+    assert dcgm["DCGM_FI_DEV_FB_USED"] == ("mem_used_bytes", 2**20)
+    assert dcgm["DCGM_FI_PROF_SM_ACTIVE"] == ("sm_active_pct", 100.0)
+    assert gpu_fields("triton")["nv_gpu_utilization"] == ("util_pct", 100.0)
+    assert {column for column, _ in [*dcgm.values(), *gpu_fields("triton").values()]} <= REGISTERED["gpu"]
+    pulled = {c.needs: c for c in GPU}
+    for name, (column, scale) in dcgm.items():
+        query = pulled[(name,)]
+        assert query.column == column and (scale == 1 or f"{scale:.17g} * {name}" in query.query), name
+
+
+def test_a_mig_slice_takes_its_utilisation_from_the_profiling_field_and_a_whole_gpu_from_its_own():
+    from diagnose.importers.base import Source
+    from diagnose.importers.prometheus_text import PrometheusTextImporter
+
+    scrape = (
+        'DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0"} 0.5 1700000000000\n'
+        'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 80 1700000000000\n'
+        'DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="1",GPU_I_ID="3"} 0.25 1700000000000\n'
+    )
+    gpu = PrometheusTextImporter().read(Source("dcgm.prom", scrape, 0.0)).tables["gpu"]
+    by_slice = {(row.gpu, row.mig_instance if isinstance(row.mig_instance, str) else None): row.util_pct for row in gpu.itertuples()}
+    assert by_slice == {(0, None): 80.0, (1, "3"): 25.0}

@@ -78,6 +78,7 @@ class MetricDef:
     file: str
     releases: str
     columns: tuple[str, ...] = ()  # the server columns it feeds
+    gpu_column: str | None = None  # a per-GPU gauge's column of the gpu table
     per: str | None = None  # a counter's denominator: the mean of this counter over that one
     label: tuple[str, str] | None = None  # only the samples with this label value
     note: str = ""
@@ -109,7 +110,7 @@ class EngineMetrics:
 
 _NAME = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:]*$")
 _REQUIRED = ("name", "type", "unit", "labels", "help", "file", "releases")
-_OPTIONAL = ("column", "per", "label", "note")
+_OPTIONAL = ("column", "gpu_column", "per", "label", "note")
 
 
 def default_metrics_dir() -> Path:
@@ -180,6 +181,9 @@ def _metric(entry: Any, engine: str, where: str) -> MetricDef:
     per = entry.get("per")
     if per is not None and kind is not MetricType.COUNTER:
         raise CatalogueError(f"{where}: only a counter is read per another counter")
+    gpu_column = entry.get("gpu_column")
+    if gpu_column is not None and kind is not MetricType.GAUGE:
+        raise CatalogueError(f"{where}: only a gauge feeds a column of the gpu table (one reading a GPU)")
     metric = MetricDef(
         name=name,
         engine=engine,
@@ -190,11 +194,12 @@ def _metric(entry: Any, engine: str, where: str) -> MetricDef:
         file=str(entry["file"]),
         releases=str(entry["releases"]),
         columns=tuple(str(column) for column in columns),
+        gpu_column=None if gpu_column is None else str(gpu_column),
         per=None if per is None else str(per),
         label=None if label is None else next((str(k), str(v)) for k, v in label.items()),
         note=str(entry.get("note") or ""),
     )
-    for column in metric.columns:
+    for column in (*metric.columns, *([metric.gpu_column] if metric.gpu_column else [])):
         try:
             metric.scale(column)  # a unit that cannot become the column's is the file's error, said here
         except CatalogueError as error:

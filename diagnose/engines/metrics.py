@@ -105,6 +105,25 @@ def engine_maps() -> dict[str, EngineMap]:
 
 
 @cache
+def gpu_fields(engine: str) -> dict[str, tuple[str, float]]:
+    """An exporter's per-GPU gauges (the catalogue's ``gpu_column``): name -> (gpu column, scale), in
+    the catalogue's order; of two naming one column, the first a scrape has wins."""
+    return {
+        metric.name: (metric.gpu_column, metric.scale(metric.gpu_column))
+        for writer in builtin_metrics()
+        if writer.engine == engine
+        for metric in writer.metrics
+        if metric.gpu_column
+    }
+
+
+@cache
+def gpu_fields_by_lower_name(engine: str) -> dict[str, tuple[str, float]]:
+    """:func:`gpu_fields` by lower-cased name: an exporter configured for lower-case names writes them so."""
+    return {name.lower(): field for name, field in gpu_fields(engine).items()}
+
+
+@cache
 def _label_keyed() -> dict[str, str]:
     """Families whose samples say by a label what they count (TensorRT-LLM's backend): family -> label."""
     return {m.name: m.label[0] for w in builtin_metrics() for m in w.metrics if m.label is not None}

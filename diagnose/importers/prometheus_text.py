@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from diagnose.engines.metrics import detect_engine, engine_maps, engine_row, parse_families, sum_samples
+from diagnose.engines.metrics import (
+    detect_engine,
+    engine_maps,
+    engine_row,
+    gpu_fields_by_lower_name,
+    parse_families,
+    sum_samples,
+)
 from diagnose.importers.base import Imported, Importer, Source
 from diagnose.units import counted
 
@@ -31,27 +38,8 @@ _SAMPLE_LINE = re.compile(
     r"(?:[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+)|[-+]?Inf|NaN)(?:[ \t]+-?\d+)?[ \t]*$",
     re.MULTILINE,
 )
-# dcgm-exporter field -> (gpu column, scale)
-DCGM_FIELDS = {
-    "dcgm_fi_dev_gpu_util": ("util_pct", 1.0),
-    "dcgm_fi_dev_fb_used": ("mem_used_bytes", 2**20),
-    "dcgm_fi_dev_sm_clock": ("sm_clock_mhz", 1.0),
-    "dcgm_fi_dev_power_usage": ("power_w", 1.0),
-    "dcgm_fi_dev_gpu_temp": ("temp_c", 1.0),
-    "dcgm_fi_prof_sm_active": ("sm_active_pct", 100.0),
-    "dcgm_fi_prof_dram_active": ("mem_bw_util_pct", 100.0),
-    "dcgm_fi_dev_mem_copy_util": ("mem_bw_util_pct", 1.0),
-}
-# Used only where the device-level field is absent (MIG slices report profiling fields only).
-_DCGM_FALLBACK = {"dcgm_fi_prof_gr_engine_active": ("util_pct", 100.0)}
-# Triton's own per-GPU gauges, labelled by gpu_uuid (utilisation as a fraction).
-TRITON_GPU_FIELDS = {
-    "nv_gpu_utilization": ("util_pct", 100.0),
-    "nv_gpu_memory_used_bytes": ("mem_used_bytes", 1.0),
-    "nv_gpu_memory_total_bytes": ("mem_total_bytes", 1.0),
-    "nv_gpu_power_usage": ("power_w", 1.0),
-    "nv_gpu_power_limit": ("power_limit_w", 1.0),
-}
+# dcgm-exporter's free framebuffer feeds no column of its own: with the used one, the card's total.
+_DCGM_FB_FREE = "dcgm_fi_dev_fb_free"
 
 
 class PrometheusTextImporter(Importer):
@@ -219,10 +207,11 @@ def _scrape_time(families: list[Metric]) -> float | None:
 
 def _triton_gpu_rows(families: list[Metric], stamp: float) -> list[dict]:
     """Triton's nv_gpu_* gauges, one row per GPU, numbered in the order the scrape lists them."""
+    fields = gpu_fields_by_lower_name("triton")
     rows: dict[str, dict] = {}
     for family in families:
         for sample in family.samples:
-            field = TRITON_GPU_FIELDS.get(sample.name)
+            field = fields.get(sample.name.lower())
             if field is None:
                 continue
             uuid = sample.labels.get("gpu_uuid", "")
@@ -232,7 +221,12 @@ def _triton_gpu_rows(families: list[Metric], stamp: float) -> list[dict]:
 
 
 def _dcgm_rows(families: list[Metric], stamp: float) -> list[dict]:
+    """One row per GPU (or MIG slice); of two fields that name one column, the catalogue's first wins (a
+    MIG slice has the profiling field only, a whole GPU both)."""
+    fields = gpu_fields_by_lower_name("dcgm-exporter")
+    rank = {name: at for at, name in enumerate(fields)}
     rows: dict[str, dict] = {}
+    taken: dict[tuple[str, str], int] = {}  # (GPU, column) -> the rank of the field that set it
     free: dict[str, float] = {}
     for family in families:
         for sample in family.samples:
@@ -240,17 +234,18 @@ def _dcgm_rows(families: list[Metric], stamp: float) -> list[dict]:
             gpu = sample.labels.get("gpu", "0")
             instance = sample.labels.get("GPU_I_ID")
             key = f"{gpu}/{instance}" if instance else gpu
-            if name == "dcgm_fi_dev_fb_free":
+            if name == _DCGM_FB_FREE:
                 free[key] = float(sample.value) * 2**20
-            field = DCGM_FIELDS.get(name) or _DCGM_FALLBACK.get(name)
+            field = fields.get(name)
             if field is None:
                 continue
             column, scale = field
             row = rows.setdefault(key, {"ts": stamp, "gpu": int(gpu) if gpu.isdigit() else None})
             if instance:
                 row["mig_instance"] = instance
-            if name in DCGM_FIELDS or column not in row:
+            if rank[name] <= taken.get((key, column), rank[name]):
                 row[column] = float(sample.value) * scale
+                taken[(key, column)] = rank[name]
     for gpu, row in rows.items():
         if gpu in free and "mem_used_bytes" in row:
             row["mem_total_bytes"] = row["mem_used_bytes"] + free[gpu]

@@ -17,9 +17,8 @@ from itertools import chain, islice
 
 import pandas as pd
 
-from diagnose.engines.metrics import engine_maps
+from diagnose.engines.metrics import engine_maps, gpu_fields_by_lower_name
 from diagnose.importers.base import Imported, Importer, Source, data_lines, local_epoch
-from diagnose.importers.prometheus_text import DCGM_FIELDS
 from diagnose.units import counted
 
 
@@ -37,8 +36,8 @@ def route(name: str, labels: dict, stamps: list[float], values: list[float]) -> 
     if metric in gauges:
         column, scale = gauges[metric]
         return "server", pd.DataFrame({"ts": stamps, column: [v * scale for v in values]})
-    if metric.lower() in DCGM_FIELDS:
-        column, scale = DCGM_FIELDS[metric.lower()]
+    if (field := gpu_fields_by_lower_name("dcgm-exporter").get(metric.lower())) is not None:
+        column, scale = field
         gpu = labels.get("gpu", "0")
         return "gpu", pd.DataFrame(
             {"ts": stamps, "gpu": int(gpu) if str(gpu).isdigit() else 0, column: [v * scale for v in values]}

@@ -91,11 +91,17 @@ def pull(
         )
     rate, window = rate_window(step, scrape_s or step)
     engine = detect_engine(dict.fromkeys(names, 0.0))
-    columns = [
+    present = [
         c
         for c in [*SYSTEM, *GPU, *PROCESSES, *(engine_columns(engine, names) if engine else [])]
         if _has(c, names)
     ]
+    # Of two sources of one column (a GPU's utilisation; a MIG slice has only the profiling field's),
+    # the first the store has is pulled: a second would overwrite it.
+    columns: list[Column] = []
+    for column in present:
+        if all((column.table, column.column) != (c.table, c.column) for c in columns):
+            columns.append(column)
     tables: dict[str, dict[tuple, dict]] = {"system": {}, "gpu": {}, "processes": {}, "server": {}}
     queries: dict[str, dict[str, str]] = {}
     for column in columns:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.engines.metrics import EngineMap, engine_maps
+from diagnose.engines.metrics import EngineMap, engine_maps, gpu_fields
 
 _REGEX_META = set(r".^$*+?()[]{}|\\")
 
@@ -152,29 +152,25 @@ def _per_gpu(expression: str) -> str:
     return f"max by (gpu) ({expression})"
 
 
+def _catalogued_gpu() -> list[Column]:
+    """dcgm-exporter's per-GPU gauges as the metric catalogue maps them (metrics/dcgm-exporter.yaml,
+    ``gpu_column``), in its order: of two fields for one column, the first the store has is pulled."""
+    return [
+        Column("gpu", column, _per_gpu(_scaled(name, scale)), (name,), _DCGM)
+        for name, (column, scale) in gpu_fields(_DCGM).items()
+    ]
+
+
+def _scaled(name: str, scale: float) -> str:
+    selected = f"{name}{{{{{{sel}}}}}}"
+    return selected if scale == 1 else f"{format(scale, '.17g')} * {selected}"
+
+
+# Beyond the catalogue: the card's total (used + free), and fields DCGM defines that dcgm-exporter's
+# shipped counter files leave out (the catalogue lists what those files list): a user adds them to
+# their own counters file to see throttling as a share of the maximum clock, and its reasons.
 GPU = [
-    Column("gpu", "util_pct", _per_gpu("DCGM_FI_DEV_GPU_UTIL{{{sel}}}"), ("DCGM_FI_DEV_GPU_UTIL",), _DCGM),
-    Column(
-        "gpu",
-        "sm_active_pct",
-        _per_gpu("100 * DCGM_FI_PROF_SM_ACTIVE{{{sel}}}"),
-        ("DCGM_FI_PROF_SM_ACTIVE",),
-        _DCGM,
-    ),
-    Column(
-        "gpu",
-        "mem_bw_util_pct",
-        _per_gpu("DCGM_FI_DEV_MEM_COPY_UTIL{{{sel}}}"),
-        ("DCGM_FI_DEV_MEM_COPY_UTIL",),
-        _DCGM,
-    ),
-    Column(
-        "gpu",
-        "mem_used_bytes",
-        _per_gpu(f"{_MIB} * DCGM_FI_DEV_FB_USED{{{{{{sel}}}}}}"),
-        ("DCGM_FI_DEV_FB_USED",),
-        _DCGM,
-    ),
+    *_catalogued_gpu(),
     Column(
         "gpu",
         "mem_total_bytes",
@@ -183,17 +179,11 @@ GPU = [
         _DCGM,
     ),
     Column(
-        "gpu", "sm_clock_mhz", _per_gpu("DCGM_FI_DEV_SM_CLOCK{{{sel}}}"), ("DCGM_FI_DEV_SM_CLOCK",), _DCGM
-    ),
-    Column(  # not in dcgm-exporter's default counters: add it to see throttling as a share of the maximum
         "gpu",
         "max_sm_clock_mhz",
         _per_gpu("DCGM_FI_DEV_MAX_SM_CLOCK{{{sel}}}"),
         ("DCGM_FI_DEV_MAX_SM_CLOCK",),
         _DCGM,
-    ),
-    Column(
-        "gpu", "power_w", _per_gpu("DCGM_FI_DEV_POWER_USAGE{{{sel}}}"), ("DCGM_FI_DEV_POWER_USAGE",), _DCGM
     ),
     Column(
         "gpu",
@@ -202,7 +192,6 @@ GPU = [
         ("DCGM_FI_DEV_POWER_MGMT_LIMIT",),
         _DCGM,
     ),
-    Column("gpu", "temp_c", _per_gpu("DCGM_FI_DEV_GPU_TEMP{{{sel}}}"), ("DCGM_FI_DEV_GPU_TEMP",), _DCGM),
     Column(
         "gpu",
         "throttle_reasons",
@@ -215,20 +204,6 @@ GPU = [
         "throttle_reasons",
         _per_gpu("DCGM_FI_DEV_CLOCKS_EVENT_REASONS{{{sel}}}"),
         ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS",),
-        _DCGM,
-    ),
-    Column(
-        "gpu",
-        "pcie_tx_bytes_per_s",
-        _per_gpu("DCGM_FI_PROF_PCIE_TX_BYTES{{{sel}}}"),
-        ("DCGM_FI_PROF_PCIE_TX_BYTES",),
-        _DCGM,
-    ),
-    Column(
-        "gpu",
-        "pcie_rx_bytes_per_s",
-        _per_gpu("DCGM_FI_PROF_PCIE_RX_BYTES{{{sel}}}"),
-        ("DCGM_FI_PROF_PCIE_RX_BYTES",),
         _DCGM,
     ),
 ]
