@@ -206,6 +206,22 @@ def test_a_stall_stated_in_a_file_no_importer_reads_is_diagnosed(run_cli, tmp_pa
     assert any(stall.id in source for line in top["evidence"] for source in line["sources"]), top["evidence"]
 
 
+def test_replicas_slow_to_start_are_a_start_not_a_stall(run_cli, tmp_path):
+    """Ray Serve's controller warns of replicas slow to be scheduled or to initialise (a model loading):
+    an engine starting, not one in service that stopped making progress."""
+    (tmp_path / "serve.log").write_text(
+        "(ServeController pid=7) WARNING 2026-06-07 10:59:31,136 controller 7 -- Deployment 'llm' in "
+        "application 'app' has 4 replicas that have taken more than 30s to initialize.\n"
+        "(ServeController pid=7) WARNING 2026-06-07 10:59:31,246 controller 7 -- Deployment 'llm' in "
+        "application 'app' has 2 replicas that have taken more than 30s to be scheduled.\n"
+    )
+    code, out, err = run_cli("file", tmp_path, "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert not [h for h in report["hypotheses"] if h["id"] == "engine-stall" and h["score"] > 0], report
+    assert "engine.stalls" not in report["facts"] or report["facts"]["engine.stalls"]["value"] == 0
+
+
 def test_a_full_kv_cache_stated_by_the_engine_is_kv_cache_pressure(run_cli, tmp_path):
     full = [s for s in CATALOGUE if s.event == EventKind.KV_CACHE_FULL]
     assert full
