@@ -273,6 +273,12 @@ def test_a_replay_keeps_the_logs_burstiness_and_lengths_at_any_rate(tmp_path):
     assert len(times) / 600 == pytest.approx(40, rel=0.1)  # scaled to the stage's rate
     sent = np.diff(times)
     assert float(np.std(sent) / np.mean(sent)) == pytest.approx(recorded_cv, rel=0.15)  # bursts kept
+    # Three processes together send that one sequence: each every third request of it, none twice
+    shares = [replay_arrivals(replay, 40.0, 600.0, seed=1, stream=k, streams=3) for k in range(3)]
+    union = np.concatenate([share[0] for share in shares])
+    order = np.argsort(union, kind="stable")
+    assert np.array_equal(union[order], times)
+    assert np.array_equal(np.concatenate([share[1] for share in shares])[order], which)
     prompts = replay_prompts(replay, which[:50], seed=1)
     for prompt, index in zip(prompts, which[:50], strict=True):
         assert prompt.words - 1 == round(inputs[index] / TOKENS_PER_WORD)  # "Summarise:" and its words

@@ -120,7 +120,7 @@ class Dispatcher(User):
         seed = order["seed"] + stage.index
         if replay is not None:  # the log's own gaps and lengths, scaled to the stage's rate
             arrivals, which = replay_arrivals(
-                replay, stage.rate_rps / processes, stage.duration_s, seed, stream
+                replay, stage.rate_rps, stage.duration_s, seed, stream, processes
             )
             prompts = replay_prompts(replay, which, order["seed"] * 1_000 + stage.index * 10 + stream)
         else:

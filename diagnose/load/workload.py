@@ -166,17 +166,19 @@ def read_replay(path: Path) -> Replay:
 
 
 def replay_arrivals(
-    replay: Replay, rate_rps: float, duration_s: float, seed: int, stream: int = 0
+    replay: Replay, rate_rps: float, duration_s: float, seed: int, stream: int = 0, streams: int = 1
 ) -> tuple[np.ndarray, np.ndarray]:
     """(send times in seconds from the stage's start, the replayed requests' indexes): the log's gaps from
-    a drawn point in it, scaled to ``rate_rps``, round again from its start when they run out."""
-    rng = np.random.default_rng([seed, stream, int(rate_rps * 1000), int(duration_s * 1000), 13])
+    a drawn point in it, scaled to ``rate_rps`` (the whole stage's), round again from its start when they
+    run out. Of ``streams`` processes sending together, ``stream`` sends every ``streams``-th request of
+    that one sequence: every process draws the same point, so together they send the log's own order."""
+    rng = np.random.default_rng([seed, int(rate_rps * 1000), int(duration_s * 1000), 13])
     count = len(replay.gaps)
     first = int(rng.integers(0, count))
     needed = int(rate_rps * duration_s * 2 + 20)
     indexes = (first + np.arange(needed)) % count
     times = np.cumsum(np.asarray(replay.gaps)[indexes]) / rate_rps
-    keep = times < duration_s
+    keep = (times < duration_s) & (np.arange(needed) % streams == stream)
     return times[keep], indexes[keep]
 
 
