@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from diagnose.importers.base import HEAD_BYTES, FileImporter, Imported, Importer, Source, text_head
+from diagnose.importers.llamacpp_log import LlamaCppLogImporter
 from diagnose.importers.mend import Mended, mend
 from diagnose.importers.nsys_sqlite import NsysSqliteImporter
 from diagnose.importers.nsys_stats import NsysStatsImporter
@@ -59,6 +60,7 @@ IMPORTERS: tuple[Importer, ...] = (
     TgiLogImporter(),
     SglangLogImporter(),
     VllmLogImporter(),
+    LlamaCppLogImporter(),
     TorchMemoryImporter(),
     OomLogImporter(),
     RequestLogImporter(),
