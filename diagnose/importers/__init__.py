@@ -33,6 +33,7 @@ from diagnose.importers.tgi_log import TgiLogImporter
 from diagnose.importers.torch_memory import TorchMemoryImporter
 from diagnose.importers.traces import TraceImporter
 from diagnose.importers.triton_log import TritonLogImporter
+from diagnose.importers.trtllm_log import TrtllmIterLogImporter
 from diagnose.importers.vllm_log import VllmLogImporter
 from diagnose.importers.xid import XidImporter
 
@@ -61,6 +62,7 @@ IMPORTERS: tuple[Importer, ...] = (
     SglangLogImporter(),
     VllmLogImporter(),
     LlamaCppLogImporter(),
+    TrtllmIterLogImporter(),
     TorchMemoryImporter(),
     OomLogImporter(),
     RequestLogImporter(),
