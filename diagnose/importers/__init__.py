@@ -35,6 +35,7 @@ from diagnose.importers.traces import TraceImporter
 from diagnose.importers.triton_log import TritonLogImporter
 from diagnose.importers.trtllm_log import TrtllmIterLogImporter
 from diagnose.importers.vllm_log import VllmLogImporter
+from diagnose.importers.vmstat import VmstatImporter
 from diagnose.importers.xid import XidImporter
 
 # Most specific first: a kernel log with an OOM-killer line is still a kernel log.
@@ -63,6 +64,7 @@ IMPORTERS: tuple[Importer, ...] = (
     VllmLogImporter(),
     LlamaCppLogImporter(),
     TrtllmIterLogImporter(),
+    VmstatImporter(),
     TorchMemoryImporter(),
     OomLogImporter(),
     RequestLogImporter(),
