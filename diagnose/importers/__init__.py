@@ -30,6 +30,7 @@ from diagnose.importers.request_log import RequestLogImporter
 from diagnose.importers.series import GrafanaCsvImporter, PromQueryImporter
 from diagnose.importers.sglang_log import SglangLogImporter
 from diagnose.importers.tgi_log import TgiLogImporter
+from diagnose.importers.top import TopImporter
 from diagnose.importers.torch_memory import TorchMemoryImporter
 from diagnose.importers.traces import TraceImporter
 from diagnose.importers.triton_log import TritonLogImporter
@@ -65,6 +66,7 @@ IMPORTERS: tuple[Importer, ...] = (
     LlamaCppLogImporter(),
     TrtllmIterLogImporter(),
     VmstatImporter(),
+    TopImporter(),
     TorchMemoryImporter(),
     OomLogImporter(),
     RequestLogImporter(),
