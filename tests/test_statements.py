@@ -222,6 +222,17 @@ def test_replicas_slow_to_start_are_a_start_not_a_stall(run_cli, tmp_path):
     assert "engine.stalls" not in report["facts"] or report["facts"]["engine.stalls"]["value"] == 0
 
 
+def test_a_rendezvous_that_cannot_reach_its_store_is_a_start_failing_not_a_stall(run_cli, tmp_path):
+    (tmp_path / "rank1.log").write_text(
+        "[W1207 10:00:01.000000000 TCPStore.cpp:125] [c10d] TCP client failed to connect/validate to host "
+        "10.0.0.5:29500 - retrying (try=3, timeout=1800000ms, delay=2000ms): Connection refused\n" * 4
+    )
+    code, out, err = run_cli("file", tmp_path, "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert not [h for h in report["hypotheses"] if h["id"] == "engine-stall" and h["score"] >= 0.5], report
+
+
 def test_a_full_kv_cache_stated_by_the_engine_is_kv_cache_pressure(run_cli, tmp_path):
     full = [s for s in CATALOGUE if s.event == EventKind.KV_CACHE_FULL]
     assert full
