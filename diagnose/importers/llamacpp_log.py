@@ -18,7 +18,7 @@ processed, a cached prefix left out) and the generation as ``stage_decode_ms`` (
 the tokens generated; ``tpot_ms`` the server's own time per token), ``latency_ms`` the total: the
 server's time on the request, not the wait for a free slot before it. The lines are printed as it ends;
 its arrival is that time less the total. A line's time is its own stamp (a container's, journald's,
-an ISO time; a continuation line takes the line's before it), else the JSON ``timestamp``, else the
+an ISO time; a continuation line takes its head's), else the JSON ``timestamp``, else the
 server's relative ``M.SS.mmm.uuu`` stamp placed so that the last falls at the file's modification time,
 else the file's modification time (said each time).
 """
@@ -35,6 +35,7 @@ from diagnose.importers.stamps import line_stamp
 from diagnose.units import counted
 
 _MS = r"(\d+(?:\.\d+)?)\s*ms"
+_TIMING_WORDS = re.compile(r"print_timing|eval time|total time")
 _PROMPT = re.compile(rf"\bprompt eval time\s*=\s*{_MS}\s*/\s*(\d+)\s*tokens")
 _EVAL = re.compile(rf"(?<!prompt )\b(?:generation )?eval time\s*=\s*{_MS}\s*/\s*(\d+)\s*(?:tokens|runs)")
 _TOTAL = re.compile(rf"\btotal time\s*=\s*{_MS}")
@@ -61,9 +62,10 @@ class LlamaCppLogImporter(Importer):
         open_by_task: dict[object, dict] = {}
         done: list[dict] = []
         slot: tuple[int, int] | None = None  # the last "id N | task M" head seen: the lines under it are its
-        stamp: tuple[str, float] | None = None  # the last line's time: a continuation has none of its own
+        stamp: tuple[str, float] | None = None  # the last timing line's time: a continuation has none
         for line in source.lines():
-            stamp = _stamp(line, year, tz) or stamp
+            if _TIMING_WORDS.search(line):  # only the timings' lines are timed: a log is mostly other lines
+                stamp = _stamp(line, year, tz) or stamp
             if ids := _SLOT.search(line) or _JSON_IDS.search(line):
                 slot = (int(ids.group(1)), int(ids.group(2)))
             key = slot[1] if slot is not None else None

@@ -149,7 +149,8 @@ def _balanced(tag: re.Match[str], open_tags: list[str]) -> str:
         open_tags.append(name)
         return tag.group()
     if name in open_tags:
-        del open_tags[len(open_tags) - 1 - open_tags[::-1].index(name) :]
+        while open_tags.pop() != name:  # closes it, and whatever opened inside it and was left open
+            pass
         return tag.group()
     return ""
 

@@ -99,8 +99,10 @@ def pull(
     # Of two sources of one column (a GPU's utilisation; a MIG slice has only the profiling field's),
     # the first the store has is pulled: a second would overwrite it.
     columns: list[Column] = []
+    pulled: set[tuple[str, str]] = set()
     for column in present:
-        if all((column.table, column.column) != (c.table, c.column) for c in columns):
+        if (column.table, column.column) not in pulled:
+            pulled.add((column.table, column.column))
             columns.append(column)
     tables: dict[str, dict[tuple, dict]] = {"system": {}, "gpu": {}, "processes": {}, "server": {}}
     queries: dict[str, dict[str, str]] = {}
