@@ -18,6 +18,7 @@ pytest.importorskip("onnxruntime")
 
 from diagnose.dump import load_dump  # noqa: E402
 from diagnose.facts import compute_facts  # noqa: E402
+from diagnose.facts.cpu_graph import FUSABLE, in_runs  # noqa: E402
 from testbed.model import Model  # noqa: E402
 
 
@@ -47,11 +48,23 @@ def test_the_profile_is_read_as_operators_in_runs(profiles):
 
 
 def test_the_unfused_graph_has_chains_of_small_operators_and_the_fused_none(profiles):
+    """The graph's structure, not its timings: how long each operator takes here is this machine's (a
+    loaded 2-core machine gave the chains 9 % of operator time where a quiet one gives them 30 %)."""
     unfused, fused = (compute_facts(load_dump(str(profiles[k]))) for k in ("off", "all"))
     assert unfused.number("trace.ops_per_step") > 2 * fused.number("trace.ops_per_step")
-    assert unfused.number("trace.host_chain_share") >= 0.1
+    assert _chained_operator_share(profiles["off"]) >= 0.5  # LayerNorm and GELU written out, on every run
+    assert _chained_operator_share(profiles["all"]) == 0.0
+    assert unfused.number("trace.host_chain_share") > 0.0
     assert fused.number("trace.host_chain_share") == 0.0
     assert unfused.number("trace.kernels") == 0  # a run on the host: no GPU to wait on
+
+
+def _chained_operator_share(profile: Path) -> float:
+    """The share of a step's operators, counted, in runs of three or more elementwise or reduction ones."""
+    operators = load_dump(str(profile)).traces["host_calls"].query("kind == 'operator'")
+    names = operators["name"].astype(str).str.lower()
+    per_step = [in_runs(step.isin(FUSABLE).to_numpy()) for _, step in names.groupby(operators["step"])]
+    return float(sum(chained.sum() for chained in per_step) / len(operators))
 
 
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "recorded"
