@@ -49,14 +49,14 @@ def run(args: argparse.Namespace) -> int:
         args.folder = Path(args.folder)
     if args.action == "facts":
         for name, spec in CATALOGUE.items():
-            print(f"{name:<42} {spec.unit:<6} {spec.meaning}  [needs {spec.needs}]")
+            print(f"{name:<42} {spec.unit:<6} {spec.meaning}  [needs {spec.needs.text}]")
         from diagnose.facts.catalogue import LIVE, PROBES
 
         print("\nwhat diagnose verify's probes read on the live host (a rule's checks only):")
         for probe, names in PROBES.items():
             for name in names:
                 spec = LIVE[name]
-                print(f"{name:<42} {spec.unit:<6} {spec.meaning}  [probe {probe}: {spec.needs}]")
+                print(f"{name:<42} {spec.unit:<6} {spec.meaning}  [probe {probe}: {spec.needs.text}]")
         return ExitCode.OK
     if args.action == "check":
         if args.folder is None:

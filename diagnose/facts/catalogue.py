@@ -11,51 +11,109 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diagnose.facts.needs import ANYTHING, Needs, columns, either, event, every, manifest, probe, said, table
+
 
 @dataclass(frozen=True)
 class FactSpec:
     # ms, s, ratio (0-1), factor (a multiplier), pct (0-100), bytes, count, rps, name, time, id, bool, p,
     # us, number (a plain figure: per core, per request)
     unit: str
-    needs: str  # the evidence that must be in the dump for the fact to exist
+    needs: Needs  # the evidence that must be there for the fact to exist
     meaning: str
 
 
-_REQ = "requests"
-_STAGES = "requests: stage_<name>_ms columns"
-_INPUT = "requests: input_len column"
-_RESTART = "restart times (manifest process_start or events: restart/deploy)"
-_OOM = "events: oom"
-_QUEUE = "requests: stage_queue_ms"
-_SPIKES = "requests (per-second latency) with enough spike episodes to measure it"
-_RHO = _QUEUE + ", and gpu: util_pct, requests: batch_size, or a model stage (stage_forward_ms)"
-_BATCH_WAIT = "requests: stage_batch_wait_ms"
-_BATCH = "requests: batch_size and stage_forward_ms"
-_KV = "server: kv_cache_usage_pct (an engine's stats log or /metrics)"
-_ENGINE = "a serving engine's stats (server table) or log events"
-_OUTPUT = "requests: output_len and latency_ms, on each side of a latency shift"
-_TTFT = "requests: ttft_ms (or stage_decode_ms), on each side of a TTFT shift"
-_THREADS_HELD = "processes: num_threads of the server, and server: queue_depth or running"
-_STREAMS = "requests: ts, latency_ms, ttft_ms, and itl_max_ms with itl_max_at_ms (streamed answers)"
-_LONG = "requests: ts, latency_ms, input_len, and ttft_ms and tpot_ms (or stage_decode_ms, output_len)"
-_COLOCATED = "processes or gpu_processes (per-process CPU or GPU memory) and requests"
-# One wording for the whole trace, so that a rule missing several of its facts asks for it once.
-_TRACE = _KERNELS = _COPIES = "a profiler trace (torch.profiler: gpu_activity, host_calls)"
-_STEPS = "a profiler trace with ProfilerStep annotations (host_calls)"
-_RUNQ = "system: procs_running, cpu_count"
-_SERVER = "processes: the server's rows (cpu_pct, num_threads; cores_allowed)"
-_SWITCHES = "processes: ctx_switches_voluntary_per_s, ctx_switches_involuntary_per_s of the server"
-_DEVICE_ALLOCS = "allocator: num_device_alloc (PyTorch memory_stats, 2.1+)"
-_CPU_GRAPH = (
-    "a profile of a model run on the host (onnxruntime's enable_profiling, a CPU trace), with its steps"
+_REQ = table("requests")
+_STAGES = said("requests: stage_<name>_ms columns", columns("requests", "stage_<name>_ms"))
+_INPUT = columns("requests", "input_len")
+_RESTART = said(
+    "restart times (manifest process_start or events: restart/deploy)",
+    either(manifest("process_start"), event("restart"), event("deploy")),
 )
+_OOM = event("oom")
+_QUEUE = columns("requests", "stage_queue_ms")
+_LATENCY = columns("requests", "ts", "latency_ms")
+_SPIKES = said("requests (per-second latency) with enough spike episodes to measure it", _LATENCY)
+_RHO = said(
+    "requests: stage_queue_ms, and gpu: util_pct, requests: batch_size, or a model stage (stage_forward_ms)",
+    every(
+        _QUEUE,
+        either(
+            columns("gpu", "util_pct"),
+            columns("requests", "batch_size"),
+            columns("requests", "stage_forward_ms"),
+        ),
+    ),
+)
+_BATCH_WAIT = columns("requests", "stage_batch_wait_ms")
+_BATCH = columns("requests", "batch_size", "stage_forward_ms")
+_KV = columns("server", "kv_cache_usage_pct", where="an engine's stats log or /metrics")
+_ENGINE = said(
+    "a serving engine's stats (server table) or log events", either(table("server"), table("events"))
+)
+_OUTPUT = said(
+    "requests: output_len and latency_ms, on each side of a latency shift",
+    columns("requests", "ts", "output_len", "latency_ms"),
+)
+_GENERATION = either(columns("requests", "ttft_ms"), columns("requests", "stage_decode_ms"))
+_TTFT = said("requests: ttft_ms (or stage_decode_ms), on each side of a TTFT shift", _GENERATION)
+_TTFT_INPUT = said(
+    "requests: ttft_ms (or stage_decode_ms), on each side of a TTFT shift, and input_len",
+    every(_GENERATION, _INPUT),
+)
+_TPOT = either(columns("requests", "tpot_ms"), columns("requests", "stage_decode_ms", "output_len"))
+_THREADS_HELD = said(
+    "processes: num_threads of the server, and server: queue_depth or running",
+    every(
+        columns("processes", "num_threads"),
+        either(columns("server", "queue_depth"), columns("server", "running")),
+    ),
+)
+_STREAMS = columns(
+    "requests", "ts", "latency_ms", "ttft_ms", "itl_max_ms", "itl_max_at_ms", where="streamed answers"
+)
+_LONG = said(
+    "requests: ts, latency_ms, input_len, and ttft_ms and tpot_ms (or stage_decode_ms, output_len)",
+    every(
+        columns("requests", "ts", "latency_ms", "input_len"),
+        either(
+            columns("requests", "ttft_ms", "tpot_ms"), columns("requests", "stage_decode_ms", "output_len")
+        ),
+    ),
+)
+_COLOCATED = said(
+    "processes or gpu_processes (per-process CPU or GPU memory) and requests",
+    every(either(table("processes"), table("gpu_processes")), _REQ),
+)
+# One wording for the whole trace, so that a rule missing several of its facts asks for it once.
+_TRACE = _KERNELS = _COPIES = said(
+    "a profiler trace (torch.profiler: gpu_activity, host_calls)",
+    either(table("gpu_activity"), table("host_calls")),
+)
+_STEPS = said("a profiler trace with ProfilerStep annotations (host_calls)", columns("host_calls", "step"))
+_RUNQ = columns("system", "procs_running", "cpu_count")
+_SERVER_ROWS = columns("processes", "cpu_pct", "num_threads")
+_SERVER = said("processes: the server's rows (cpu_pct, num_threads; cores_allowed)", _SERVER_ROWS)
+_SWITCHES = said(
+    "processes: ctx_switches_voluntary_per_s and ctx_switches_involuntary_per_s of the server",
+    columns("processes", "ctx_switches_voluntary_per_s", "ctx_switches_involuntary_per_s"),
+)
+_DEVICE_ALLOCS = columns("allocator", "num_device_alloc", where="PyTorch memory_stats, 2.1+")
+_CPU_GRAPH = said(
+    "a profile of a model run on the host (onnxruntime's enable_profiling, a CPU trace), with its steps",
+    columns("host_calls", "step"),
+)
+_SWAP_RATES = either(columns("system", "swap_in_per_s"), columns("system", "swap_out_per_s"))
+_FAULTS = "processes: minor_faults_per_s (diagnose record)"
+_PROFILER = event("profiler_start")
+_SLO = said("an SLO (--slo-p99-ms or manifest slo_p99_ms)", manifest("slo_p99_ms"))
 
 CATALOGUE: dict[str, FactSpec] = {
     "requests.count": FactSpec("count", _REQ, "requests in the dump"),
     "requests.duration_s": FactSpec("s", _REQ, "time from the first to the last request"),
     "requests.throughput_rps": FactSpec("rps", _REQ, "requests per second over the dump"),
-    "requests.error_rate": FactSpec("ratio", "requests: status column", "share of requests not ok"),
-    "requests.oom_count": FactSpec("count", "requests: status column", "requests with status oom"),
+    "requests.error_rate": FactSpec("ratio", columns("requests", "status"), "share of requests not ok"),
+    "requests.oom_count": FactSpec("count", columns("requests", "status"), "requests with status oom"),
     "latency.mean_ms": FactSpec("ms", _REQ, "mean end-to-end latency"),
     "latency.p50_ms": FactSpec("ms", _REQ, "median end-to-end latency"),
     "latency.p95_ms": FactSpec("ms", _REQ, "95th percentile latency"),
@@ -63,8 +121,10 @@ CATALOGUE: dict[str, FactSpec] = {
     "latency.p999_ms": FactSpec("ms", _REQ, "99.9th percentile latency"),
     "latency.window_p99_max_ms": FactSpec("ms", _REQ, "highest P99 of any time window"),
     "latency.window_p99_min_ms": FactSpec("ms", _REQ, "lowest P99 of any time window"),
-    "slo.p99_ms": FactSpec("ms", "an SLO (--slo-p99-ms or manifest slo_p99_ms)", "P99 target"),
-    "latency.p99_over_slo": FactSpec("factor", "an SLO and requests", "P99 divided by its target"),
+    "slo.p99_ms": FactSpec("ms", _SLO, "P99 target"),
+    "latency.p99_over_slo": FactSpec(
+        "factor", said("an SLO and requests", every(_SLO, _REQ)), "P99 divided by its target"
+    ),
     "stages.count": FactSpec("count", _STAGES, "stages with timings"),
     "stages.tail_driver.name": FactSpec("name", _STAGES, "stage that explains most of the P99 excess"),
     "stages.tail_driver.excess_share": FactSpec(
@@ -76,12 +136,15 @@ CATALOGUE: dict[str, FactSpec] = {
     ),
     "stages.unaccounted_load_corr": FactSpec(
         "ratio",
-        "requests: latency_ms and stage_<name>_ms columns",
+        said(
+            "requests: latency_ms and stage_<name>_ms columns",
+            columns("requests", "latency_ms", "stage_<name>_ms"),
+        ),
         "rank correlation of each request's latency in no stage with the arrivals in the second before it",
     ),
     "stages.generation_share": FactSpec(
         "ratio",
-        "requests: stage_decode_ms (LLM token generation)",
+        columns("requests", "stage_decode_ms", where="LLM token generation"),
         "share of mean latency spent generating tokens",
     ),
     "cpu_stage.name": FactSpec("name", _STAGES, "the CPU-side stage with the largest share"),
@@ -138,93 +201,128 @@ CATALOGUE: dict[str, FactSpec] = {
     "coldstart.worst_share": FactSpec(
         "ratio", _RESTART, "of the N slowest requests (N: cold_in_tail), the share that are cold"
     ),
-    "gpu.count": FactSpec("count", "gpu", "GPUs in the dump"),
-    "gpu.util_pct.mean": FactSpec("pct", "gpu: util_pct", "mean GPU utilisation"),
-    "gpu.util_pct.p95": FactSpec("pct", "gpu: util_pct", "95th percentile GPU utilisation"),
-    "gpu.mem_used_pct.max": FactSpec("pct", "gpu: mem_used_bytes, mem_total_bytes", "peak GPU memory use"),
+    "gpu.count": FactSpec("count", table("gpu"), "GPUs in the dump"),
+    "gpu.util_pct.mean": FactSpec("pct", columns("gpu", "util_pct"), "mean GPU utilisation"),
+    "gpu.util_pct.p95": FactSpec("pct", columns("gpu", "util_pct"), "95th percentile GPU utilisation"),
+    "gpu.mem_used_pct.max": FactSpec(
+        "pct", columns("gpu", "mem_used_bytes", "mem_total_bytes"), "peak GPU memory use"
+    ),
     "gpu.sm_clock_ratio.p50": FactSpec(
         "ratio",
-        "gpu: sm_clock_mhz, max_sm_clock_mhz",
+        columns("gpu", "sm_clock_mhz", "max_sm_clock_mhz"),
         "median SM clock / its maximum while busy, of the most throttled GPU",
     ),
     "gpu.sm_clock_ratio.throttled_p50": FactSpec(
         "ratio",
-        "gpu: sm_clock_mhz, max_sm_clock_mhz, throttle_reasons",
+        columns("gpu", "sm_clock_mhz", "max_sm_clock_mhz", "throttle_reasons"),
         "the same median, in the busy samples that report a slowing reason",
     ),
     "gpu.throttled_share": FactSpec(
-        "ratio", "gpu: throttle_reasons", "busy samples of the most throttled GPU held down by a reason"
+        "ratio",
+        columns("gpu", "throttle_reasons"),
+        "busy samples of the most throttled GPU held down by a reason",
     ),
-    "gpu.throttle_gpu": FactSpec("name", "gpu: sm_clock_mhz", "the GPU the throttle facts are of"),
-    "gpu.throttle_reason": FactSpec("name", "gpu: throttle_reasons", "the most frequent slowing reason"),
-    "gpu.temp_c.max": FactSpec("c", "gpu: temp_c", "highest GPU temperature"),
+    "gpu.throttle_gpu": FactSpec("name", columns("gpu", "sm_clock_mhz"), "the GPU the throttle facts are of"),
+    "gpu.throttle_reason": FactSpec(
+        "name", columns("gpu", "throttle_reasons"), "the most frequent slowing reason"
+    ),
+    "gpu.temp_c.max": FactSpec("c", columns("gpu", "temp_c"), "highest GPU temperature"),
     "gpu.throttle_forward_cost": FactSpec(
-        "factor", "gpu: throttle_reasons and requests: stage_forward_ms", "forward time throttled / not"
+        "factor",
+        every(columns("gpu", "throttle_reasons"), columns("requests", "stage_forward_ms")),
+        "forward time throttled / not",
     ),
-    "host.cpu_pct.mean": FactSpec("pct", "system: cpu_pct", "mean host CPU (all cores)"),
-    "host.cpu_pct.p95": FactSpec("pct", "system: cpu_pct", "95th percentile host CPU"),
+    "host.cpu_pct.mean": FactSpec("pct", columns("system", "cpu_pct"), "mean host CPU (all cores)"),
+    "host.cpu_pct.p95": FactSpec("pct", columns("system", "cpu_pct"), "95th percentile host CPU"),
     "host.mem_used_pct.max": FactSpec(
-        "pct", "system: mem_used_bytes, mem_total_bytes", "peak host memory use"
+        "pct", columns("system", "mem_used_bytes", "mem_total_bytes"), "peak host memory use"
     ),
     "host.swapping_share": FactSpec(
         "ratio",
-        "system: swap_in_per_s or swap_out_per_s (else swap_used_bytes)",
+        said(
+            "system: swap_in_per_s or swap_out_per_s (else swap_used_bytes)",
+            either(_SWAP_RATES, columns("system", "swap_used_bytes")),
+        ),
         "samples with swap traffic (or swap use growing)",
     ),
     "host.swap_traffic_per_s.p95": FactSpec(
-        "bytes", "system: swap_in_per_s or swap_out_per_s (else swap_used_bytes)", "P95 swap traffic a second"
+        "bytes",
+        said(
+            "system: swap_in_per_s or swap_out_per_s (else swap_used_bytes)",
+            either(_SWAP_RATES, columns("system", "swap_used_bytes")),
+        ),
+        "P95 swap traffic a second",
     ),
     "host.swap_throughput_ratio": FactSpec(
-        "factor", "system: swap rates and requests", "requests per second while swapping / otherwise"
+        "factor",
+        said("system: swap rates and requests", every(_SWAP_RATES, _REQ)),
+        "requests per second while swapping / otherwise",
     ),
     "host.paging_in_spikes_share": FactSpec(
         "ratio",
-        "system: swap_in_per_s or swap_out_per_s, and latency episodes",
+        said("system: swap_in_per_s or swap_out_per_s, and latency episodes", every(_SWAP_RATES, _LATENCY)),
         "the latency episodes' seconds in which the host paged",
     ),
     "host.paging_in_spikes_p_value": FactSpec(
         "p",
-        "system: swap_in_per_s or swap_out_per_s, and latency episodes",
+        said("system: swap_in_per_s or swap_out_per_s, and latency episodes", every(_SWAP_RATES, _LATENCY)),
         "how often the latency episodes, shifted in time at random, catch as much paging",
     ),
     "host.rss_growth.bytes": FactSpec(
-        "bytes", "processes: rss_bytes", "largest growth of one process's RSS, to its peak"
+        "bytes", columns("processes", "rss_bytes"), "largest growth of one process's RSS, to its peak"
     ),
-    "host.rss_growth.pid": FactSpec("id", "processes: rss_bytes", "the process whose RSS grew most"),
+    "host.rss_growth.pid": FactSpec(
+        "id", columns("processes", "rss_bytes"), "the process whose RSS grew most"
+    ),
     "host.rss_growth.process": FactSpec(
-        "name", "processes: rss_bytes", "that process as the report names it (pid or process-exporter group)"
+        "name",
+        columns("processes", "rss_bytes"),
+        "that process as the report names it (pid or process-exporter group)",
     ),
-    "host.rss_growth.name": FactSpec("name", "processes: rss_bytes, name", "its name"),
-    "sampling.interval_s": FactSpec("s", "a time-series table", "the finest sampling interval in the dump"),
-    "sampling.has_requests": FactSpec("bool", "any table", "the dump has per-request latencies"),
+    "host.rss_growth.name": FactSpec("name", columns("processes", "rss_bytes", "name"), "its name"),
+    "sampling.interval_s": FactSpec(
+        "s",
+        said(
+            "a time-series table",
+            either(*(table(t) for t in ("system", "gpu", "processes", "server", "series"))),
+        ),
+        "the finest sampling interval in the dump",
+    ),
+    "sampling.has_requests": FactSpec("bool", ANYTHING, "the dump has per-request latencies"),
     "sampling.has_latency_averages": FactSpec(
-        "bool", "any table", "the dump has latency only as per-interval means (a serving engine's /metrics)"
+        "bool", ANYTHING, "the dump has latency only as per-interval means (a serving engine's /metrics)"
     ),
-    "host.cpu_count": FactSpec("count", "system: cpu_count", "logical CPUs"),
+    "host.cpu_count": FactSpec("count", columns("system", "cpu_count"), "logical CPUs"),
     "thread.busiest.cpu_pct": FactSpec(
         "pct",
-        "processes: max_thread_cpu_pct",
+        columns("processes", "max_thread_cpu_pct"),
         "P95 of the server's busiest thread's CPU (100 = a core; any process's where the server is unknown)",
     ),
-    "thread.busiest.pid": FactSpec("id", "processes: max_thread_cpu_pct", "its process id"),
+    "thread.busiest.pid": FactSpec("id", columns("processes", "max_thread_cpu_pct"), "its process id"),
     "thread.busiest.process": FactSpec(
-        "name", "processes: max_thread_cpu_pct", "its process as the report names it (pid or group)"
+        "name",
+        columns("processes", "max_thread_cpu_pct"),
+        "its process as the report names it (pid or group)",
     ),
-    "thread.busiest.name": FactSpec("name", "processes: max_thread_cpu_pct", "its process name"),
+    "thread.busiest.name": FactSpec("name", columns("processes", "max_thread_cpu_pct"), "its process name"),
     "thread.busiest.process_cpu_pct": FactSpec(
-        "pct", "processes: cpu_pct", "mean CPU of that whole process (100 = a core)"
+        "pct", columns("processes", "cpu_pct"), "mean CPU of that whole process (100 = a core)"
     ),
     "allocator.stranded_bytes.max": FactSpec(
-        "bytes", "allocator: reserved_bytes, allocated_bytes", "peak reserved - allocated"
+        "bytes", columns("allocator", "reserved_bytes", "allocated_bytes"), "peak reserved - allocated"
     ),
     "allocator.stranded_share.max": FactSpec(
-        "ratio", "allocator: reserved_bytes, allocated_bytes", "peak (reserved - allocated) / reserved"
+        "ratio",
+        columns("allocator", "reserved_bytes", "allocated_bytes"),
+        "peak (reserved - allocated) / reserved",
     ),
     "allocator.largest_free_block_bytes.min": FactSpec(
-        "bytes", "allocator: largest_free_block_bytes", "smallest largest-free-block seen"
+        "bytes", columns("allocator", "largest_free_block_bytes"), "smallest largest-free-block seen"
     ),
-    "allocator.alloc_retries": FactSpec("count", "allocator: num_alloc_retries", "retries during the dump"),
-    "allocator.ooms": FactSpec("count", "allocator: num_ooms", "allocator OOMs during the dump"),
+    "allocator.alloc_retries": FactSpec(
+        "count", columns("allocator", "num_alloc_retries"), "retries during the dump"
+    ),
+    "allocator.ooms": FactSpec("count", columns("allocator", "num_ooms"), "allocator OOMs during the dump"),
     "spikes.latency.episodes": FactSpec("count", _SPIKES, "P99 latency spike episodes"),
     "spikes.latency.episode_s": FactSpec("s", _SPIKES, "median length of a latency episode"),
     "spikes.latency.peak_ratio": FactSpec("factor", _SPIKES, "median episode peak / its baseline"),
@@ -290,11 +388,17 @@ CATALOGUE: dict[str, FactSpec] = {
     "batch.wait.p50_ms": FactSpec("ms", _BATCH_WAIT, "median time a request waits for its batch"),
     "batch.wait.p99_ms": FactSpec("ms", _BATCH_WAIT, "P99 of that wait"),
     "batch.wait_to_forward": FactSpec(
-        "factor", _BATCH_WAIT + " and stage_forward_ms", "median batch wait / median forward time"
+        "factor",
+        columns("requests", "stage_batch_wait_ms", "stage_forward_ms"),
+        "median batch wait / median forward time",
     ),
-    "batch.size.p50": FactSpec("count", "requests: batch_size", "median size of a request's batch"),
-    "batch.size.max": FactSpec("count", "requests: batch_size", "largest batch seen"),
-    "batch.fill_ratio": FactSpec("ratio", "requests: batch_size", "median batch size / largest seen"),
+    "batch.size.p50": FactSpec(
+        "count", columns("requests", "batch_size"), "median size of a request's batch"
+    ),
+    "batch.size.max": FactSpec("count", columns("requests", "batch_size"), "largest batch seen"),
+    "batch.fill_ratio": FactSpec(
+        "ratio", columns("requests", "batch_size"), "median batch size / largest seen"
+    ),
     "batch.curve": FactSpec("name", _BATCH, "GPU throughput (items/s) and forward time per batch size"),
     "batch.knee_size": FactSpec("count", _BATCH, "smallest batch reaching 90 % of the best throughput"),
     "batch.knee_items_per_s": FactSpec("rps", _BATCH, "throughput at that batch size"),
@@ -306,35 +410,25 @@ CATALOGUE: dict[str, FactSpec] = {
     "batch.forward_cost_past_knee": FactSpec(
         "factor", _BATCH, "median forward time of those batches / at the knee"
     ),
-    "profiler.sessions": FactSpec("count", "events: profiler_start", "profiler sessions started"),
-    "profiler.active_share": FactSpec(
-        "ratio", "events: profiler_start, and requests", "requests served while profiling"
-    ),
-    "profiler.latency_cost": FactSpec(
-        "factor", "events: profiler_start, and requests", "median latency profiling / not"
-    ),
+    "profiler.sessions": FactSpec("count", _PROFILER, "profiler sessions started"),
+    "profiler.active_share": FactSpec("ratio", every(_PROFILER, _REQ), "requests served while profiling"),
+    "profiler.latency_cost": FactSpec("factor", every(_PROFILER, _REQ), "median latency profiling / not"),
     "profiler.step_p_value": FactSpec(
         "p",
-        "events: profiler_start, and requests over two minutes around it",
+        said("events: profiler_start, and requests over two minutes around it", every(_PROFILER, _LATENCY)),
         "share of the dump's moments with a latency step as large as the one at the start",
     ),
     "profiler.forward_cost": FactSpec(
         "factor",
-        "events: profiler_start, and requests: stage_forward_ms",
+        every(_PROFILER, columns("requests", "stage_forward_ms")),
         "median forward time profiling / not",
     ),
-    "ttft.p50_ms": FactSpec("ms", "requests: ttft_ms, or stage_decode_ms", "P50 of the time to first token"),
-    "ttft.p95_ms": FactSpec("ms", "requests: ttft_ms, or stage_decode_ms", "P95 of the time to first token"),
-    "ttft.p99_ms": FactSpec("ms", "requests: ttft_ms, or stage_decode_ms", "P99 of the time to first token"),
-    "tpot.p50_ms": FactSpec(
-        "ms", "requests: tpot_ms, or stage_decode_ms and output_len", "P50 of the time per output token"
-    ),
-    "tpot.p95_ms": FactSpec(
-        "ms", "requests: tpot_ms, or stage_decode_ms and output_len", "P95 of the time per output token"
-    ),
-    "tpot.p99_ms": FactSpec(
-        "ms", "requests: tpot_ms, or stage_decode_ms and output_len", "P99 of the time per output token"
-    ),
+    "ttft.p50_ms": FactSpec("ms", _GENERATION, "P50 of the time to first token"),
+    "ttft.p95_ms": FactSpec("ms", _GENERATION, "P95 of the time to first token"),
+    "ttft.p99_ms": FactSpec("ms", _GENERATION, "P99 of the time to first token"),
+    "tpot.p50_ms": FactSpec("ms", _TPOT, "P50 of the time per output token"),
+    "tpot.p95_ms": FactSpec("ms", _TPOT, "P95 of the time per output token"),
+    "tpot.p99_ms": FactSpec("ms", _TPOT, "P99 of the time per output token"),
     "engine.kv_usage.max_pct": FactSpec("pct", _KV, "the highest KV-cache usage the engine reported"),
     "engine.kv_usage.p50_pct": FactSpec("pct", _KV, "the median KV-cache usage"),
     "engine.kv_full_share": FactSpec(
@@ -342,30 +436,33 @@ CATALOGUE: dict[str, FactSpec] = {
     ),
     "engine.queued_while_full_share": FactSpec(
         "ratio",
-        _KV + " and queue_depth",
+        said(
+            "server: kv_cache_usage_pct (an engine's stats log or /metrics) and queue_depth",
+            columns("server", "kv_cache_usage_pct", "queue_depth"),
+        ),
         "share of samples with requests waiting while the KV cache was >= 90 %",
     ),
     "engine.saturated_share": FactSpec(
         "ratio",
-        "server: queue_depth and running",
+        columns("server", "queue_depth", "running"),
         "share of samples with requests waiting while running was at 90 % of its highest or more",
     ),
     "engine.rho.max": FactSpec(
         "ratio",
-        "server: running",
+        columns("server", "running"),
         "the engine's load in its busiest twentieth of the time: requests running over the most it ran",
     ),
     "engine.backlog_run_s": FactSpec(
         "s",
-        "server: queue_depth and running",
+        columns("server", "queue_depth", "running"),
         "longest unbroken time with requests waiting while running was at 90 % of its highest or more",
     ),
     "engine.waiting.max": FactSpec(
-        "count", "server: queue_depth", "most requests waiting in the engine's queue"
+        "count", columns("server", "queue_depth"), "most requests waiting in the engine's queue"
     ),
-    "engine.running.max": FactSpec("count", "server: running", "most requests running at once"),
+    "engine.running.max": FactSpec("count", columns("server", "running"), "most requests running at once"),
     "engine.swapped.max": FactSpec(
-        "count", "server: swapped (vLLM V0)", "most requests swapped out to CPU memory"
+        "count", columns("server", "swapped", where="vLLM V0"), "most requests swapped out to CPU memory"
     ),
     "engine.preemptions": FactSpec(
         "count",
@@ -374,7 +471,9 @@ CATALOGUE: dict[str, FactSpec] = {
         "SGLang's retractions, or the counter)",
     ),
     "engine.no_progress_s": FactSpec(
-        "s", "server: running and tokens_per_s", "longest time with requests running and no token generated"
+        "s",
+        columns("server", "running", "tokens_per_s"),
+        "longest time with requests running and no token generated",
     ),
     "requests.stream_silence_s": FactSpec(
         "s",
@@ -385,7 +484,7 @@ CATALOGUE: dict[str, FactSpec] = {
     "requests.stream_silence_start": FactSpec("time", _STREAMS, "when that silence began"),
     "engine.stalls": FactSpec("count", _ENGINE, "engine steps that timed out ('Engine iteration timed out')"),
     "engine.deaths": FactSpec("count", _ENGINE, "times the engine died or failed (engine_dead events)"),
-    "engine.stall_line": FactSpec("name", "events: engine_stall", "the first stalled step's log line"),
+    "engine.stall_line": FactSpec("name", event("engine_stall"), "the first stalled step's log line"),
     "engine.waited_s": FactSpec(
         "s",
         _ENGINE,
@@ -393,7 +492,7 @@ CATALOGUE: dict[str, FactSpec] = {
         "broadcast block found in 60 seconds', each line a minute)",
     ),
     "engine.wait_line": FactSpec(
-        "name", "events: engine_wait", "the first line in which a worker said it waited"
+        "name", event("engine_wait"), "the first line in which a worker said it waited"
     ),
     "engine.cache_full_statements": FactSpec(
         "count",
@@ -402,14 +501,14 @@ CATALOGUE: dict[str, FactSpec] = {
         "TGI's 'out of available cache blocks', llama.cpp's 'failed to find free space in the KV cache')",
     ),
     "engine.cache_full_line": FactSpec(
-        "name", "events: kv_cache_full", "the first line in which the engine said its KV cache was full"
+        "name", event("kv_cache_full"), "the first line in which the engine said its KV cache was full"
     ),
     "engine.kv_capacity_tokens": FactSpec(
-        "count", "events: kv_cache_config (start-up log)", "tokens the KV cache holds"
+        "count", event("kv_cache_config", where="start-up log"), "tokens the KV cache holds"
     ),
     "engine.max_concurrency": FactSpec(
         "factor",
-        "events: kv_cache_config (start-up log)",
+        event("kv_cache_config", where="start-up log"),
         "requests of full length the KV cache holds at once",
     ),
     "output_len.rise_ratio": FactSpec("factor", _OUTPUT, "median generated length after the shift / before"),
@@ -417,18 +516,16 @@ CATALOGUE: dict[str, FactSpec] = {
         "ratio", _OUTPUT, "share of the latency rise a latency-vs-answer-length line predicts"
     ),
     "ttft.rise_ratio": FactSpec("factor", _TTFT, "median TTFT after its largest shift / before"),
-    "ttft.input_rise_ratio": FactSpec(
-        "factor", _TTFT + " and input_len", "median prompt length after / before"
-    ),
+    "ttft.input_rise_ratio": FactSpec("factor", _TTFT_INPUT, "median prompt length after / before"),
     "ttft.unexplained_ratio": FactSpec(
-        "factor", _TTFT + " and input_len", "TTFT after the shift / what a TTFT-vs-prompt line predicts"
+        "factor", _TTFT_INPUT, "TTFT after the shift / what a TTFT-vs-prompt line predicts"
     ),
     "ttft.input_explained_share": FactSpec(
-        "ratio", _TTFT + " and input_len", "share of the TTFT rise the new prompt lengths predict"
+        "ratio", _TTFT_INPUT, "share of the TTFT rise the new prompt lengths predict"
     ),
     "tpot.rise_ratio": FactSpec(
         "factor",
-        "requests: tpot_ms, or stage_decode_ms and output_len",
+        _TPOT,
         "median TPOT after its largest shift / before",
     ),
     "llm.long_prompt_tokens": FactSpec("count", _LONG, "the prompt length counted as long (4x the median)"),
@@ -475,7 +572,7 @@ CATALOGUE: dict[str, FactSpec] = {
     "trace.top_kernel.share": FactSpec("ratio", _KERNELS, "its share of kernel time"),
     "trace.device_over_host_share": FactSpec(
         "ratio",
-        "a profiler summary (key_averages table, nsys stats)",
+        said("a profiler summary (key_averages table, nsys stats)", table("op_summary")),
         "kernel time over the host's traced self time: on a one-thread host, the most the GPU was busy",
     ),
     "trace.operator_calls": FactSpec(
@@ -587,10 +684,17 @@ CATALOGUE: dict[str, FactSpec] = {
         "number", _RUNQ, "threads running or waiting to run per core, median over the samples"
     ),
     "host.cpu_system_share": FactSpec(
-        "ratio", "system: cpu_system_pct, cpu_pct", "share of the host's busy CPU spent in the kernel"
+        "ratio",
+        columns("system", "cpu_system_pct", "cpu_pct"),
+        "share of the host's busy CPU spent in the kernel",
     ),
     "host.server_cpu_share": FactSpec(
-        "ratio", _SERVER + ", system: cpu_pct", "the server's share of the host's busy CPU"
+        "ratio",
+        said(
+            "processes: the server's rows (cpu_pct, num_threads; cores_allowed), system: cpu_pct",
+            every(_SERVER_ROWS, columns("system", "cpu_pct")),
+        ),
+        "the server's share of the host's busy CPU",
     ),
     "server.cores": FactSpec("number", _SERVER, "cores the server may use (its affinity and CPU quota)"),
     "server.process": FactSpec(
@@ -616,43 +720,56 @@ CATALOGUE: dict[str, FactSpec] = {
     ),
     "server.pool_threads": FactSpec(
         "count",
-        "allocator: intra_op_threads (the helper), or the manifest's environment: OMP_NUM_THREADS, ...",
+        said(
+            "allocator: intra_op_threads (the helper), or the manifest's environment: OMP_NUM_THREADS, ...",
+            either(columns("allocator", "intra_op_threads"), manifest("environment")),
+        ),
         "the intra-op pool size the server declares",
     ),
     "server.pool_threads_per_core": FactSpec(
         "number",
-        "allocator: intra_op_threads (the helper), or the manifest's environment: OMP_NUM_THREADS, ...",
+        said(
+            "allocator: intra_op_threads (the helper), or the manifest's environment: OMP_NUM_THREADS, ...",
+            either(columns("allocator", "intra_op_threads"), manifest("environment")),
+        ),
         "that pool times the server's processes, per core it may use",
     ),
     "server.run_queue_wait_per_core.p50": FactSpec(
         "ratio",
-        "processes: run_queue_wait_pct (diagnose record) of the server",
+        said(
+            "processes: run_queue_wait_pct (diagnose record) of the server",
+            columns("processes", "run_queue_wait_pct"),
+        ),
         "the server's threads' time runnable but waiting for a core, per core it may use, median",
     ),
     # Memory cleaned up after every request (facts/memory_cleanup.py)
     "allocator.device_allocs": FactSpec("count", _DEVICE_ALLOCS, "device allocations during the dump"),
     "allocator.alloc_growth_share": FactSpec(
-        "ratio", _DEVICE_ALLOCS + " and requests", "sampling intervals with requests in which they grew"
+        "ratio", every(_DEVICE_ALLOCS, _REQ), "sampling intervals with requests in which they grew"
     ),
     "allocator.device_allocs_per_request": FactSpec(
-        "number", _DEVICE_ALLOCS + " and requests", "device allocations per request over the same time"
+        "number", every(_DEVICE_ALLOCS, _REQ), "device allocations per request over the same time"
     ),
     "allocator.cached_share.p50": FactSpec(
-        "ratio", "allocator: reserved_bytes, allocated_bytes", "median share of reserved memory held as cache"
+        "ratio",
+        columns("allocator", "reserved_bytes", "allocated_bytes"),
+        "median share of reserved memory held as cache",
     ),
     "server.minor_faults_per_request.p50": FactSpec(
         "number",
-        "processes: minor_faults_per_s (diagnose record) of the server, and requests",
+        said(
+            f"{_FAULTS} of the server, and requests", every(columns("processes", "minor_faults_per_s"), _REQ)
+        ),
         "the server's minor page faults per request, median over the sampling intervals",
     ),
     "server.faulted_bytes": FactSpec(
         "bytes",
-        "processes: minor_faults_per_s (diagnose record) of the server",
+        said(f"{_FAULTS} of the server", columns("processes", "minor_faults_per_s")),
         "memory faulted in, 4 KiB pages",
     ),
     "server.fault_recycling": FactSpec(
         "factor",
-        "processes: minor_faults_per_s (diagnose record), rss_bytes of the server",
+        said(f"{_FAULTS}, rss_bytes of the server", columns("processes", "minor_faults_per_s", "rss_bytes")),
         "memory faulted in over the range its resident memory moved in: times the same memory was retaken",
     ),
     "trace.device_alloc_calls": FactSpec("count", _TRACE, "cudaMalloc / cudaFree calls in the trace"),
@@ -662,15 +779,23 @@ CATALOGUE: dict[str, FactSpec] = {
 
 # What `diagnose verify` reads on the live host, by probe (diagnose/verify/probes.py): a rule's checks
 # name these beside the dump's facts. Never in a dump, so kept apart from CATALOGUE.
-_SCHEDULES = "the host's schedules: crontabs (/etc/crontab, /etc/cron.d, the users' spools), systemd timers"
-_NVML_NOW = "NVML on this host, now (nvidia-ml-py)"
-_METRICS_NOW = "the engine's /metrics now (the dump's metrics source, or verify --metrics-url)"
-_PROC_NOW = (
-    "/proc on this host, read every second for ten: the dump's server (its pid, else its name and "
-    "command line)"
+_SCHEDULES = probe(
+    "schedules",
+    "the host's schedules: crontabs (/etc/crontab, /etc/cron.d, the users' spools), systemd timers",
 )
-_STACKS_NOW = "py-spy dump --nonblocking of the dump's server, ten dumps half a second apart (when installed)"
-_HOST_NOW = "/proc on this host, read every second for ten (stat, vmstat, meminfo)"
+_NVML_NOW = probe("gpu_clocks", "NVML on this host, now (nvidia-ml-py)")
+_METRICS_NOW = probe(
+    "engine_metrics", "the engine's /metrics now (the dump's metrics source, or verify --metrics-url)"
+)
+_PROC_NOW = probe(
+    "processes_now",
+    "/proc on this host, read every second for ten: the dump's server (its pid, else its name and "
+    "command line)",
+)
+_STACKS_NOW = probe(
+    "stacks", "py-spy dump --nonblocking of the dump's server, ten dumps half a second apart (when installed)"
+)
+_HOST_NOW = probe("processes_now", "/proc on this host, read every second for ten (stat, vmstat, meminfo)")
 LIVE: dict[str, FactSpec] = {
     "live.schedules.count": FactSpec("count", _SCHEDULES, "scheduled jobs found on the host"),
     "live.schedules.period_match": FactSpec(

@@ -27,7 +27,6 @@ score on its own evidence is kept and shown, under the cause.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -217,27 +216,16 @@ def _missing_evidence(conditions: list[Condition], facts: Facts) -> list[str]:
 
 def _needs(names: Iterable[str], facts: Facts) -> list[str]:
     """What the evidence for the absent ``names`` needs, each said once: of "server: running" and
-    "server: queue_depth and running", only the second."""
+    "server: queue_depth and running", only the second (by the catalogue's structured needs, not their
+    words). Where the evidence was there but too little, the fact's own reason (``Facts.cannot``)."""
     absent = [name for name in names if name not in facts.values]
-    needs = list(dict.fromkeys(facts.absent.get(name, CATALOGUE[name].needs) for name in absent))
-    columns = {need: _columns(need) for need in needs}
-    return [
-        need
-        for need in needs
-        if not any(
-            other != need and columns[need] and columns[other] and columns[need] < columns[other]
-            for other in needs
-        )
-    ]
-
-
-def _columns(need: str) -> set[str]:
-    """``table: a, b and c (where from)`` as {table.a, table.b, table.c}; empty for any other wording."""
-    table, colon, rest = re.sub(r"\s*\([^)]*\)", "", need).partition(": ")
-    if not colon or " or " in rest or " " in table:
-        return set()
-    columns = (column.strip() for column in rest.replace(" and ", ", ").split(","))
-    return {f"{table}.{column}" for column in columns if column}
+    reasons = {name: facts.absent[name] for name in absent if name in facts.absent}
+    needs = list(dict.fromkeys(CATALOGUE[name].needs for name in absent if name not in reasons))
+    wanted = {need for need in needs if not any(need.within(other) for other in needs)}
+    said = {name: reasons[name] if name in reasons else CATALOGUE[name].needs.text for name in absent}
+    return list(
+        dict.fromkeys(said[name] for name in absent if name in reasons or CATALOGUE[name].needs in wanted)
+    )
 
 
 def _why_not(rule: Rule, states: dict[str, bool | None], facts: Facts) -> str:

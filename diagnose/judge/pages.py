@@ -44,7 +44,7 @@ def rule_page(rule: Rule) -> str:
         ]
     lines += ["## Facts it reads", "", "| fact | meaning | needs |", "|---|---|---|"]
     names = sorted({n for c in (*rule.conditions, *rule.contrary) for n in c.facts})
-    lines += [f"| `{n}` | {CATALOGUE[n].meaning} | {CATALOGUE[n].needs} |" for n in names]
+    lines += [f"| `{n}` | {CATALOGUE[n].meaning} | {CATALOGUE[n].needs.text} |" for n in names]
     lines += ["", "## Verify", "", *[f"{i}. {s}" for i, s in enumerate(rule.verify, 1)], ""]
     if rule.checks:
         lines += [
