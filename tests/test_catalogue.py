@@ -20,6 +20,7 @@ FROM_ENGINE_LOGS_ONLY = {
     "engine.kv_capacity_tokens": "tests/test_engine_findings.py, tests/test_sglang_log.py",
     "engine.max_concurrency": "tests/test_engine_findings.py, tests/test_sglang_log.py",
     "engine.swapped.max": "tests/test_engine_findings.py",
+    "engine.queue_full_line": "tests/test_statements.py",
 }
 
 

@@ -96,6 +96,30 @@ def test_prefilling_is_progress(tmp_path):
     assert facts.get("engine.no_progress_s") == 0
 
 
+def test_a_sample_with_prompts_prefilled_and_fewer_tokens_than_requests_running_had_no_decode_step(tmp_path):
+    facts = _facts(
+        tmp_path,
+        {
+            "ts": [0, 5, 10, 15, 20],
+            "running": [20, 22, 24, 24, 0],
+            # 5 s at 1.2 tokens/s is 6 tokens for 22 running requests: the first tokens of the prompts
+            # prefilled, no decode step; 122 tokens/s is decode running; an idle engine pauses nobody
+            "tokens_per_s": [122.2, 1.2, 0.0, 130.0, 0.0],
+            "prompt_tokens_per_s": [0.0, 1032.4, 1096.2, 900.0, 500.0],
+        },
+    )
+    assert facts.get("engine.decode_paused_s") == 10
+    assert facts.get("engine.no_progress_s") == 0  # prefilling is progress: no stall
+
+
+def test_decode_running_beside_a_prefill_is_no_pause(tmp_path):
+    facts = _facts(
+        tmp_path,
+        {"ts": [0, 1, 2], "running": [40, 40, 40], "tokens_per_s": [45, 41, 60], "prompt_tokens_per_s": [9e3] * 3},
+    )
+    assert facts.get("engine.decode_paused_s") == 0  # 41 tokens in a second: one step for each of 40
+
+
 def test_swapped_out_requests_are_the_most_the_engine_held_swapped(tmp_path):
     facts = _facts(tmp_path, {"ts": [0, 1, 2], "kv_cache_usage_pct": [99, 99, 98], "swapped": [0, 3, 1]})
     assert facts.get("engine.swapped.max") == 3

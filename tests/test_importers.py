@@ -147,6 +147,22 @@ def test_a_dcgm_scrape_between_notes_with_one_sample_quoted_is_read(tmp_path):
     assert (gpu["mig_instance"], gpu["util_pct"], gpu["mem_bw_util_pct"]) == ("1", 38.1124, 25.0)
 
 
+def test_a_vllm_stats_line_cut_before_its_level_keeps_its_time_and_one_without_a_time_is_left_out(tmp_path):
+    stats = (
+        "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 122.2 tokens/s, Running: 20 reqs, "
+        "Swapped: 0 reqs, Pending: 9 reqs, GPU KV cache usage: 24.8%, CPU KV cache usage: 0.0%"
+    )
+    (tmp_path / "vllm.log").write_text(
+        f"11-21 00:12:08 llm_engine.py:624] {stats}\n"  # the paste's cut took "INFO " away
+        f"INFO 11-21 00:12:13 llm_engine.py:624] {stats}\n"
+        f"{stats}\n"  # no time at all: the file's would put it weeks away
+    )
+    dump = load_dump(str(tmp_path))
+    ts = dump.tables["server"]["ts"].to_numpy()
+    assert len(ts) == 2 and ts[1] - ts[0] == 5
+    assert any("1 of its stats lines had no time of their own" in w for w in dump.warnings), dump.warnings
+
+
 def test_the_issue_case_vllm_log_with_ooms_smi_csv_and_a_scrape(tmp_path, report_of):
     (tmp_path / "vllm.log").write_text(VLLM_V1 + VLLM_LOG)
     (tmp_path / "nvidia-smi.csv").write_text(SMI_CSV)

@@ -244,6 +244,21 @@ def test_a_full_kv_cache_stated_by_the_engine_is_kv_cache_pressure(run_cli, tmp_
     assert top["id"] == "kv-cache-pressure" and top["score"] >= 0.5, top
 
 
+def test_a_full_queue_stated_by_the_server_is_queue_saturation(run_cli, tmp_path):
+    full = [s for s in CATALOGUE if s.event == EventKind.QUEUE_FULL]
+    assert {s.writer for s in full} >= {"Ray Serve", "Triton Inference Server"}, {s.writer for s in full}
+    line, _ = _example(full[0])
+    (tmp_path / "serve.log").write_text(
+        f"(ProxyActor pid=21011) WARNING 2026-06-07 10:59:31,659 proxy -- {line}\n"
+    )
+    code, out, err = run_cli("file", tmp_path, "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    top = report["hypotheses"][0]
+    assert top["id"] == "queue-saturation" and top["score"] >= 0.5, top
+    assert report["facts"]["engine.queue_full_line"]["value"].endswith(line.strip()[-40:])
+
+
 def test_the_packaged_catalogue_is_the_clones(tmp_path):
     """A wheel carries statements/ as diagnose/builtin_statements, as it carries rules/."""
     text = (ROOT / "pyproject.toml").read_text()

@@ -470,6 +470,11 @@ CATALOGUE: dict[str, FactSpec] = {
         "requests preempted or retracted that the evidence shows (vLLM's warnings or cumulative count, "
         "SGLang's retractions, or the counter)",
     ),
+    "engine.decode_paused_s": FactSpec(
+        "s",
+        columns("server", "running", "tokens_per_s", "prompt_tokens_per_s"),
+        "longest time the engine prefilled and ran no decode step (fewer tokens than requests running)",
+    ),
     "engine.no_progress_s": FactSpec(
         "s",
         columns("server", "running", "tokens_per_s"),
@@ -502,6 +507,15 @@ CATALOGUE: dict[str, FactSpec] = {
     ),
     "engine.cache_full_line": FactSpec(
         "name", event("kv_cache_full"), "the first line in which the engine said its KV cache was full"
+    ),
+    "engine.queue_full_statements": FactSpec(
+        "count",
+        _ENGINE,
+        "lines in which the server said it refused or dropped a request at its queue or concurrency limit "
+        "(queue_full events: Ray Serve's backpressure, Triton's 'Exceeds maximum queue size')",
+    ),
+    "engine.queue_full_line": FactSpec(
+        "name", event("queue_full"), "the first line in which the server said its queue was full"
     ),
     "engine.kv_capacity_tokens": FactSpec(
         "count", event("kv_cache_config", where="start-up log"), "tokens the KV cache holds"

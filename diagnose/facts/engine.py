@@ -35,6 +35,7 @@ _ENGINE_EVENTS = (
     "kv_cache_config",
     "kv_cache_full",
     "engine_wait",
+    "queue_full",
 )
 WAIT_S = 60.0  # what a wait line without its figure stands for: vLLM warns after each 60 s of waiting
 _CUMULATIVE = re.compile(r"total_num_cumulative_preemption=(\d+)")
@@ -119,6 +120,7 @@ def _add_gauges(facts: Facts, server: pd.DataFrame, source: str) -> None:
                     f"the busiest of {_LOAD_WINDOWS} windows",
                 )
     _add_no_progress(facts, server, running, source)
+    _add_decode_paused(facts, server, running, source)
 
 
 _GAUGE = {"waiting": "queue_depth", "running": "running"}
@@ -138,6 +140,29 @@ def _add_no_progress(facts: Facts, server: pd.DataFrame, running: np.ndarray | N
         "engine.no_progress_s",
         _longest_run_s(stuck, ts),
         f"{source}: running > 0 with tokens_per_s = 0, samples every {interval:g} s",
+    )
+
+
+def _add_decode_paused(facts: Facts, server: pd.DataFrame, running: np.ndarray | None, source: str) -> None:
+    """The longest run of samples in which the engine prefilled and not one decode step ran: a decode
+    step gives every running request a token, so fewer tokens in a sample than requests running is a
+    sample with none (the first tokens of prompts just prefilled are all it generated). vLLM V0 without
+    chunked prefill runs a step of prompts alone; back to back, they pause every running request."""
+    generated = _column(server, "tokens_per_s")
+    prompt = _column(server, "prompt_tokens_per_s")
+    if running is None or generated is None or prompt is None:
+        return
+    ts = pd.to_numeric(server["ts"], errors="coerce").to_numpy(dtype="float64")
+    interval = float(np.median(np.diff(ts))) if ts.size > 1 else 0.0
+    if interval <= 0:
+        return
+    with np.errstate(invalid="ignore"):
+        paused = (running >= 1) & (prompt > 0) & (generated * interval < running)
+    facts.add(
+        "engine.decode_paused_s",
+        _longest_run_s(paused, ts),
+        f"{source}: prompt_tokens_per_s > 0 and fewer tokens generated than requests running, "
+        f"samples every {interval:g} s",
     )
 
 
@@ -208,6 +233,7 @@ def _add_stalls(facts: Facts, events: pd.DataFrame | None, kinds: pd.Series | No
         ("engine_stall", "engine.stalls"),
         ("engine_dead", "engine.deaths"),
         ("kv_cache_full", "engine.cache_full_statements"),
+        ("queue_full", "engine.queue_full_statements"),
     ):
         count = int((kinds == kind).sum()) if kinds is not None else 0
         facts.add(name, count, f"{source}: {kind} events")
@@ -224,7 +250,11 @@ def _add_stalls(facts: Facts, events: pd.DataFrame | None, kinds: pd.Series | No
         )
     else:
         facts.add("engine.waited_s", 0.0, f"{source}: engine_wait events")
-    for kind, name in (("engine_stall", "engine.stall_line"), ("kv_cache_full", "engine.cache_full_line")):
+    for kind, name in (
+        ("engine_stall", "engine.stall_line"),
+        ("kv_cache_full", "engine.cache_full_line"),
+        ("queue_full", "engine.queue_full_line"),
+    ):
         if events is not None and kinds is not None and (kinds == kind).any():
             first = events[(kinds == kind).to_numpy()].iloc[0]
             facts.add(name, str(first.get("message", ""))[:200], f"{source}: first {kind}{_said_by(first)}")

@@ -22,9 +22,14 @@ _OUTER_YEAR = re.compile(r"^\[?(\d{4})-\d{2}-\d{2}")
 _ISO = re.compile(r"(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)")
 
 
+# vLLM's own layout, "%(levelname)s %(asctime)s %(filename)s:%(lineno)d]" with "%m-%d %H:%M:%S", is told
+# by its file and line even where a cut took the level word away: "11-21 00:12:08 llm_engine.py:624]"
+_ENGINE_NO_LEVEL = re.compile(r"(?<![\d:-])(\d{2})-(\d{2}) (\d{2}:\d{2}:\d{2})(?:\.\d+)? [\w.-]+\.py:\d+\]")
+
+
 def engine_stamp(line: str, default_year: int, tz: str | None) -> float | None:
     """``INFO 05-19 10:13:11`` anywhere in the line; the year from an outer ISO prefix, else the default."""
-    match = _ENGINE.search(line)
+    match = _ENGINE.search(line) or _ENGINE_NO_LEVEL.search(line)
     if not match:
         return None
     year = _OUTER_YEAR.match(line.strip())

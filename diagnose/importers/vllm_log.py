@@ -137,7 +137,7 @@ class VllmLogImporter(Importer):
             if not stats and not preempted:
                 continue
             if "Avg generation throughput" in line or "Avg prompt throughput" in line:
-                rows.append({"ts": ts if ts is not None else fallback, **stats})
+                rows.append({"ts": ts, **stats})
             elif stats.get("prefix_cache_hit_pct") is not None and rows and ts == rows[-1]["ts"]:
                 rows[-1]["prefix_cache_hit_pct"] = stats["prefix_cache_hit_pct"]  # V0's separate line
             if preempted:
@@ -153,9 +153,25 @@ class VllmLogImporter(Importer):
                 )
         events += ooms.events()
         result = Imported()
+        rows, untimed = _timed(rows, fallback)
+        if untimed:
+            result.warnings.append(
+                f"{source.name}: {untimed} of its stats lines had no time of their own (cut before it): "
+                "left out"
+            )
         if rows:
             result.tables["server"] = pd.DataFrame(rows)
             result.warnings.append(zone_note("vLLM log times", tz))
         if events:
             result.tables["events"] = pd.DataFrame(events)
         return result
+
+
+def _timed(rows: list[dict], fallback: float) -> tuple[list[dict], int]:
+    """The stats rows with their own time, and how many had none. A row without one among rows with
+    one has no place in their series (the file's time would put it days off); where no row has a time,
+    all of them are the file's, at its modification time."""
+    timed = [row for row in rows if row["ts"] is not None]
+    if not timed:
+        return [{**row, "ts": fallback} for row in rows], 0
+    return timed, len(rows) - len(timed)

@@ -36,6 +36,9 @@ class EventKind(StrEnum):
     # however idle the engine is. A limit of its configuration, not pressure from load.
     REQUEST_TOO_LONG = "request_too_long"
     KV_CACHE_CONFIG = "kv_cache_config"
+    # The server refused or dropped a request because its queue or its concurrency limit was full:
+    # arrivals outran what it serves (not a KV cache, not one request too long).
+    QUEUE_FULL = "queue_full"
     OOM = "oom"
     XID = "xid"
     THROTTLE = "throttle"
