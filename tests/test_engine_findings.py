@@ -112,10 +112,29 @@ def test_a_sample_with_prompts_prefilled_and_fewer_tokens_than_requests_running_
     assert facts.get("engine.no_progress_s") == 0  # prefilling is progress: no stall
 
 
+def test_a_burst_admitted_as_a_sample_closes_paused_nobody_in_it(tmp_path):
+    facts = _facts(
+        tmp_path,
+        {
+            "ts": [0, 10, 20, 30],
+            # 200 requests arrive at the end of the second window: 17 admitted, their prompts begun
+            "running": [0, 17, 40, 0],
+            "tokens_per_s": [0.0, 0.2, 2559.7, 2559.9],
+            "prompt_tokens_per_s": [0.0, 51.2, 10188.3, 10239.7],
+        },
+    )
+    assert facts.get("engine.decode_paused_s") == 0
+
+
 def test_decode_running_beside_a_prefill_is_no_pause(tmp_path):
     facts = _facts(
         tmp_path,
-        {"ts": [0, 1, 2], "running": [40, 40, 40], "tokens_per_s": [45, 41, 60], "prompt_tokens_per_s": [9e3] * 3},
+        {
+            "ts": [0, 1, 2],
+            "running": [40, 40, 40],
+            "tokens_per_s": [45, 41, 60],
+            "prompt_tokens_per_s": [9e3] * 3,
+        },
     )
     assert facts.get("engine.decode_paused_s") == 0  # 41 tokens in a second: one step for each of 40
 

@@ -145,9 +145,11 @@ def _add_no_progress(facts: Facts, server: pd.DataFrame, running: np.ndarray | N
 
 def _add_decode_paused(facts: Facts, server: pd.DataFrame, running: np.ndarray | None, source: str) -> None:
     """The longest run of samples in which the engine prefilled and not one decode step ran: a decode
-    step gives every running request a token, so fewer tokens in a sample than requests running is a
-    sample with none (the first tokens of prompts just prefilled are all it generated). vLLM V0 without
-    chunked prefill runs a step of prompts alone; back to back, they pause every running request."""
+    step gives every running request a token, so fewer tokens in a sample than requests running all
+    through it is a sample with none (the first tokens of prompts just prefilled are all it generated).
+    Running all through it is the lesser of the gauge at its start (the sample before) and at its end:
+    a burst admitted as a sample closes was not waiting in it. vLLM V0 without chunked prefill runs a
+    step of prompts alone; back to back, they pause every running request."""
     generated = _column(server, "tokens_per_s")
     prompt = _column(server, "prompt_tokens_per_s")
     if running is None or generated is None or prompt is None:
@@ -156,13 +158,15 @@ def _add_decode_paused(facts: Facts, server: pd.DataFrame, running: np.ndarray |
     interval = float(np.median(np.diff(ts))) if ts.size > 1 else 0.0
     if interval <= 0:
         return
+    throughout = np.fmin(running, np.concatenate([[np.nan], running[:-1]]))
+    throughout[0] = np.nan  # the first sample's start is not known
     with np.errstate(invalid="ignore"):
-        paused = (running >= 1) & (prompt > 0) & (generated * interval < running)
+        paused = (throughout >= 1) & (prompt > 0) & (generated * interval < throughout)
     facts.add(
         "engine.decode_paused_s",
         _longest_run_s(paused, ts),
-        f"{source}: prompt_tokens_per_s > 0 and fewer tokens generated than requests running, "
-        f"samples every {interval:g} s",
+        f"{source}: prompt_tokens_per_s > 0 and fewer tokens generated than requests running from the "
+        f"sample before to this one, samples every {interval:g} s",
     )
 
 
