@@ -15,12 +15,14 @@ from tests.conftest import DUMPS
 # The simulated fixtures and the testbed's recordings (a real runtime's profile among them).
 COMMITTED = sorted(DUMPS.iterdir()) + sorted((DUMPS.parent / "recorded").glob("*/dump"))
 # Facts no committed dump carries, each computed and checked elsewhere: the engine's start-up lines
-# (vLLM's "Maximum concurrency", SGLang's max_total_num_tokens) and vLLM V0's swapped-requests gauge.
+# (vLLM's "Maximum concurrency", SGLang's max_total_num_tokens), vLLM V0's swapped-requests gauge, a
+# server's full-queue statements and a profile's DataLoader fetches.
 FROM_ENGINE_LOGS_ONLY = {
     "engine.kv_capacity_tokens": "tests/test_engine_findings.py, tests/test_sglang_log.py",
     "engine.max_concurrency": "tests/test_engine_findings.py, tests/test_sglang_log.py",
     "engine.swapped.max": "tests/test_engine_findings.py",
     "engine.queue_full_line": "tests/test_statements.py",
+    "trace.data_loading_share": "tests/test_data_loading.py",
 }
 
 

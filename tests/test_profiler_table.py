@@ -333,14 +333,24 @@ def test_the_rest_of_a_hard_wrapped_row_is_not_a_row():
 
 def test_each_table_takes_the_footer_printed_under_it():
     """Two tables and a third cut before its footer: each row has its own table's total, not the last one
-    printed in the file; the cut table's rows have none."""
+    printed in the file; the cut table's rows have the total their own Self CPU % give."""
     second = _new_table(ROWS[:3]).replace("Self CPU time total: 194.300ms", "Self CPU time total: 97.150ms")
     cut = _new_table(ROWS[:3])[: _new_table(ROWS[:3]).index("cudaLaunchKernel")]
     table = _read(f"{_new_table()}\n{second}\n{cut}")
     totals = list(table["table_self_host_us"])
     assert totals[: len(ROWS)] == [HOST_TOTAL_US] * len(ROWS)
     assert totals[len(ROWS) : len(ROWS) + 3] == [97_150.0] * 3
-    assert all(pd.isna(total) for total in totals[len(ROWS) + 3 :])  # cut before its footer: none
+    # cut before its footer: 41.000ms is 21.10 % of it (the largest share: the fewest digits lost)
+    assert totals[len(ROWS) + 3 :] == [pytest.approx(HOST_TOTAL_US, rel=5e-4)] * 2
+
+
+def test_a_table_without_its_footer_and_nothing_but_percentages_to_total_it_has_no_total():
+    text = _new_table()
+    for row in ROWS:
+        text = text.replace(f"{row[1] / HOST_TOTAL_US:.2%}", "NaN", 1)
+    table = _read(text[: text.index("Self CPU time total")])
+    assert table["table_self_host_us"].isna().all() if "table_self_host_us" in table else True
+    assert "self_host_pct" not in table  # read to total the table, never a column of op_summary
 
 
 def test_a_row_cut_mid_figure_keeps_only_the_figures_left_whole():

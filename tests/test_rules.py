@@ -163,6 +163,19 @@ def test_an_unmet_text_whose_fact_is_missing_says_what_would_measure_it(tmp_path
     assert outcome.reason == "the GPU only 20% busy; calm: not measured (needs processes: max_thread_cpu_pct)"
 
 
+def test_a_path_with_no_evidence_at_all_is_left_out_where_a_measured_one_says_why(tmp_path):
+    """``calm``, false where its evidence is missing (as a statement no log made is), read nothing the dump
+    has: that it was not measured is no reason; the GPU's figure is."""
+    guarded = UNMET.replace(
+        "if: host.cpu_pct.mean < 5 and thread.busiest.cpu_pct < 5",
+        "if: known(thread.busiest.cpu_pct) and thread.busiest.cpu_pct < 5",
+    )
+    assert guarded != UNMET
+    (outcome,) = judge([_rule(tmp_path, guarded)], _facts(gpu__util_pct__mean=20.0))
+    assert outcome.status == Status.RULED_OUT
+    assert outcome.reason == "the GPU only 20% busy"
+
+
 def test_every_builtin_condition_that_can_rule_its_rule_out_says_so_in_words():
     from diagnose.expressions import expr
 

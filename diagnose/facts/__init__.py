@@ -11,6 +11,7 @@ from diagnose.dump.model import Dump
 from diagnose.facts.batching import add_batch_facts
 from diagnose.facts.coldstart import add_coldstart_facts
 from diagnose.facts.cpu_graph import add_cpu_graph_facts
+from diagnose.facts.data_loading import add_data_loading_facts
 from diagnose.facts.engine import add_engine_facts
 from diagnose.facts.gpu_trace import add_trace_facts
 from diagnose.facts.host_memory import add_host_memory_facts
@@ -89,6 +90,7 @@ def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnal
         ("profiler trace facts", lambda: add_trace_facts(facts, dump)),
         ("profiler summary facts", lambda: add_summary_facts(facts, dump)),
         ("host-run graph facts", lambda: add_cpu_graph_facts(facts, dump)),
+        ("data loading facts", lambda: add_data_loading_facts(facts, dump)),
     ]
     for what, step in steps:
         isolated(facts.warnings, what, step)

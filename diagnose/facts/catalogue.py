@@ -786,6 +786,14 @@ CATALOGUE: dict[str, FactSpec] = {
         said(f"{_FAULTS}, rss_bytes of the server", columns("processes", "minor_faults_per_s", "rss_bytes")),
         "memory faulted in over the range its resident memory moved in: times the same memory was retaken",
     ),
+    "trace.data_loading_share": FactSpec(
+        "ratio",
+        said(
+            "a profile with PyTorch DataLoader spans (enumerate(DataLoader)#...__next__)",
+            either(columns("host_calls", "name", "dur_us"), columns("op_summary", "name", "host_total_us")),
+        ),
+        "share of the profiled host time spent fetching the next batch from a DataLoader",
+    ),
     "trace.device_alloc_calls": FactSpec("count", _TRACE, "cudaMalloc / cudaFree calls in the trace"),
     "trace.device_alloc_share": FactSpec("ratio", _TRACE, "time in them over the host calls' span"),
     "trace.free_step_share": FactSpec("ratio", _STEPS, "share of profiler steps with a cudaFree"),

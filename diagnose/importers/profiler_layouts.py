@@ -57,6 +57,10 @@ def _column(title: str, shape: str, field: str | None = None) -> Column:
     return Column(title.replace("{D}", "CUDA"), re.compile(header, re.IGNORECASE), re.compile(shape), field)
 
 
+# A row's self host time as a share of the table's (what gives the table's total where its footer was
+# cut): read to compute it, never written into op_summary.
+SELF_HOST_PCT = "self_host_pct"
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)%")
 _PCT, _TIMED, _MEM = (
     r"\d+(?:\.\d+)?%|NaN|0",
     r"-?\d+(?:\.\d+)?(?:ns|us|µs|ms|s)",
@@ -66,7 +70,7 @@ _TEXT = r"\S.*"
 _NAME = _column("Name", _TEXT, "name")
 _OVERLOAD = _column("Overload Name", _TEXT)
 _HOST = (
-    _column("Self CPU %", _PCT),
+    _column("Self CPU %", _PCT, SELF_HOST_PCT),
     _column("Self CPU", _TIMED, "self_host_us"),
     _column("CPU total %", _PCT),
     _column("CPU total", _TIMED, "host_total_us"),
@@ -86,7 +90,7 @@ _SHAPES = _column("Input Shapes", r"\[.*")
 _FLOPS = _column("Total FLOPs", r"--|-?\d+\.\d{3}")
 _SOURCE = _column("Source Location", _TEXT)
 _OLD_HOST = (
-    _column("Self CPU total %", _PCT),
+    _column("Self CPU total %", _PCT, SELF_HOST_PCT),
     _column("Self CPU total", _TIMED, "self_host_us"),
     *_HOST[2:],
 )
@@ -162,6 +166,9 @@ def field_of(header: str) -> str | None:
 def value(field: str, text: str) -> float | None:
     if field == "calls":
         return float(text) if text.isdigit() else None
+    if field == SELF_HOST_PCT:
+        match = _PERCENT.fullmatch(text.strip())
+        return float(match.group(1)) if match else None
     return microseconds(text)
 
 

@@ -15,7 +15,8 @@ prints for some set of flags, where one such layout fits every row
 the rows under a header a paste hard-wrapped: only a header that names every
 column of its rule says which column is which. A row keeps only the figures a
 paste left whole (a time cut short has lost its unit; a count is whole where
-the line shows it ends), and each table's rows take the footer under it.
+the line shows it ends), and each table's rows take the footer under it, or,
+where the paste cut it, the total their own ``Self CPU %`` give.
 
 | header (any version) | op_summary column |
 |---|---|
@@ -44,6 +45,7 @@ from diagnose.importers.dash_rules import RULE, cells, column_ends, column_start
 from diagnose.importers.line_streams import Stream, are_the_paste, streams, text_lines
 from diagnose.importers.profiler_layouts import (
     FOOTER,
+    SELF_HOST_PCT,
     Column,
     column_of,
     field_of,
@@ -142,15 +144,25 @@ def _stream_rows(stream: Stream, warnings: list[str]) -> tuple[list[dict[str, ob
 
 def _totalled(rows: list[dict[str, object]], lines: tuple[str, ...], end: int) -> list[dict[str, object]]:
     """The rows with the host's self time in all, from the footer torch prints under their table's
-    closing rule (``end`` is where the table stopped): another table's footer is not theirs."""
+    closing rule (``end`` is where the table stopped): another table's footer is not theirs. Where the
+    paste cut the footer, the rows' own "Self CPU %" say it: a row's self time over its share of the
+    table's, taken from the row with the largest share (the fewest digits lost to rounding)."""
     at = end + bool(end < len(lines) and RULE.match(lines[end]))
     totals: dict[str, float | None] = {}
     while at < len(lines) and (found := FOOTER.search(lines[at])):
         totals[found.group(1)] = microseconds(found.group(2))
         at += 1
-    if totals.get("CPU") is None:
-        return rows
-    return [{**row, "table_self_host_us": totals["CPU"]} for row in rows]
+    total = totals.get("CPU")
+    if total is None:
+        shares = [
+            (pct, host)
+            for row in rows
+            if isinstance(pct := row.get(SELF_HOST_PCT), float) and pct >= 1.0
+            if isinstance(host := row.get("self_host_us"), float)
+        ]
+        total = max(shares)[1] * 100 / max(shares)[0] if shares else None
+    kept = [{k: v for k, v in row.items() if k != SELF_HOST_PCT} for row in rows]
+    return kept if total is None else [{**row, "table_self_host_us": total} for row in kept]
 
 
 def _table(stream: Stream, start: int, warnings: list[str]) -> tuple[list[dict[str, object]], int]:

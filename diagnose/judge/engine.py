@@ -229,9 +229,18 @@ def _needs(names: Iterable[str], facts: Facts) -> list[str]:
 
 
 def _why_not(rule: Rule, states: dict[str, bool | None], facts: Facts) -> str:
-    """What made ``when`` false, in the rule's own words (each condition's ``unmet``)."""
+    """What made ``when`` false, in the rule's own words (each condition's ``unmet``). A path the dump
+    had no evidence for at all (a statement no log made, a profile not taken) is left out where another
+    path was measured and failed: that one says why; the other only what was not given."""
     by_name = {condition.name: condition for condition in rule.conditions}
-    return "; ".join(_unmet(by_name[name], facts) for name in dict.fromkeys(_failed(rule.when, states)))
+    failed = [by_name[name] for name in dict.fromkeys(_failed(rule.when, states))]
+    measured = [c for c in failed if any(name in facts.values for name in _reads(c))]
+    return "; ".join(_unmet(condition, facts) for condition in (measured or failed))
+
+
+def _reads(condition: Condition) -> set[str]:
+    """The facts a condition reads: its test's and those its ``unmet`` words cite."""
+    return set(expr.names(condition.test)) | set(condition.unmet.facts if condition.unmet else ())
 
 
 def _failed(node: expr.Node, states: dict[str, bool | None]) -> list[str]:
