@@ -131,6 +131,7 @@ def test_recorded_on_the_servers_host_the_knee_is_diagnosed_and_its_cpu_stage_na
     assert done.returncode == 0, done.stderr
     result = json.loads((out / "capacity.json").read_text())
     diagnosis = result["knee_diagnosis"]
+    assert diagnosis is not None, f"no knee to diagnose: {result['notes']}"
     assert diagnosis["problem"] is None and (out / "server" / "system.csv").is_file()
     fell = [s["index"] for s in result["steps"] if s["offered_rps"] >= result["knee"]["fell_behind_rps"] - 1e-9]
     assert set(fell) <= set(diagnosis["steps"])
