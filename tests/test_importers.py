@@ -147,6 +147,21 @@ def test_a_dcgm_scrape_between_notes_with_one_sample_quoted_is_read(tmp_path):
     assert (gpu["mig_instance"], gpu["util_pct"], gpu["mem_bw_util_pct"]) == ("1", 38.1124, 25.0)
 
 
+def test_a_scrape_with_a_label_set_the_paste_shortened_keeps_its_other_samples(tmp_path):
+    """prometheus_client's parser refuses a whole page for one bad line; the person pasting wrote
+    ``{...,reason="capacity"}`` for a label set they did not want to copy."""
+    labels = '{engine="0",model_name="qwen"}'
+    (tmp_path / "metrics.txt").write_text(
+        f"vllm:num_requests_running{labels} 0.0\nvllm:num_requests_waiting{labels} 6.0\n"
+        'vllm:num_requests_waiting_by_reason{...,reason="capacity"} 6.0\n'
+        f"vllm:kv_cache_usage_perc{labels} 0.0\n"
+    )
+    dump = load_dump(str(tmp_path))
+    server = dump.tables["server"].iloc[0]
+    assert (server["queue_depth"], server["running"]) == (6.0, 0.0)
+    assert any("1 sample line the parser refused left out" in w for w in dump.warnings), dump.warnings
+
+
 def test_a_vllm_stats_line_cut_before_its_level_keeps_its_time_and_one_without_a_time_is_left_out(tmp_path):
     stats = (
         "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 122.2 tokens/s, Running: 20 reqs, "

@@ -72,8 +72,14 @@ class PrometheusTextImporter(Importer):
             try:
                 families = list(parse_families(scrape))  # parsed once, read thrice
             except ValueError as error:
-                result.warnings.append(f"scrape {number}: not valid exposition text ({error}); skipped")
-                continue
+                families, refused = _without_refused_lines(scrape)
+                if not families:
+                    result.warnings.append(f"scrape {number}: not valid exposition text ({error}); skipped")
+                    continue
+                result.warnings.append(
+                    f"scrape {number}: {counted(len(refused), 'sample line')} the parser refused left out "
+                    f"(a label set the paste shortened, a value cut): {refused[0][:80]}"
+                )
             scrapes += 1
             stamp, samples = _scrape_time(families), sum_samples(families)
             last = (samples, families)
@@ -149,6 +155,32 @@ def exposition_lines(lines: Iterable[str], skipped: list[int]) -> Iterator[str]:
             yield stripped
         else:
             skipped.append(number)
+
+
+def _without_refused_lines(scrape: str) -> tuple[list[Metric], list[str]]:
+    """The scrape's families less its sample lines the parser refuses on their own (``{...,le="5"}``,
+    a label set the person pasting shortened), and those lines. Each is tried alone: one bad line
+    makes the parser refuse the whole page, the rest of which says what it says."""
+    kept, refused = [], []
+    for line in scrape.splitlines():
+        if line.startswith("#") or not line.strip() or _parses(line):
+            kept.append(line)
+        else:
+            refused.append(line)
+    if not refused:
+        return [], []
+    try:
+        return list(parse_families("\n".join(kept) + "\n")), refused
+    except ValueError:
+        return [], refused
+
+
+def _parses(line: str) -> bool:
+    try:
+        list(parse_families(line + "\n"))
+    except ValueError:
+        return False
+    return True
 
 
 def _scrapes(lines: Iterable[str]) -> Iterator[str]:
