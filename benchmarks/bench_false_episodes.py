@@ -82,11 +82,12 @@ def main() -> None:
     )
     add_quick(parser)
     args = parser.parse_args()
-    table("real healthy recordings (the testbed's, committed)", recorded_healthy(ROOT / "fixtures"))
+    recorded = recorded_healthy(ROOT / "fixtures")
+    table("real healthy recordings (the testbed's, committed)", recorded[:2] if args.quick else recorded)
     if args.runs:
         runs = [dump for folder in args.runs for dump in recorded_healthy(folder)]
         table(f"real healthy recordings (testbed runs under {', '.join(map(str, args.runs))})", runs)
-    quiet = [v for v in VARIATIONS if v.cause is None]
+    quiet = [v for v in VARIATIONS if v.cause is None][: 4 if args.quick else None]
     with tempfile.TemporaryDirectory() as scratch:
         drawn = [
             write_variation(v, Path(scratch) / f"{v.name}-{seed}", seed=seed)

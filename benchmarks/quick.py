@@ -5,6 +5,7 @@ nothing. The figures the README and docs quote come from full runs (each script 
 
     python -m benchmarks.quick                      # every benchmarks/bench_*.py
     python -m benchmarks.quick bench_live bench_file
+    python -m benchmarks.quick --jobs 2             # two at a time, those in ALONE one by one after (CI)
 """
 
 from __future__ import annotations
@@ -13,11 +14,18 @@ import argparse
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 QUICK_HELP = "small inputs, seconds: check that the benchmark runs (what CI does); the figures mean nothing"
 _TIMEOUT_S = 300  # a quick run that takes longer is broken in its own way
+# Benchmarks that start a service, a recorder or a load and time them: run alone even with --jobs, since
+# a second benchmark beside them would be their noise (a late load engine stops a sweep, says so, and
+# fails the quick run). The rest compute on files and may share the machine.
+ALONE = frozenset(
+    {"bench_gain", "bench_live", "bench_load", "bench_record", "bench_serve", "bench_testbed", "bench_verify"}
+)
 
 
 def add_quick(parser: argparse.ArgumentParser) -> None:
@@ -34,29 +42,44 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("names", nargs="*", metavar="BENCHMARK", help="only these (default: all)")
-    names = parser.parse_args(argv).names or benchmarks()
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="benchmarks run at once, those in ALONE excepted (default 1)"
+    )
+    args = parser.parse_args(argv)
+    names = args.names or benchmarks()
     unknown = sorted(set(names) - set(benchmarks()))
     if unknown:
         parser.error(f"no such benchmark: {', '.join(unknown)}; they are: {', '.join(benchmarks())}")
+    if args.jobs < 1:
+        parser.error("--jobs is 1 or more")
+    shared = [name for name in names if name not in ALONE]
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        outcomes = list(pool.map(_run, shared))
+    outcomes += [_run(name) for name in names if name in ALONE]
     failed = []
-    for name in names:
-        started = time.perf_counter()
-        try:
-            result = subprocess.run(
-                [sys.executable, str(HERE / f"{name}.py"), "--quick"],
-                capture_output=True,
-                text=True,
-                timeout=_TIMEOUT_S,
-            )
-            problem = None if result.returncode == 0 else f"exit {result.returncode}\n{result.stderr[-2000:]}"
-        except subprocess.TimeoutExpired:
-            problem = f"still running after {_TIMEOUT_S} s"
-        print(f"{'ok  ' if problem is None else 'FAIL'} {name} ({time.perf_counter() - started:.0f} s)")
+    for name, seconds, problem in outcomes:
+        print(f"{'ok  ' if problem is None else 'FAIL'} {name} ({seconds:.0f} s)")
         if problem is not None:
             print("     " + problem.strip().replace("\n", "\n     "))
             failed.append(name)
     print(f"{len(names) - len(failed)} of {len(names)} benchmarks ran in quick mode")
     return 1 if failed else 0
+
+
+def _run(name: str) -> tuple[str, float, str | None]:
+    """One benchmark in quick mode: its name, its seconds, and what went wrong (None if nothing)."""
+    started = time.perf_counter()
+    try:
+        result = subprocess.run(
+            [sys.executable, str(HERE / f"{name}.py"), "--quick"],
+            capture_output=True,
+            text=True,
+            timeout=_TIMEOUT_S,
+        )
+        problem = None if result.returncode == 0 else f"exit {result.returncode}\n{result.stderr[-2000:]}"
+    except subprocess.TimeoutExpired:
+        problem = f"still running after {_TIMEOUT_S} s"
+    return name, time.perf_counter() - started, problem
 
 
 if __name__ == "__main__":
