@@ -104,6 +104,17 @@ _CPU_GRAPH = said(
     columns("host_calls", "step"),
 )
 _SWAP_RATES = either(columns("system", "swap_in_per_s"), columns("system", "swap_out_per_s"))
+_SWAP = said(
+    "system: swap_in_per_s or swap_out_per_s (else swap_used_bytes)",
+    either(_SWAP_RATES, columns("system", "swap_used_bytes")),
+)
+_SWAP_EPISODES = said(
+    "system: swap_in_per_s or swap_out_per_s, and latency episodes", every(_SWAP_RATES, _LATENCY)
+)
+_POOL = said(
+    "allocator: intra_op_threads (the helper), or the manifest's environment: OMP_NUM_THREADS, ...",
+    either(columns("allocator", "intra_op_threads"), manifest("environment")),
+)
 _FAULTS = "processes: minor_faults_per_s (diagnose record)"
 _PROFILER = event("profiler_start")
 _SLO = said("an SLO (--slo-p99-ms or manifest slo_p99_ms)", manifest("slo_p99_ms"))
@@ -239,18 +250,12 @@ CATALOGUE: dict[str, FactSpec] = {
     ),
     "host.swapping_share": FactSpec(
         "ratio",
-        said(
-            "system: swap_in_per_s or swap_out_per_s (else swap_used_bytes)",
-            either(_SWAP_RATES, columns("system", "swap_used_bytes")),
-        ),
+        _SWAP,
         "samples with swap traffic (or swap use growing)",
     ),
     "host.swap_traffic_per_s.p95": FactSpec(
         "bytes",
-        said(
-            "system: swap_in_per_s or swap_out_per_s (else swap_used_bytes)",
-            either(_SWAP_RATES, columns("system", "swap_used_bytes")),
-        ),
+        _SWAP,
         "P95 swap traffic a second",
     ),
     "host.swap_throughput_ratio": FactSpec(
@@ -260,12 +265,12 @@ CATALOGUE: dict[str, FactSpec] = {
     ),
     "host.paging_in_spikes_share": FactSpec(
         "ratio",
-        said("system: swap_in_per_s or swap_out_per_s, and latency episodes", every(_SWAP_RATES, _LATENCY)),
+        _SWAP_EPISODES,
         "the latency episodes' seconds in which the host paged",
     ),
     "host.paging_in_spikes_p_value": FactSpec(
         "p",
-        said("system: swap_in_per_s or swap_out_per_s, and latency episodes", every(_SWAP_RATES, _LATENCY)),
+        _SWAP_EPISODES,
         "how often the latency episodes, shifted in time at random, catch as much paging",
     ),
     "host.rss_growth.bytes": FactSpec(
@@ -734,18 +739,12 @@ CATALOGUE: dict[str, FactSpec] = {
     ),
     "server.pool_threads": FactSpec(
         "count",
-        said(
-            "allocator: intra_op_threads (the helper), or the manifest's environment: OMP_NUM_THREADS, ...",
-            either(columns("allocator", "intra_op_threads"), manifest("environment")),
-        ),
+        _POOL,
         "the intra-op pool size the server declares",
     ),
     "server.pool_threads_per_core": FactSpec(
         "number",
-        said(
-            "allocator: intra_op_threads (the helper), or the manifest's environment: OMP_NUM_THREADS, ...",
-            either(columns("allocator", "intra_op_threads"), manifest("environment")),
-        ),
+        _POOL,
         "that pool times the server's processes, per core it may use",
     ),
     "server.run_queue_wait_per_core.p50": FactSpec(

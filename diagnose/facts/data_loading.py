@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.model import Dump
+from diagnose.facts.intervals import union
 from diagnose.facts.model import Facts
 
 DATA_LOADER = "enumerate(DataLoader)#"
@@ -50,19 +51,10 @@ def _from_trace(facts: Facts, calls: pd.DataFrame, source: str) -> None:
     span = float(np.nanmax(end) - np.nanmin(start))
     if not span > 0:
         return
+    fetches = loading & np.isfinite(start) & np.isfinite(end)
+    starts, ends = union(start[fetches], end[fetches])  # overlaps once: nested fetches, several threads
     facts.add(
         "trace.data_loading_share",
-        min(1.0, _covered(start[loading], end[loading]) / span),
+        min(1.0, float((ends - starts).sum()) / span),
         f"{source}: time inside {DATA_LOADER}...__next__ spans over the trace's host span",
     )
-
-
-def _covered(start: np.ndarray, end: np.ndarray) -> float:
-    """The time the spans cover, overlaps counted once (nested fetches, several threads)."""
-    order = np.argsort(start)
-    covered, reach = 0.0, -np.inf
-    for begin, finish in zip(start[order], end[order], strict=True):
-        if finish > reach:
-            covered += finish - max(begin, reach)
-            reach = finish
-    return covered

@@ -119,14 +119,17 @@ def _add_gauges(facts: Facts, server: pd.DataFrame, source: str) -> None:
                     f"{source}: running over its highest ({ceiling:.0f}), "
                     f"the busiest of {_LOAD_WINDOWS} windows",
                 )
-    _add_no_progress(facts, server, running, source)
-    _add_decode_paused(facts, server, running, source)
+    ts = pd.to_numeric(server["ts"], errors="coerce").to_numpy(dtype="float64")
+    _add_no_progress(facts, server, running, ts, source)
+    _add_decode_paused(facts, server, running, ts, source)
 
 
 _GAUGE = {"waiting": "queue_depth", "running": "running"}
 
 
-def _add_no_progress(facts: Facts, server: pd.DataFrame, running: np.ndarray | None, source: str) -> None:
+def _add_no_progress(
+    facts: Facts, server: pd.DataFrame, running: np.ndarray | None, ts: np.ndarray, source: str
+) -> None:
     """The longest run of samples with requests running and no token generated or prefilled."""
     generated = _column(server, "tokens_per_s")
     if running is None or generated is None:
@@ -134,16 +137,16 @@ def _add_no_progress(facts: Facts, server: pd.DataFrame, running: np.ndarray | N
     prompt = _column(server, "prompt_tokens_per_s")
     progress = generated + (np.nan_to_num(prompt) if prompt is not None else 0.0)
     stuck = (running > 0) & (progress == 0)
-    ts = pd.to_numeric(server["ts"], errors="coerce").to_numpy(dtype="float64")
-    interval = float(np.median(np.diff(ts))) if ts.size > 1 else 0.0
     facts.add(
         "engine.no_progress_s",
         _longest_run_s(stuck, ts),
-        f"{source}: running > 0 with tokens_per_s = 0, samples every {interval:g} s",
+        f"{source}: running > 0 with tokens_per_s = 0, samples every {_interval(ts):g} s",
     )
 
 
-def _add_decode_paused(facts: Facts, server: pd.DataFrame, running: np.ndarray | None, source: str) -> None:
+def _add_decode_paused(
+    facts: Facts, server: pd.DataFrame, running: np.ndarray | None, ts: np.ndarray, source: str
+) -> None:
     """The longest run of samples in which the engine prefilled and not one decode step ran: a decode
     step gives every running request a token, so fewer tokens in a sample than requests running all
     through it is a sample with none (the first tokens of prompts just prefilled are all it generated).
@@ -154,8 +157,7 @@ def _add_decode_paused(facts: Facts, server: pd.DataFrame, running: np.ndarray |
     prompt = _column(server, "prompt_tokens_per_s")
     if running is None or generated is None or prompt is None:
         return
-    ts = pd.to_numeric(server["ts"], errors="coerce").to_numpy(dtype="float64")
-    interval = float(np.median(np.diff(ts))) if ts.size > 1 else 0.0
+    interval = _interval(ts)
     if interval <= 0:
         return
     throughout = np.fmin(running, np.concatenate([[np.nan], running[:-1]]))
@@ -186,12 +188,16 @@ def _busiest_window(load: np.ndarray, ts: np.ndarray) -> float | None:
 
 def _longest_run_s(flags: np.ndarray, ts: np.ndarray) -> float:
     """The longest run of consecutive flagged samples, in seconds (samples x the median interval)."""
-    interval = float(np.median(np.diff(ts))) if ts.size > 1 else 0.0
     longest, run = 0, 0
     for flag in flags:
         run = run + 1 if flag else 0
         longest = max(longest, run)
-    return longest * interval
+    return longest * _interval(ts)
+
+
+def _interval(ts: np.ndarray) -> float:
+    """The samples' median interval, in seconds (0 for one sample)."""
+    return float(np.median(np.diff(ts))) if ts.size > 1 else 0.0
 
 
 def _add_preemptions(

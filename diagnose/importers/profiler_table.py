@@ -160,7 +160,9 @@ def _totalled(rows: list[dict[str, object]], lines: tuple[str, ...], end: int) -
             if isinstance(pct := row.get(SELF_HOST_PCT), float) and pct >= 1.0
             if isinstance(host := row.get("self_host_us"), float)
         ]
-        total = max(shares)[1] * 100 / max(shares)[0] if shares else None
+        if shares:
+            pct, host = max(shares)
+            total = host * 100 / pct
     kept = [{k: v for k, v in row.items() if k != SELF_HOST_PCT} for row in rows]
     return kept if total is None else [{**row, "table_self_host_us": total} for row in kept]
 

@@ -219,13 +219,13 @@ def _needs(names: Iterable[str], facts: Facts) -> list[str]:
     "server: queue_depth and running", only the second (by the catalogue's structured needs, not their
     words). Where the evidence was there but too little, the fact's own reason (``Facts.cannot``)."""
     absent = [name for name in names if name not in facts.values]
-    reasons = {name: facts.absent[name] for name in absent if name in facts.absent}
-    needs = list(dict.fromkeys(CATALOGUE[name].needs for name in absent if name not in reasons))
-    wanted = {need for need in needs if not any(need.within(other) for other in needs)}
-    said = {name: reasons[name] if name in reasons else CATALOGUE[name].needs.text for name in absent}
-    return list(
-        dict.fromkeys(said[name] for name in absent if name in reasons or CATALOGUE[name].needs in wanted)
+    needs = {CATALOGUE[name].needs for name in absent if name not in facts.absent}
+    said = (
+        facts.absent[name] if name in facts.absent else CATALOGUE[name].needs.text
+        for name in absent
+        if name in facts.absent or not any(CATALOGUE[name].needs.within(other) for other in needs)
     )
+    return list(dict.fromkeys(said))
 
 
 def _why_not(rule: Rule, states: dict[str, bool | None], facts: Facts) -> str:
