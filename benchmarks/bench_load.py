@@ -48,7 +48,7 @@ from tests.helpers.service import free_port  # noqa: E402
 
 CONFIGURATIONS = ((1, 50.0), (4, 100.0), (8, 400.0), (2, 20.0))  # (model workers, step ms)
 STEP = ("--baseline", "10s", "--step", "20s", "--resolution", "0.1", "--max-steps", "14")
-QUICK_STEP = ("--baseline", "2s", "--step", "3s", "--resolution", "0.5", "--max-steps", "4")
+QUICK_STEP = ("--baseline", "2s", "--step", "3s", "--resolution", "0.99", "--max-steps", "4")
 
 
 class Service:
@@ -175,7 +175,7 @@ def knee_part(seeds: range, quick: bool, out: Path) -> list[str]:
         known = workers * 1000 / step_ms
         for seed in seeds:
             with Service(workers, step_ms) as service:
-                saturated = saturated_rps(service.url, 4 * workers, 5.0 if quick else 20.0)
+                saturated = saturated_rps(service.url, 4 * workers, 3.0 if quick else 20.0)
                 options = (*(QUICK_STEP if quick else STEP), "--soak", "0", "--seed", str(seed))
                 result = load(service.url, out / f"knee-{workers}x{step_ms:g}-{seed}", *options)
             knee = result["knee"]
@@ -282,7 +282,7 @@ def engine_part(quick: bool, out: Path) -> list[str]:
             "--baseline",
             "2s",
             "--step",
-            "5s" if quick else "20s",
+            "3s" if quick else "20s",
             "--start-rate",
             "100" if quick else "300",
             "--growth",

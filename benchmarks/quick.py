@@ -5,7 +5,7 @@ nothing. The figures the README and docs quote come from full runs (each script 
 
     python -m benchmarks.quick                      # every benchmarks/bench_*.py
     python -m benchmarks.quick bench_live bench_file
-    python -m benchmarks.quick --jobs 2             # two at a time, those in ALONE one by one after (CI)
+    python -m benchmarks.quick --jobs 2             # those in ALONE one by one, beside the rest (CI)
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 QUICK_HELP = "small inputs, seconds: check that the benchmark runs (what CI does); the figures mean nothing"
 _TIMEOUT_S = 300  # a quick run that takes longer is broken in its own way
-# Benchmarks that start a service, a recorder or a load and time them: run alone even with --jobs, since
-# a second benchmark beside them would be their noise (a late load engine stops a sweep, says so, and
-# fails the quick run). The rest compute on files and may share the machine.
+# Benchmarks that start a service, a recorder or a load and time them: with --jobs they run one at a
+# time in a lane of their own, never two at once (two loads and two services on two cores would make a
+# load engine late, which stops a sweep and fails the quick run), beside the benchmarks that compute on
+# files.
 ALONE = frozenset(
     {"bench_gain", "bench_live", "bench_load", "bench_record", "bench_serve", "bench_testbed", "bench_verify"}
 )
@@ -43,7 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("names", nargs="*", metavar="BENCHMARK", help="only these (default: all)")
     parser.add_argument(
-        "--jobs", type=int, default=1, help="benchmarks run at once, those in ALONE excepted (default 1)"
+        "--jobs",
+        type=int,
+        default=1,
+        help="benchmarks run at once: those in ALONE one after another in one lane, the rest in the others "
+        "(default 1)",
     )
     args = parser.parse_args(argv)
     names = args.names or benchmarks()
@@ -52,10 +57,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no such benchmark: {', '.join(unknown)}; they are: {', '.join(benchmarks())}")
     if args.jobs < 1:
         parser.error("--jobs is 1 or more")
+    alone = [name for name in names if name in ALONE]
     shared = [name for name in names if name not in ALONE]
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        outcomes = list(pool.map(_run, shared))
-    outcomes += [_run(name) for name in names if name in ALONE]
+    if args.jobs == 1:
+        outcomes = [_run(name) for name in names]
+    else:
+        with ThreadPoolExecutor(max_workers=1) as lane, ThreadPoolExecutor(max_workers=args.jobs - 1) as rest:
+            alone_done = lane.submit(lambda: [_run(name) for name in alone])
+            outcomes = [*rest.map(_run, shared), *alone_done.result()]
     failed = []
     for name, seconds, problem in outcomes:
         print(f"{'ok  ' if problem is None else 'FAIL'} {name} ({seconds:.0f} s)")

@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 import yaml
 
-from diagnose.collectors.flight import FlightOptions, FlightRecorder
+from diagnose.collectors.flight import FlightOptions, FlightRecorder, ask_running_recorder
 from diagnose.collectors.ring import Ring
 from diagnose.collectors.triggers import LiveSignals, TriggerWatch, parse_trigger
 from diagnose.dump import load_dump
@@ -202,10 +202,29 @@ def test_a_signal_dumps_even_within_the_cooldown_and_a_stop_cuts_the_pending_dum
 def test_one_recorder_per_ring(tmp_path):
     options = FlightOptions(tmp_path / "incidents", keep_s=60, max_bytes=10**8)
     first = FlightRecorder(options, 1.0, say=lambda _: None)
+    first.announce()
     with pytest.raises(InputError, match=f"another flight recorder \\(pid {os.getpid()}\\)"):
         FlightRecorder(options, 1.0, say=lambda _: None)
     first.close()
     FlightRecorder(options, 1.0, say=lambda _: None).close()  # the lock goes with the recorder
+
+
+def test_dump_now_is_refused_until_the_recorder_has_its_handler(tmp_path):
+    """SIGUSR1 ends a process that has no handler for it: --dump-now must not find a recorder's pid before
+    the recorder can take the signal."""
+    options = FlightOptions(tmp_path / "incidents", keep_s=60, max_bytes=10**8)
+    flight = FlightRecorder(options, 1.0, say=lambda _: None)
+    asked: list[int] = []
+    before = signal.signal(signal.SIGUSR1, lambda signum, _: asked.append(signum))
+    try:
+        with pytest.raises(InputError, match="still starting; ask again in a second"):
+            ask_running_recorder(options.folder)
+        flight.announce()
+        assert ask_running_recorder(options.folder) == os.getpid()
+        wait_for(lambda: asked == [signal.SIGUSR1], timeout=5)
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+        flight.close()
 
 
 # -- for real: a service, a burst, SIGUSR1 and kill -9 ---------------------------------------------

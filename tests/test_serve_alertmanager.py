@@ -20,6 +20,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import psutil
 import pytest
 
 from diagnose.archive import Archive
@@ -54,6 +55,13 @@ def _ready(url: str) -> bool:
         return urllib.request.urlopen(url, timeout=1).status == 200
     except OSError:
         return False
+
+
+def _gone(process: psutil.Process) -> bool:
+    try:
+        return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 class Serve:
@@ -224,7 +232,10 @@ def test_a_service_killed_mid_queue_finishes_every_accepted_alert_when_started_a
     try:
         assert [a["outcome"] for a in serve.post(body)["alerts"]] == ["queued"] * 4
         wait_for(lambda: any(a["state"] == "done" for a in serve.alerts()), timeout=90)
+        workers = psutil.Process(serve.process.pid).children(recursive=True)
         serve.stop(signal.SIGKILL)  # no goodbye: what it was doing is left "running" in its store
+        # Its worker processes end with it, not waiting for ever on a queue nobody writes to.
+        wait_for(lambda: all(map(_gone, workers)), timeout=30)
         serve.start()
         wait_for(lambda: all(a["state"] == "done" for a in serve.alerts()), timeout=150)
         assert len(serve.alerts()) == 4

@@ -92,6 +92,15 @@ class FlightRecorder:
             f"(diagnose record --dump-now -o {self.options.folder})"
         )
 
+    def announce(self) -> None:
+        """Write this process's pid where ``--dump-now`` looks for it. Called once the SIGUSR1 handler is
+        installed: a pid written before would let ``--dump-now`` kill a recorder still starting (SIGUSR1's
+        default action ends the process)."""
+        self._lock.seek(0)
+        self._lock.truncate()
+        self._lock.write(f"{os.getpid()}\n")
+        self._lock.flush()
+
     def request_dump(self, reason: str) -> None:
         """Safe to call from a signal handler: the dump starts at the next tick."""
         self._asked.append(reason)
@@ -196,8 +205,14 @@ def ask_running_recorder(folder: Path) -> int:
     """``--dump-now``: signal the flight recorder that keeps its ring in ``folder``; its pid is returned."""
     pid_file = folder / RING_FOLDER / PID_FILE
     try:
-        pid = int(pid_file.read_text(encoding="utf-8").strip())
-    except (OSError, ValueError):
+        said = pid_file.read_text(encoding="utf-8").strip()
+    except OSError:
+        said = ""
+    if not said and pid_file.is_file() and _locked(pid_file):
+        raise InputError(f"{folder}: the flight recorder here is still starting; ask again in a second")
+    try:
+        pid = int(said)
+    except ValueError:
         raise InputError(
             f"{folder}: no flight recorder keeps a ring here (no readable {pid_file}); "
             "start one with diagnose record --ring 30m -o " + str(folder)
@@ -212,7 +227,8 @@ def ask_running_recorder(folder: Path) -> int:
 
 
 def _hold_lock(folder: Path):
-    """One recorder per ring: the pid file, locked for the recorder's life (released by the OS on a crash)."""
+    """One recorder per ring: the pid file, locked for the recorder's life (released by the OS on a crash),
+    left empty until the recorder announces itself."""
     ring = folder / RING_FOLDER
     ring.mkdir(parents=True, exist_ok=True)
     handle = open(ring / PID_FILE, "a+", encoding="utf-8")  # noqa: SIM115 - held until close()
@@ -228,7 +244,6 @@ def _hold_lock(folder: Path):
         ) from None
     handle.seek(0)
     handle.truncate()
-    handle.write(f"{os.getpid()}\n")
     handle.flush()
     return handle
 

@@ -142,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signum, lambda *_: stop.set())
     if flight is not None:
         signal.signal(signal.SIGUSR1, lambda *_: flight.request_dump("SIGUSR1"))
+        flight.announce()  # only now: --dump-now's SIGUSR1 would end a recorder without its handler
         print(flight.describe(), file=sys.stderr)
     until = f"for {args.duration}" if args.duration else "until Ctrl-C"
 

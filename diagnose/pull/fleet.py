@@ -26,11 +26,12 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from diagnose.errors import DiagnoseError, InputError, PullError
+from diagnose.processes.pool import worker_pool
 from diagnose.pull.client import PrometheusClient
 from diagnose.pull.pull import iso_utc as _iso, known_instances, pull
 from diagnose.units import counted
@@ -88,7 +89,7 @@ def sweep(
         for host in todo:
             shutil.rmtree(output / _folder(host), ignore_errors=True)
     progress = _Progress(len(hosts), len(finished), say)
-    with ProcessPoolExecutor(max_workers=max(1, min(concurrency, len(todo) or 1))) as pool:
+    with worker_pool(max(1, min(concurrency, len(todo) or 1))) as pool:
         running = {
             pool.submit(_sweep_host, client, host, start, end, output, step_s, rules_dir): host
             for host in todo

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from diagnose.processes.pool import worker_pool
 from diagnose.serve.diagnosis import Result, Settings, diagnose_alert
 from diagnose.serve.queue import AlertQueue, Job
 
@@ -61,7 +62,7 @@ class Dispatcher:
         self._pool.shutdown(wait=True, cancel_futures=True)  # its queues closed, nothing left behind
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(self._workers, mp_context=multiprocessing.get_context("spawn"))
+        return worker_pool(self._workers, "spawn")
 
     def _run(self) -> None:
         while not self._stopping:
