@@ -3,6 +3,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             f"{SHARED_DATA} is not here, and {REQUIRE_SHARED} says the tests that read it must run: "
             "CI clones the project beside ../shared (elsewhere those tests skip, saying so)"
         )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files marked ``waits`` first, then the rest by their count of tests, each file's tests together:
+    with ``--dist loadfile`` a file is one worker's, and a file of long waits on real servers and loads
+    handed out last would keep one worker busy after the others have finished."""
+    per_file = Counter(str(item.path) for item in items)
+    items.sort(key=lambda item: (not item.get_closest_marker("waits"), -per_file[str(item.path)], str(item.path)))
 
 
 @pytest.fixture

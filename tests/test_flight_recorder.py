@@ -21,6 +21,8 @@ from diagnose.dump import load_dump
 from diagnose.errors import InputError
 from tests.helpers.service import wait_for
 
+pytestmark = pytest.mark.waits  # real servers and loads: its file is handed out first
+
 T0 = 1_796_000_000.0
 
 

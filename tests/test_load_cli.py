@@ -18,9 +18,7 @@ import pytest
 
 from tests.helpers.service import answers, free_port, wait_for
 
-# One load at a time (pyproject's --dist loadgroup): two loads and their services side by side on a
-# two-core machine beside the rest of the suite would make a load engine late, which stops its sweep.
-pytestmark = pytest.mark.xdist_group("load")
+pytestmark = pytest.mark.waits  # real servers and loads: its file is handed out first
 
 QUICK = ["--baseline", "3s", "--step", "5s", "--resolution", "0.3", "--max-steps", "6", "--timeout", "20s"]
 # A test that needs a knee, not a narrow one, stops at the first doubling that falls behind: fewer steps.

@@ -27,6 +27,8 @@ from diagnose.pull.queries import selector
 from tests.conftest import ROOT
 from tests.helpers.service import free_port, wait_for
 
+pytestmark = pytest.mark.waits  # real servers and loads: its file is handed out first
+
 EXPORTER = ROOT / "tests" / "helpers" / "fake_exporter.py"
 GIB = 1 << 30
 SCRAPED_S = 22  # the Xid flips at 10 s and host 2 restarts at 15 s: both well inside

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -26,6 +27,8 @@ import pytest
 from diagnose.archive import Archive
 from tests.conftest import ROOT
 from tests.helpers.service import free_port, wait_for
+
+pytestmark = pytest.mark.waits  # real servers and loads: its file is handed out first
 
 EXPORTER = ROOT / "tests" / "helpers" / "fake_exporter.py"
 TOKEN = "alertmanager-sends-this-token"
@@ -55,6 +58,14 @@ def _ready(url: str) -> bool:
         return urllib.request.urlopen(url, timeout=1).status == 200
     except OSError:
         return False
+
+
+def _scraped_seconds(prometheus: str) -> float:
+    """How many 1 s scrapes of the least scraped fake host Prometheus holds from the last two minutes."""
+    query = urllib.parse.urlencode({"query": 'min(count_over_time(up{job="gpu-nodes"}[2m]))'})
+    with urllib.request.urlopen(f"{prometheus}/api/v1/query?{query}", timeout=10) as answer:
+        result = json.loads(answer.read())["data"]["result"]
+    return float(result[0]["value"][1]) if result else 0.0
 
 
 def _gone(process: psutil.Process) -> bool:
@@ -215,6 +226,9 @@ def test_a_service_killed_mid_queue_finishes_every_accepted_alert_when_started_a
     _, prometheus = stack
     serve = Serve(tmp_path, prometheus, free_port(), "--workers", "1")
     serve.start()
+    # The alerts started 30 s ago: the stack (this worker's, if the suite's workers split the module) must
+    # have scraped both hosts since before that, or there is nothing in their windows to diagnose.
+    wait_for(lambda: _scraped_seconds(prometheus) >= 40, timeout=90)
     started = time.time() - 30
     alerts = [
         {
