@@ -34,7 +34,7 @@ import yaml
 
 from testbed.load import LoadPlan, LoadResult, PromptMaker, drive, measure_capacity, schedule
 from testbed.scenarios import Scenario
-from testbed.strength import CALIBRATION_PROMPTS, TokenizerSetting, set_tokenizer, tokenizer_busy
+from testbed.strength import CALIBRATION_PROMPTS, cold_window_s, run_strength, set_tokenizer
 from testbed.tokenizer import words
 
 # The service's own metrics, named to diagnose as a user of a home-grown service would name them.
@@ -101,7 +101,7 @@ def run(
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         progress(f"testbed: {scenario.name}: starting the service")
-        service = _start_service(children, scenario, port, paths)
+        service = _start_service(children, scenario, port, paths, duration_s)
         wait_healthy(url, service)
         if scenario.restart_at is None:
             _warm(url)  # the lazy start-up is the cold-start scenario's fault, not every run's
@@ -152,7 +152,9 @@ def run(
     if scenario.graph_profile and paths.graph_profile.exists():  # made before the recorder's folder was
         shutil.copy2(paths.graph_profile, paths.dump / paths.graph_profile.name)
     windows = injector.fault_windows
-    strength = _strength(paths, scenario, tokenizer, load_start, load_start + duration_s)
+    strength = run_strength(
+        paths.requests_log, scenario, tokenizer, load_start, load_start + duration_s, windows
+    )
     if strength and strength.get("held") is False:
         say(f"testbed: {scenario.name}: the fault was weaker than promised: {strength}")
     write_truth(paths, scenario, duration_s, seed, started, load_start, windows, result, ramp_to, strength)
@@ -165,28 +167,6 @@ def _calibration_prompts(scenario: Scenario, duration_s: float, seed: int) -> li
     plan = schedule(LoadPlan(duration_s, scenario.rate_rps, seed=seed))[:CALIBRATION_PROMPTS]
     maker = PromptMaker(words(), seed)
     return [maker.make(request.prompt_tokens) for request in plan]
-
-
-def _strength(
-    paths: RunPaths, scenario: Scenario, tokenizer: TokenizerSetting | None, start: float, end: float
-) -> dict | None:
-    """What truth.yaml says of the fault's strength: what was aimed at, what the run reached, and whether
-    it held what the scenario promises. A slow tokenizer's busy share is said wherever it runs (the
-    scenarios that promise none too); None for a fault whose strength is not the tokenizer's."""
-    if scenario.tokenizer_busy is None and "--slow-tokenizer" not in scenario.service_args:
-        return None
-    reached = tokenizer_busy(paths.requests_log, start, end)
-    busy: dict[str, object] = {"reached": None if reached is None else round(reached, 3)}
-    if scenario.tokenizer_busy is None:
-        return {"tokenizer_busy": busy}
-    least = scenario.tokenizer_busy_at_least or 0.0
-    busy |= {
-        "aimed": scenario.tokenizer_busy,
-        "at_least": least,
-        "one_pass_ms": None if tokenizer is None else round(tokenizer.one_pass_ms, 2),
-        "passes": None if tokenizer is None else tokenizer.passes,
-    }
-    return {"tokenizer_busy": busy, "held": reached is not None and reached >= least}
 
 
 async def _drive_and_inject(
@@ -305,11 +285,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _start_service(children: Children, scenario: Scenario, port: int, paths: RunPaths) -> subprocess.Popen:
+def _start_service(
+    children: Children, scenario: Scenario, port: int, paths: RunPaths, duration_s: float
+) -> subprocess.Popen:
     profile = ["--ort-profile", str(paths.graph_profile)] if scenario.graph_profile else []
+    load_s = scenario.load_s(duration_s)
+    loading = [] if load_s is None else ["--load-s", f"{load_s:.2f}"]
     command = [
         sys.executable, "-m", "testbed.service", "--port", str(port), "--log", str(paths.requests_log),
-        *scenario.service_args, *profile,
+        *scenario.service_args, *profile, *loading,
     ]  # fmt: skip
     return children.start(command, paths.service_output)
 
@@ -376,8 +360,8 @@ class _Injector:
         for process in old:
             await asyncio.to_thread(self._children.stop, process)
         began = time.time()
-        _start_service(self._children, self._scenario, self._port, self._paths)
-        self.fault_windows.append((began, began + 60.0))  # the cold requests: the first minute after it
+        _start_service(self._children, self._scenario, self._port, self._paths, self._duration)
+        self.fault_windows.append((began, began + cold_window_s(self._duration)))  # its cold requests
 
     async def _profile(self) -> None:
         await asyncio.to_thread(_post, f"http://127.0.0.1:{self._port}/start_profile", b"")

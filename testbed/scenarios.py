@@ -69,6 +69,11 @@ class Scenario:
     # must reach to count as having the fault (truth.yaml says whether it did).
     tokenizer_busy: float | None = None
     tokenizer_busy_at_least: float | None = None
+    # The fault's strength where it is a cold start: the share of the run's requests that arrive while
+    # the service loads (its start-up lasts cold_share x the run's length over its starts: --load-s), and
+    # the least share a start must make slower than the other requests' P99 (testbed/strength.py).
+    cold_share: float | None = None
+    cold_share_at_least: float | None = None
     graph_profile: bool = False  # the service writes an onnxruntime profile of its model into the dump
     # The service's arguments with the fault fixed, where the fault is in them (a batch window, thread
     # pools); faults injected by events (a restart, the co-located job) are fixed by leaving them out.
@@ -79,6 +84,14 @@ class Scenario:
         if self.job_period_s is None:
             raise ValueError(f"scenario {self.name} has no co-located job")
         return cron_ticks(self.job_period_s, rng, duration_s)
+
+    def load_s(self, duration_s: float) -> float | None:
+        """How long the service's start-up lasts (``--load-s``) for ``cold_share`` of a run of
+        ``duration_s`` to arrive while it loads: the run's start and the restart's share it."""
+        if self.cold_share is None:
+            return None
+        starts = 1 + (self.restart_at is not None)
+        return self.cold_share * duration_s / starts
 
     def without_fault(self) -> Scenario:
         """The same service, load and seed with the fault removed: what a fix of it would deliver."""
@@ -97,6 +110,8 @@ class Scenario:
             job_period_s=None,
             tokenizer_busy=None,  # the fixed service's tokenizer is not made slow again by its passes
             tokenizer_busy_at_least=None,
+            cold_share=None,  # warmed before the load, never restarted: no start-up in the run
+            cold_share_at_least=None,
         )
 
     def unavailable(self) -> str | None:
@@ -164,6 +179,10 @@ SCENARIOS: dict[str, Scenario] = {
             rate_rps=8,
             restart_at=0.5,
             fault_from=0.5,
+            # 3 % of the requests arrive while it loads (two starts: the run's and the restart's), so that
+            # a start's slow requests are more than the 1 % above P99: at least 1.5 % must be.
+            cold_share=0.03,
+            cold_share_at_least=0.015,
         ),
         Scenario(
             "input-length-shift",

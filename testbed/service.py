@@ -118,6 +118,9 @@ class Service:
     def ready(self) -> TextCodec:
         """The tokenizer, and a model per worker, made by the first caller (lazily, like many services)."""
         with self._init_lock:
+            if self.codec is not None and (self.models or self.settings.step_ms > 0):
+                return self.codec
+            began = time.perf_counter()
             if self.codec is None:
                 self.codec = TextCodec(train())
             if not self.models and not self.settings.step_ms > 0:
@@ -133,6 +136,7 @@ class Service:
                         )
                     )
                     self._idle_models.put(self.models[-1])
+            time.sleep(max(0.0, self.settings.load_s - (time.perf_counter() - began)))  # the weights' load
             return self.codec
 
     def release_memory(self) -> None:

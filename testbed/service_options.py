@@ -30,6 +30,9 @@ class Settings:
     # configuration (model workers x max batch / step), for judging a capacity measurement against it.
     step_ms: float = 0.0
     leak_kb: int = 0  # fault: kilobytes each request leaves behind, never freed (a cache without a bound)
+    # The first request's start-up (tokenizer and models made) lasts at least this long, as a real
+    # model's weights take seconds to minutes to load where the testbed's tiny one takes about one.
+    load_s: float = 0.0
 
 
 def parse(argv: list[str] | None, description: str) -> tuple[Settings, int]:
@@ -94,6 +97,13 @@ def parse(argv: list[str] | None, description: str) -> tuple[Settings, int]:
     parser.add_argument(
         "--leak-kb", type=int, default=0, help="fault: kilobytes each request leaves behind, never freed"
     )
+    parser.add_argument(
+        "--load-s",
+        type=float,
+        default=0.0,
+        help="the lazy start-up (made by the first request) lasts at least this long, as loading a real "
+        "model's weights does",
+    )
     args = parser.parse_args(argv)
     settings = Settings(
         args.log,
@@ -112,6 +122,7 @@ def parse(argv: list[str] | None, description: str) -> tuple[Settings, int]:
         max(1, args.tokenize_passes),
         args.step_ms,
         args.leak_kb,
+        max(0.0, args.load_s),
     )
     return settings, args.port
 

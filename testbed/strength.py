@@ -10,6 +10,15 @@ passes a prompt are chosen so that rate x cost reaches it. After the run, the
 service's request log says how busy the worker really was: a run below the
 least the scenario promises is reported as too weak a fault, not scored as
 if it had one.
+
+A cold start is the same: the testbed's tiny model is made in about a second,
+where a real model's weights take seconds to minutes to load, so at the
+scenario's rate a restart made a dozen slow requests on one machine and
+three dozen on another, and only the second owned the tail. The scenario
+names the share of its requests that should arrive while the service loads
+(``cold_share``); the service's start-up is made to last that long
+(``--load-s``), and after the run the request log says what share of the
+requests a start really made slower than the P99 of the others.
 """
 
 from __future__ import annotations
@@ -19,6 +28,8 @@ import math
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from testbed.scenarios import Scenario
 
 # Prompts timed to learn the tokenizer's cost: the load's lengths are heavy-tailed (the Azure trace), and
 # the slow tokenizer is superlinear in length, so a few dozen would miss the long prompts that weigh most.
@@ -70,6 +81,75 @@ def tokenizer_busy(requests_log: Path, start: float, end: float) -> float | None
     if not seen or not math.isfinite(busy_ms):
         return None
     return busy_ms / 1000.0 / (end - start)
+
+
+def cold_slow_share(requests_log: Path, starts: list[float], window_s: float, end: float) -> float | None:
+    """The share of the requests sent from the first start to ``end`` that were sent within ``window_s``
+    of a start (Unix seconds) and took longer than the P99 of the others: the requests a cold start made
+    slow enough to set the tail. None: no requests, or none outside the windows to compare with."""
+    if not starts or not requests_log.is_file():
+        return None
+    cold, warm = [], []
+    with requests_log.open(encoding="utf-8") as lines:
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by the service's stop
+            ts, latency = record.get("ts"), record.get("latency_ms")
+            if not isinstance(ts, int | float) or not isinstance(latency, int | float):
+                continue
+            if min(starts) <= ts < end:
+                (cold if any(0 <= ts - s < window_s for s in starts) else warm).append(float(latency))
+    if not warm:
+        return None
+    warm_p99 = sorted(warm)[min(len(warm) - 1, math.ceil(0.99 * len(warm)) - 1)]
+    return sum(latency > warm_p99 for latency in cold) / (len(cold) + len(warm))
+
+
+def run_strength(
+    requests_log: Path,
+    scenario: Scenario,
+    tokenizer: TokenizerSetting | None,
+    start: float,
+    end: float,
+    windows: list[tuple[float, float]],
+) -> dict | None:
+    """What truth.yaml says of the fault's strength: what was aimed at, what the run reached, and whether
+    it held what the scenario promises. A slow tokenizer's busy share is said wherever it runs (the
+    scenarios that promise none too); None for a fault whose strength is neither the tokenizer's nor a
+    cold start's."""
+    if scenario.cold_share is not None:
+        starts = [start] + [began for began, _ in windows]  # the load's first request, and each restart
+        reached = cold_slow_share(requests_log, starts, cold_window_s(end - start), end)
+        least = scenario.cold_share_at_least or 0.0
+        cold = {
+            "aimed": scenario.cold_share,
+            "at_least": least,
+            "load_s": round(scenario.load_s(end - start) or 0.0, 2),
+            "reached": None if reached is None else round(reached, 4),
+        }
+        return {"cold_slow_share": cold, "held": reached is not None and reached >= least}
+    if scenario.tokenizer_busy is None and "--slow-tokenizer" not in scenario.service_args:
+        return None
+    reached = tokenizer_busy(requests_log, start, end)
+    busy: dict[str, object] = {"reached": None if reached is None else round(reached, 3)}
+    if scenario.tokenizer_busy is None:
+        return {"tokenizer_busy": busy}
+    least = scenario.tokenizer_busy_at_least or 0.0
+    busy |= {
+        "aimed": scenario.tokenizer_busy,
+        "at_least": least,
+        "one_pass_ms": None if tokenizer is None else round(tokenizer.one_pass_ms, 2),
+        "passes": None if tokenizer is None else tokenizer.passes,
+    }
+    return {"tokenizer_busy": busy, "held": reached is not None and reached >= least}
+
+
+def cold_window_s(duration_s: float) -> float:
+    """After a start, how long requests count as cold: a minute, or a quarter of a shorter run (whose
+    starts would otherwise leave no warm request to compare with)."""
+    return min(60.0, duration_s / 4)
 
 
 def _post_json(url: str, body: dict) -> dict:

@@ -26,8 +26,10 @@ from testbed.load import LoadPlan, PromptMaker, measure_capacity, schedule  # no
 from testbed.model import VOCAB, Model  # noqa: E402
 from testbed.scenarios import SCENARIOS  # noqa: E402
 from testbed.score import by_scenario, score_report, table  # noqa: E402
-from testbed.strength import tokenizer_busy, tokenizer_passes  # noqa: E402
+from testbed.strength import cold_slow_share, tokenizer_busy, tokenizer_passes  # noqa: E402
 from testbed.tokenizer import TextCodec, train, words  # noqa: E402
+
+pytestmark = pytest.mark.waits  # real servers and loads: its file is handed out first
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -250,6 +252,45 @@ def test_the_tokenizers_busy_share_is_read_from_the_services_own_log(tmp_path):
     assert tokenizer_busy(tmp_path / "none.jsonl", 100.0, 110.0) is None
 
 
+def test_a_cold_starts_share_of_slow_requests_is_read_from_the_services_own_log(tmp_path):
+    """200 s at 10/s, starts at 0 and 100 s: 30 of each start's first 60 s are slow, the rest about alike."""
+    log = tmp_path / "requests.jsonl"
+    rows = []
+    for k in range(2000):
+        ts = 1000.0 + k / 10
+        slow = (ts - 1000.0) % 100 < 3  # the first 3 s after each start: 30 requests each
+        rows.append(json.dumps({"ts": ts, "latency_ms": 5000.0 if slow else 100.0 + k % 7}))
+    log.write_text("\n".join([*rows, '{"ts": 1200.0, "lat']) + "\n")  # the last line cut by a stop
+    assert cold_slow_share(log, [1000.0, 1100.0], 60.0, 1200.0) == pytest.approx(60 / 2000)
+    # A slow spell outside the windows raises the P99 they are compared with: fewer count.
+    assert cold_slow_share(log, [1000.0], 2.0, 1200.0) == pytest.approx(0.0)
+    assert cold_slow_share(log, [1000.0], 1000.0, 1200.0) is None  # nothing warm to compare with
+    assert cold_slow_share(tmp_path / "none.jsonl", [1000.0], 60.0, 1200.0) is None
+
+
+def test_the_cold_start_scenario_loads_for_its_share_of_the_run_and_its_twin_does_not():
+    scenario = SCENARIOS["cold-start-contamination"]
+    # 3 % of a 4-minute run at 8/s is 57.6 requests, over two starts: 3.6 s each.
+    assert scenario.load_s(240.0) == pytest.approx(3.6)
+    assert scenario.without_fault().load_s(240.0) is None
+
+
+def test_the_services_start_up_lasts_its_load_time_once(tmp_path, monkeypatch):
+    """The first caller makes the tokenizer, then waits out the rest of the weights' load; later callers
+    find it made."""
+    import threading
+
+    from testbed.service import Service, Settings
+
+    service = Service(Settings(log=tmp_path / "requests.jsonl", step_ms=1.0, load_s=30.0))
+    slept: list[float] = []
+    sleep, caller = time.sleep, threading.current_thread()
+    # Only this thread's sleeps are the start-up's: the service's own threads go on sleeping for real.
+    monkeypatch.setattr(time, "sleep", lambda s: slept.append(s) if threading.current_thread() is caller else sleep(s))
+    first, again = service.ready(), service.ready()
+    assert first is again and len(slept) == 1 and 0 < slept[0] <= 30.0
+
+
 def test_a_run_whose_fault_fell_short_is_shown_and_not_counted():
     report = {"hypotheses": [{"id": "cpu-bound-stage", "score": 0.2}]}
     weak = score_report("weak", {"cause": "cpu-bound-stage", "strength": {"held": False}}, report)
@@ -303,7 +344,10 @@ def test_a_short_run_records_a_dump_that_diagnose_reads_and_scores(tmp_path):
     score = _testbed("score", str(tmp_path))
     table, _ = score.communicate(timeout=300)
     assert score.returncode == 0, table
-    assert "| run | cold-start-contamination |" in table and "AC@1" in table
+    # 3 % of a 30 s run's requests arrive while it loads: 0.45 s a start. Whether that held is the run's.
+    assert truth["strength"]["cold_slow_share"]["load_s"] == pytest.approx(0.45)
+    assert isinstance(truth["strength"]["held"], bool)
+    assert "| cold-start-contamination |" in table and "AC@1" in table
 
 
 def _descendants(pid: int) -> list[psutil.Process]:
