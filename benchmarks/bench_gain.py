@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--score-only", action="store_true", help="score the pairs already under --out")
     args = parser.parse_args()
     if args.quick:
-        args.only, args.duration = args.only or ["cold-start-contamination"], args.duration or "12s"
+        args.only, args.duration = args.only or ["cold-start-contamination"], args.duration or "6s"
     names = args.only or [
         name
         for name, s in SCENARIOS.items()

@@ -62,7 +62,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.quick:
-        args.only, args.duration = args.only or ["healthy-low"], args.duration or "12s"
+        args.only, args.duration = args.only or ["healthy-low"], args.duration or "6s"
     group = ENGINE_SCENARIOS if args.engine else SCENARIOS
     names = args.only or [n for n, s in group.items() if not s.benchmark_skip]
     for name in [] if args.only else [n for n, s in group.items() if s.benchmark_skip]:

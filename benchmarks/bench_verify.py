@@ -59,7 +59,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.quick:  # one short run, its probes reading two seconds: that it all runs, not what it finds
-        args.only, args.duration, args.after = args.only or ["cpu-bound-stage-event-loop"], "25s", 12.0
+        args.only, args.duration, args.after = args.only or ["cpu-bound-stage-event-loop"], "12s", 12.0
         args.reads = 2
     names = args.only or [n for n in CHECKABLE if SCENARIOS[n].unavailable() is None]
     rows = []
