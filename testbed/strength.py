@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,20 +66,11 @@ def set_tokenizer(url: str, prompts: list[str], rate_rps: float, aimed_busy: flo
 def tokenizer_busy(requests_log: Path, start: float, end: float) -> float | None:
     """The tokenizer worker's busy share from ``start`` to ``end`` (Unix seconds): the service's own
     ``stage_tokenize_ms`` of the requests sent in that window, over its length. None: no such requests."""
-    if end <= start or not requests_log.is_file():
+    if end <= start:
         return None
-    busy_ms, seen = 0.0, 0
-    with requests_log.open(encoding="utf-8") as lines:
-        for line in lines:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by the service's stop
-            ts, spent = record.get("ts"), record.get("stage_tokenize_ms")
-            if isinstance(ts, int | float) and isinstance(spent, int | float) and start <= ts < end:
-                busy_ms += float(spent)
-                seen += 1
-    if not seen or not math.isfinite(busy_ms):
+    spent = [ms for _, ms in _logged(requests_log, "stage_tokenize_ms", start, end)]
+    busy_ms = sum(spent)
+    if not spent or not math.isfinite(busy_ms):
         return None
     return busy_ms / 1000.0 / (end - start)
 
@@ -87,24 +79,31 @@ def cold_slow_share(requests_log: Path, starts: list[float], window_s: float, en
     """The share of the requests sent from the first start to ``end`` that were sent within ``window_s``
     of a start (Unix seconds) and took longer than the P99 of the others: the requests a cold start made
     slow enough to set the tail. None: no requests, or none outside the windows to compare with."""
-    if not starts or not requests_log.is_file():
+    if not starts:
         return None
     cold, warm = [], []
+    for ts, latency in _logged(requests_log, "latency_ms", min(starts), end):
+        (cold if any(0 <= ts - s < window_s for s in starts) else warm).append(latency)
+    if not warm:
+        return None
+    warm_p99 = sorted(warm)[min(len(warm) - 1, math.ceil(0.99 * len(warm)) - 1)]
+    return sum(latency > warm_p99 for latency in cold) / (len(cold) + len(warm))
+
+
+def _logged(requests_log: Path, column: str, start: float, end: float) -> Iterator[tuple[float, float]]:
+    """(ts, ``column``) of each request the service logged as sent from ``start`` to ``end`` with both
+    figures; nothing when there is no log."""
+    if not requests_log.is_file():
+        return
     with requests_log.open(encoding="utf-8") as lines:
         for line in lines:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line cut by the service's stop
-            ts, latency = record.get("ts"), record.get("latency_ms")
-            if not isinstance(ts, int | float) or not isinstance(latency, int | float):
-                continue
-            if min(starts) <= ts < end:
-                (cold if any(0 <= ts - s < window_s for s in starts) else warm).append(float(latency))
-    if not warm:
-        return None
-    warm_p99 = sorted(warm)[min(len(warm) - 1, math.ceil(0.99 * len(warm)) - 1)]
-    return sum(latency > warm_p99 for latency in cold) / (len(cold) + len(warm))
+            ts, value = record.get("ts"), record.get(column)
+            if isinstance(ts, int | float) and isinstance(value, int | float) and start <= ts < end:
+                yield float(ts), float(value)
 
 
 def run_strength(
