@@ -117,6 +117,19 @@ def test_steps_grow_until_one_falls_behind_then_narrow_the_bracket():
     assert any(later < earlier for earlier, later in zip(rates, rates[1:], strict=False)), "bisects back down"
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_short_steps_grow_from_the_rate_asked_for_not_the_draw(seed):
+    """3 s steps at a few requests a second send few, and a low draw must not turn growth into a fall."""
+    service = Simulated(1, 200, seed)
+    steps = run_sweep(service, Settings(baseline_s=6, step_s=3, soak_s=0, max_steps=4, resolution=0.99)).steps
+    rates = [step.stage.rate_rps for step in steps]
+    kept_up = [step for step in steps if not step.falls_behind()]
+    assert kept_up, "a service at 5 req/s keeps up with 2.5"
+    for index in range(len(steps) - 1):
+        if not any(step.falls_behind() for step in steps[: index + 1]):
+            assert rates[index + 1] == pytest.approx(2 * rates[index]), rates
+
+
 def test_a_service_that_fails_alone_stops_the_run_with_what_it_said():
     with pytest.raises(LoadError, match="HTTP 500: model not loaded"):
         run_sweep(Simulated(1, 50, fail="HTTP 500: model not loaded"), QUICK)

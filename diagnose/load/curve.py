@@ -15,6 +15,7 @@ The knee is bracketed by the highest rate kept up with and the lowest not.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -217,25 +218,37 @@ def find_knee(baseline: StageResult, steps: list[StageResult]) -> Knee:
 
 def next_rate(steps: list[StageResult], growth: float, resolution: float) -> float | None:
     """The next step's rate: ``growth`` times the last until one falls behind, then the geometric middle
-    of the bracket until it is narrower than ``resolution``; None once the knee is bracketed that finely."""
-    kept_up, behind = _bracket(steps)
+    of the bracket until it is narrower than ``resolution``; None once the knee is bracketed that finely.
+    Planned from the rates asked for, not the draws: a short step's draw can fall far under its rate (3 s
+    at 2.4 req/s sends 3 or fewer one time in 14), and growth from a low draw goes down instead of up."""
+    kept_up, behind = _bracket(steps, _planned)
     if not behind:
-        return max(s.offered_rps for s in steps) * growth
+        return max(_planned(s) for s in steps) * growth
     if kept_up <= 0:  # behind at the lowest rate tried: go down
-        return min(s.offered_rps for s in steps) / growth
-    fell_behind = behind[0].offered_rps
+        return min(_planned(s) for s in steps) / growth
+    fell_behind = _planned(behind[0])
     if (fell_behind - kept_up) / kept_up <= resolution:
         return None
     return math.sqrt(kept_up * fell_behind)
 
 
-def _bracket(steps: list[StageResult]) -> tuple[float, list[StageResult]]:
+def _offered(step: StageResult) -> float:
+    return step.offered_rps
+
+
+def _planned(step: StageResult) -> float:
+    return step.stage.rate_rps if step.stage.rate_rps is not None else step.offered_rps
+
+
+def _bracket(
+    steps: list[StageResult], rate: Callable[[StageResult], float] = _offered
+) -> tuple[float, list[StageResult]]:
     """The highest rate kept up with below every rate that fell behind (0 if none), and the steps that
-    fell behind, lowest first. Rates as offered: a step's Poisson draw (10 s at 20 req/s sends 200 ± 28).
-    A step kept up with above one that was not is a lucky draw, not a bracket."""
-    behind = sorted((s for s in steps if s.falls_behind()), key=lambda s: s.offered_rps)
-    ceiling = behind[0].offered_rps if behind else math.inf
-    kept = [s.offered_rps for s in steps if not s.falls_behind() and s.offered_rps < ceiling]
+    fell behind, lowest first. The knee is told at the rates offered: a step's Poisson draw (10 s at
+    20 req/s sends 200 ± 28). A step kept up with above one that was not is a lucky draw, not a bracket."""
+    behind = sorted((s for s in steps if s.falls_behind()), key=rate)
+    ceiling = rate(behind[0]) if behind else math.inf
+    kept = [rate(s) for s in steps if not s.falls_behind() and rate(s) < ceiling]
     return (max(kept) if kept else 0.0), behind
 
 
