@@ -178,6 +178,50 @@ def test_a_vllm_stats_line_cut_before_its_level_keeps_its_time_and_one_without_a
     assert any("1 of its stats lines had no time of their own" in w for w in dump.warnings), dump.warnings
 
 
+def _vllm_v1_stats_log(busy_ticks: set[int], ticks: int, every_s: int = 10) -> str:
+    """vLLM V1's stats lines as its LoggingStatLogger writes them (v1/metrics/loggers.py): a line every
+    ``every_s``, its throughput over the interval before it, at debug (not shown) where that interval
+    and the one before had none."""
+    lines, last = [], 0.0
+    for tick in range(1, ticks + 1):
+        generated = 40.0 if tick in busy_ticks else 0.0
+        if generated or last:
+            clock = f"{tick * every_s // 3600:02d}:{tick * every_s // 60 % 60:02d}:{tick * every_s % 60:02d}"
+            lines.append(
+                f"(APIServer pid=7) INFO 11-21 {clock} [loggers.py:123] Engine 000: Avg prompt throughput: "
+                f"{generated * 3:.1f} tokens/s, Avg generation throughput: {generated:.1f} tokens/s, Running: "
+                f"{int(generated > 0)} reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%"
+            )
+        last = generated
+    return "\n".join(lines) + "\n"
+
+
+def test_a_vllm_log_silent_while_idle_is_sampled_at_its_interval_and_one_with_lines_left_out_is_not(
+    tmp_path, report_of
+):
+    """A request every five minutes for two hours: two lines each (the busy interval, then the one
+    after it), the gaps between them idle time the writer does not log, not blindness. Cut after a
+    request's first line, the paste holds as many idle gaps as busy ones."""
+    sporadic = tmp_path / "sporadic"
+    sporadic.mkdir()
+    lines = _vllm_v1_stats_log(set(range(3, 720, 30)), 720).splitlines()
+    (sporadic / "vllm.log").write_text("\n".join(lines[1:]) + "\n")
+    dump = load_dump(str(sporadic))
+    assert dump.median_interval("server") > 100  # the gaps alone say every few minutes
+    assert dump.interval("server") == 10
+    report = report_of(sporadic)
+    assert report["facts"]["sampling.interval_s"]["value"] == 10
+    assert "idle time" in report["facts"]["sampling.interval_s"]["source"]
+    assert "coarse-sampling" not in {h["id"] for h in report["hypotheses"] if h["score"] >= 0.5}
+    # A busy server's lines, every sixth kept: while it served each interval had its line
+    thinned = tmp_path / "thinned"
+    thinned.mkdir()
+    busy = _vllm_v1_stats_log(set(range(1, 721)), 720).splitlines()
+    (thinned / "vllm.log").write_text("\n".join(busy[::6]) + "\n")
+    assert load_dump(str(thinned)).interval("server") == 60
+    assert "coarse-sampling" in {h["id"] for h in report_of(thinned)["hypotheses"] if h["score"] >= 0.5}
+
+
 def test_the_issue_case_vllm_log_with_ooms_smi_csv_and_a_scrape(tmp_path, report_of):
     (tmp_path / "vllm.log").write_text(VLLM_V1 + VLLM_LOG)
     (tmp_path / "nvidia-smi.csv").write_text(SMI_CSV)

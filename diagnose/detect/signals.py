@@ -142,7 +142,7 @@ def _sampling_step(dump: Dump) -> float:
     if dump.manifest.interval_s:
         return float(dump.manifest.interval_s)
     for name in ("system", "gpu", "processes", "server", "allocator", "gpu_processes"):
-        interval = dump.median_interval(name)
+        interval = dump.interval(name)
         if interval is not None:
             return max(interval, 0.001)
     return 1.0

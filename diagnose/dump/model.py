@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from diagnose.importers.base import Cadence
 
 
 @dataclass
@@ -61,6 +64,8 @@ class Dump:
     traces: dict[str, pd.DataFrame] = field(default_factory=dict)
     # Where the request table is a sample of a bigger one: its counts (None: every request is there).
     request_sample: RequestSample | None = None
+    # Tables whose writers' own sampling is known (every file that fed the table stated it): see interval.
+    cadences: dict[str, Cadence] = field(default_factory=dict)
 
     def requests_per_row(self) -> float:
         """How many requests each row of the request table stands for: 1 unless it is a sample."""
@@ -72,6 +77,14 @@ class Dump:
     def table(self, name: str) -> pd.DataFrame | None:
         frame = self.tables.get(name)
         return frame if frame is not None else self.traces.get(name)
+
+    def interval(self, name: str) -> float | None:
+        """A time-series table's sampling interval, in seconds: its writer's where that is known (a
+        writer silent while idle leaves gaps that are not its sampling), else its median gap."""
+        cadence = self.cadences.get(name)
+        if cadence is not None and name in self.tables:
+            return cadence.seconds
+        return self.median_interval(name)
 
     def median_interval(self, name: str) -> float | None:
         """A time-series table's median gap between distinct sample times, in seconds."""

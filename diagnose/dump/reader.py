@@ -32,7 +32,7 @@ from diagnose.errors import DumpError
 from diagnose.units import human_bytes
 
 if TYPE_CHECKING:
-    from diagnose.importers import Imported, Importer, Source
+    from diagnose.importers import Cadence, Imported, Importer, Source
     from diagnose.statements import StatementScan
 
 Progress = Callable[[str], None]  # told what is being read now (a status line on a terminal)
@@ -99,7 +99,10 @@ def load_dump(path: str, tz: str | None = None, progress: Progress | None = None
     if written:
         by_trace[", ".join(file for _, file in written.values())] = written
     environment: dict[str, str] = {}
-    imported = _import_foreign(folder, not_used, tables, by_trace, files, warnings, environment, tz, progress)
+    cadences: dict[str, Cadence] = {}
+    imported = _import_foreign(
+        folder, not_used, tables, by_trace, files, warnings, environment, cadences, tz, progress
+    )
     traces = _one_trace(by_trace, files, warnings)
     if environment:
         stated = manifest.extra.get("environment", {})
@@ -131,7 +134,9 @@ def load_dump(path: str, tz: str | None = None, progress: Progress | None = None
         # requests read whole from another file joined the sample: the counts are of the whole of both
         request_sample = None
         warnings.append("requests: a sample and the requests of another file together; counted as read")
-    return Dump(str(path), tables, files, manifest, warnings, not_used, imported, traces, request_sample)
+    return Dump(
+        str(path), tables, files, manifest, warnings, not_used, imported, traces, request_sample, cadences
+    )
 
 
 def _quiet(_: str) -> None:
@@ -168,15 +173,18 @@ def _import_foreign(
     files: dict[str, list[str]],
     warnings: list[str],
     environment: dict[str, str],
+    cadences: dict[str, Cadence],
     tz: str | None = None,
     progress: Progress = _quiet,
 ) -> list[dict[str, Any]]:
     """Offer every file that is not a dump table to the importers; merge what they read.
 
-    What they say of the environment (driver and CUDA versions) goes to ``environment``; each
-    profiler trace's tables to ``by_trace``, under its file's name.
+    What they say of the environment (driver and CUDA versions) goes to ``environment``; of a table's
+    sampling, to ``cadences`` where every file that fed the table said it; each profiler trace's
+    tables to ``by_trace``, under its file's name.
     """
     used: list[dict[str, Any]] = []
+    said: dict[str, list[Cadence | None]] = {table: [None] for table in tables}  # a table file says none
     offered = [name for name in not_used if not name.endswith("/") and (folder / name).is_file()]
     if not offered:
         return used
@@ -276,6 +284,10 @@ def _import_foreign(
             merged = frame if table not in tables else pd.concat([tables[table], frame], ignore_index=True)
             tables[table] = merged.sort_values("ts", kind="stable", ignore_index=True)
             files.setdefault(table, []).append(name)
+            said.setdefault(table, []).append(result.cadences.get(table))
+    for table, cadence in said.items():
+        if all(c is not None for c in cadence):
+            cadences[table] = min((c for c in cadence if c is not None), key=lambda c: c.seconds)
     return used
 
 
@@ -310,6 +322,7 @@ def _merge_into(result: Imported, read: Imported, section: str) -> None:
         result.tables[table] = frame if held is None else pd.concat([held, frame], ignore_index=True)
     result.warnings.extend(f"{section}: {w}" for w in read.warnings)
     result.environment.update(read.environment)
+    result.cadences.update(read.cadences)
 
 
 def _statement_scan(source: Source, tz: str | None) -> StatementScan:

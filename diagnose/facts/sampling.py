@@ -11,7 +11,7 @@ _SERIES = ("system", "gpu", "processes", "server", "allocator", "gpu_processes")
 
 def series_intervals(dump: Dump) -> dict[str, float]:
     """Each time-series table's median interval between samples, in seconds (the tables that have one)."""
-    return {name: gap for name in _SERIES if (gap := dump.median_interval(name)) is not None}
+    return {name: gap for name in _SERIES if (gap := dump.interval(name)) is not None}
 
 
 def add_sampling_facts(facts: Facts, dump: Dump) -> None:
@@ -19,7 +19,9 @@ def add_sampling_facts(facts: Facts, dump: Dump) -> None:
     if not intervals:
         return
     finest = min(intervals, key=lambda name: intervals[name])
-    facts.add("sampling.interval_s", intervals[finest], f"{dump.source(finest)}: median gap between samples")
+    cadence = dump.cadences.get(finest)
+    how = cadence.how if cadence is not None else "median gap between samples"
+    facts.add("sampling.interval_s", intervals[finest], f"{dump.source(finest)}: {how}")
     requests = dump.table("requests")
     facts.add(
         "sampling.has_requests",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diagnose.importers.base import HEAD_BYTES, FileImporter, Imported, Importer, Source, text_head
+from diagnose.importers.base import HEAD_BYTES, Cadence, FileImporter, Imported, Importer, Source, text_head
 from diagnose.importers.llamacpp_log import LlamaCppLogImporter
 from diagnose.importers.mend import Mended, mend
 from diagnose.importers.nsys_sqlite import NsysSqliteImporter
@@ -75,6 +75,7 @@ IMPORTERS: tuple[Importer, ...] = (
 __all__ = [
     "HEAD_BYTES",
     "IMPORTERS",
+    "Cadence",
     "FileImporter",
     "Imported",
     "Importer",

@@ -19,11 +19,21 @@ from diagnose.importers.undone import Undone
 HEAD_BYTES = 65_536
 
 
+@dataclass(frozen=True)
+class Cadence:
+    """How often a table's writer samples, where the gaps between its rows are not that: a writer that
+    is silent while nothing happens (vLLM's stats line) leaves gaps of idle time, not of blindness."""
+
+    seconds: float
+    how: str  # the writer's rule, for the report: "vLLM's stats line, every 10 s while serving, ..."
+
+
 @dataclass
 class Imported:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # ts is epoch seconds (UTC)
     warnings: list[str] = field(default_factory=list)
     environment: dict[str, str] = field(default_factory=dict)  # driver, CUDA, ... for the manifest
+    cadences: dict[str, Cadence] = field(default_factory=dict)  # by table, where its writer's is known
 
     @property
     def rows(self) -> int:

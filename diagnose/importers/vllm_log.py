@@ -29,10 +29,11 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+import numpy as np
 import pandas as pd
 
 from diagnose.engines.failures import STALLED, VLLM_DEAD, VLLM_STALLED
-from diagnose.importers.base import Imported, Importer, Source, zone_note
+from diagnose.importers.base import Cadence, Imported, Importer, Source, zone_note
 from diagnose.importers.oom_log import OomScanner
 from diagnose.importers.stamps import engine_stamp
 
@@ -77,6 +78,7 @@ _LINE_FORMAT = re.compile(
     r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\]"
 )
 _FORMAT_LINES = 2  # lines in that format that make a log vLLM's (or every line of a shorter paste)
+_ENGINE = re.compile(r"Engine (\d+): Avg")  # V1: a line per engine of a data-parallel server
 _PREEMPTED = re.compile(
     r"is preempted by PreemptionMode\.(\w+).*?(?:total_num_cumulative_preemption=(\d+))?$"
 )
@@ -137,7 +139,8 @@ class VllmLogImporter(Importer):
             if not stats and not preempted:
                 continue
             if "Avg generation throughput" in line or "Avg prompt throughput" in line:
-                rows.append({"ts": ts, **stats})
+                engine = _ENGINE.search(line)
+                rows.append({"ts": ts, **stats, "engine": engine.group(1) if engine else ""})
             elif stats.get("prefix_cache_hit_pct") is not None and rows and ts == rows[-1]["ts"]:
                 rows[-1]["prefix_cache_hit_pct"] = stats["prefix_cache_hit_pct"]  # V0's separate line
             if preempted:
@@ -160,7 +163,10 @@ class VllmLogImporter(Importer):
                 "left out"
             )
         if rows:
-            result.tables["server"] = pd.DataFrame(rows)
+            cadence = _cadence(rows)
+            if cadence is not None:
+                result.cadences["server"] = cadence
+            result.tables["server"] = pd.DataFrame(rows).drop(columns="engine")
             result.warnings.append(zone_note("vLLM log times", tz))
         if events:
             result.tables["events"] = pd.DataFrame(events)
@@ -175,3 +181,34 @@ def _timed(rows: list[dict], fallback: float) -> tuple[list[dict], int]:
     if not timed:
         return [{**row, "ts": fallback} for row in rows], 0
     return timed, len(rows) - len(timed)
+
+
+def _cadence(rows: list[dict]) -> Cadence | None:
+    """How often vLLM wrote its stats line, where the log's gaps are not that. vLLM logs it every
+    interval (V0's metrics.py: 5 s; V1's API server: VLLM_LOG_STATS_INTERVAL, 10 s unless set), each
+    line's throughput over the interval before it, and at debug level, unseen, where that interval and
+    the one before had no throughput ("Avoid log noise on an idle production system"). So a gap after a
+    line that reports no throughput may be idle time, and any other gap is the log's sampling (longer
+    than the interval where lines were left out of it). The interval is the median of those, one
+    engine's lines at a time (a data-parallel server writes a line per engine); None where no gap was
+    idle (the median of them all says the same) or none was not."""
+    serving: list[float] = []
+    idle = 0
+    for engine in {row["engine"] for row in rows}:
+        lines = sorted((row for row in rows if row["engine"] == engine), key=lambda row: row["ts"])
+        for before, after in zip(lines, lines[1:], strict=False):
+            gap = after["ts"] - before["ts"]
+            if gap <= 0:
+                continue
+            if before.get("prompt_tokens_per_s", 0.0) or before.get("tokens_per_s", 0.0):
+                serving.append(gap)
+            else:
+                idle += 1
+    if not idle or not serving:
+        return None
+    seconds = float(np.median(serving))
+    return Cadence(
+        seconds,
+        f"vLLM's stats line, every {seconds:g} s while serving ({idle} longer gaps after a line with no "
+        "throughput are idle time: the line is not logged then)",
+    )
