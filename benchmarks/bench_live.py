@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.bench_file import make_dump  # noqa: E402
 from benchmarks.quick import add_quick  # noqa: E402
-from diagnose.detect.signals import build_signals, server_pids  # noqa: E402
+from diagnose.detect.signals import build_signals  # noqa: E402
 from diagnose.dump import load_dump  # noqa: E402
 from diagnose.judge import default_rules_dir, load_rules  # noqa: E402
 from diagnose.live.app import Analysed, LiveApp, LiveSettings, Sampled  # noqa: E402
@@ -54,7 +54,7 @@ def main() -> None:
     for _ in range(args.cycles):
         started = time.perf_counter()
         window = feed.window(3600.0)
-        signals = {s.name: s for s in build_signals(window, server_pids(window))}
+        signals = {s.name: s for s in build_signals(window, window.server_pids)}
         processes = top_processes(window)
         sample_s.append(time.perf_counter() - started)
         started = time.perf_counter()

@@ -253,11 +253,11 @@ def test_live_feed_samples_the_host_into_windows(tmp_path):
     ],
 )
 def test_cited_signals_are_the_ones_the_evidence_facts_came_from(fixture, cause, cited, not_cited):
-    from diagnose.detect.signals import build_signals, server_pids
+    from diagnose.detect.signals import build_signals
     from diagnose.pipeline import analyse_path
 
     dump, analysis = analyse_path(str(DUMPS / fixture))
-    signals = {s.name: s for s in build_signals(dump, server_pids(dump))}
+    signals = {s.name: s for s in build_signals(dump, dump.server_pids)}
     assert any(name.startswith(not_cited) for name in signals)  # there, and not what the evidence is about
     [hypothesis] = [h for h in analysis.report.hypotheses if h.id == cause]
     found = cited_signals(hypothesis, analysis.report, signals)

@@ -67,6 +67,19 @@ def test_builtin_rules_load_and_each_is_a_complete_checklist():
         assert rule.verify and rule.remedy and rule.pitfalls and rule.contrary
 
 
+def test_a_folder_of_rules_is_built_once_and_again_when_a_file_changes(tmp_path):
+    (tmp_path / "rule.yaml").write_text(RULE, encoding="utf-8")
+    (first,) = load_rules(tmp_path)
+    (again,) = load_rules(tmp_path)
+    assert again is first, "an unchanged folder gives the rules built before"
+    (tmp_path / "rule.yaml").write_text(RULE.replace("title: test rule", "title: the edited rule"))
+    (edited,) = load_rules(tmp_path)
+    assert edited.title == "the edited rule"
+    (tmp_path / "rule.yaml").write_text(RULE.replace("weight: 0.5", "weight: 7"))  # a file gone wrong
+    with pytest.raises(RuleError, match="weight"):
+        load_rules(tmp_path)
+
+
 def test_a_rule_fires_with_certainty_factor_score(tmp_path):
     rule = _rule(tmp_path)
     (outcome,) = judge([rule], _facts(gpu__util_pct__mean=90.0, host__cpu_pct__mean=75.0))

@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 
 from diagnose.compare.model import Difference
-from diagnose.detect.signals import server_pids
 from diagnose.dump.model import Dump
 from diagnose.dump.processes import GROUP, process_ids
 from diagnose.units import human_bytes
@@ -100,7 +99,7 @@ def _order(key: str) -> int:
 def background(dump: Dump) -> dict[str, float]:
     """Other processes' CPU (95th percentile over time, % of a core) and GPU memory (peak), where recorded."""
     found = {}
-    servers = server_pids(dump)
+    servers = dump.server_pids
     for key, table, column, q in (
         ("cpu", "processes", "cpu_pct", 0.95),
         ("gpu_mem", "gpu_processes", "mem_used_bytes", 1.0),
@@ -121,7 +120,7 @@ _BACKGROUND = {
 }
 
 
-def _others(dump: Dump, servers: set[int], table: str, column: str, q: float) -> float | None:
+def _others(dump: Dump, servers: frozenset[int], table: str, column: str, q: float) -> float | None:
     frame = dump.table(table)
     if frame is None or column not in frame.columns or not {"pid", GROUP} & set(frame.columns):
         return None

@@ -8,7 +8,7 @@ from diagnose.detect.alignment import Alignment, align
 from diagnose.detect.episodes import Episode
 from diagnose.detect.helper import SignalQueue, SpikeHelper
 from diagnose.detect.search import SignalFindings, search_shape, with_periodicity
-from diagnose.detect.signals import Batch, Signal, grid_note, in_order, iter_signals, server_pids
+from diagnose.detect.signals import Batch, Signal, grid_note, in_order, iter_signals
 from diagnose.dump.model import Dump
 from diagnose.isolation import isolated
 
@@ -50,7 +50,7 @@ class SpikeSearch:
         built: list[Batch] = []
 
         def build() -> list[Signal]:
-            for placed in iter_signals(dump, server_pids(dump)):
+            for placed in iter_signals(dump, dump.server_pids):
                 built.append(placed)
                 self._queue.add(placed[1])
             return in_order(built)

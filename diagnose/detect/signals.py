@@ -55,14 +55,14 @@ class Signal:
         return self.start + self.step * np.arange(self.values.size)
 
 
-def build_signals(dump: Dump, server_pids: set[int] | None = None) -> list[Signal]:
+def build_signals(dump: Dump, server_pids: frozenset[int] | None = None) -> list[Signal]:
     return in_order(iter_signals(dump, server_pids))
 
 
 Batch = tuple[tuple[int, int], list[Signal]]  # (its place in the signals' order, the signals)
 
 
-def iter_signals(dump: Dump, server_pids: set[int] | None = None) -> Iterator[Batch]:
+def iter_signals(dump: Dump, server_pids: frozenset[int] | None = None) -> Iterator[Batch]:
     """The signals a table at a time, so that a helper can search the first while the rest are built.
 
     The cheap batches come first (host series, then each GPU's), the costly last (processes, then
@@ -104,7 +104,10 @@ def iter_signals(dump: Dump, server_pids: set[int] | None = None) -> Iterator[Ba
             frame = frame.assign(name=named.astype("string").fillna(frame[GROUP].astype("string")))
         present = tuple(c for c in columns if c in frame.columns)
         if len(frame) and present:
-            yield (3, position), kept(_process_signals(frame, table, present, step, server_pids or set()))
+            yield (
+                (3, position),
+                kept(_process_signals(frame, table, present, step, server_pids or frozenset())),
+            )
     requests = dump.table("requests")
     if requests is not None and len(requests) > 1:
         yield (0, 0), kept(_request_signals(requests, step, dump.request_sample))
@@ -226,7 +229,7 @@ def _request_signals(
 
 
 def _process_signals(
-    frame: pd.DataFrame, table: str, columns: tuple[str, ...], step: float, server_pids: set[int]
+    frame: pd.DataFrame, table: str, columns: tuple[str, ...], step: float, server_pids: frozenset[int]
 ) -> list[Signal]:
     ts = frame["ts"].to_numpy()
     start = np.floor(ts[0] / step) * step
@@ -357,39 +360,6 @@ def _overlap(slots: np.ndarray, pid_codes: np.ndarray) -> bool:
     slots = slots.astype("int64")
     pairs = slots * (int(pid_codes.max()) + 1) + pid_codes
     return bool(len(pd.unique(pairs)) > len(pd.unique(slots)))
-
-
-def declared_server_pids(dump: Dump) -> frozenset[int] | None:
-    """The server's pids as the manifest names them (``server_pid`` or ``server_pids``), or None."""
-    declared = dump.manifest.extra.get("server_pid") or dump.manifest.extra.get("server_pids")
-    if declared is None:
-        return None
-    items = declared if isinstance(declared, list) else [declared]
-    return frozenset(int(p) for p in items if isinstance(p, int | float | str) and str(p).isdigit())
-
-
-def server_pids(dump: Dump) -> set[int]:
-    """The serving process(es): the manifest's server_pid(s), else the heaviest steady process.
-
-    Process ids as :func:`diagnose.dump.processes.process_ids` numbers them (a group is negative).
-
-    A co-located job is, by definition, some other process; this tells them apart.
-    """
-    declared = declared_server_pids(dump)
-    if declared is not None:
-        return set(declared)
-    found: set[int] = set()
-    for table, column in (("gpu_processes", "mem_used_bytes"), ("processes", "cpu_pct")):
-        frame = dump.table(table)
-        if frame is None or column not in frame.columns or not {"pid", GROUP} & set(frame.columns):
-            continue
-        frame = frame.assign(pid=process_ids(frame)).dropna(subset=["pid"])
-        presence = frame.groupby("pid")["ts"].count() / max(frame["ts"].nunique(), 1)
-        steady = presence[presence >= 0.9].index
-        medians = frame[frame["pid"].isin(steady)].groupby("pid")[column].median().dropna()
-        if len(medians):
-            found.add(int(cast(float, medians.idxmax())))  # the index holds pids
-    return found
 
 
 _NAMES = {

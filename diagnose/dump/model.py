@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+from diagnose.dump.processes import find_server_pids
 
 if TYPE_CHECKING:
     from diagnose.importers.base import Cadence
@@ -73,6 +76,12 @@ class Dump:
         if self.request_sample is None or requests is None:
             return 1.0
         return self.request_sample.scale(len(requests))
+
+    @cached_property
+    def server_pids(self) -> frozenset[int]:
+        """The serving process(es): the manifest's, else the heaviest steady process (processes.py);
+        found once, read by every fact about the server."""
+        return find_server_pids(self)
 
     def table(self, name: str) -> pd.DataFrame | None:
         frame = self.tables.get(name)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from diagnose.detect.signals import server_pids
 from diagnose.dump.model import Dump
 from diagnose.dump.processes import describe, process_ids
 from diagnose.facts.model import Facts
@@ -33,7 +32,7 @@ def _server_named(dump: Dump) -> str:
     processes = dump.table("processes")
     assert processes is not None  # server_rows found the server's rows in it
     ids = process_ids(processes)
-    mine = sorted(int(p) for p in server_pids(dump) if (ids == p).any())
+    mine = sorted(int(p) for p in dump.server_pids if (ids == p).any())
     named = describe(processes, ids, mine[0]) if len(mine) == 1 else f"pids {', '.join(map(str, mine))}"
     names = processes.loc[ids.isin(mine), "name"].dropna() if "name" in processes.columns else pd.Series()
     return f"{named} ({names.iloc[-1]})" if len(names) else named
@@ -53,7 +52,7 @@ def server_rows(dump: Dump) -> pd.DataFrame | None:
     if processes is None or "cpu_pct" not in processes.columns:
         return None
     ids = process_ids(processes)
-    mine = ids.isin(list(server_pids(dump)))
+    mine = ids.isin(list(dump.server_pids))
     if not mine.any():
         return None
     rows = processes[mine]

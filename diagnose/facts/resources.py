@@ -7,7 +7,6 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from diagnose.detect.signals import server_pids
 from diagnose.dump.model import Dump
 from diagnose.dump.processes import describe, process_ids
 from diagnose.facts.model import Facts
@@ -66,7 +65,7 @@ def add_thread_facts(facts: Facts, dump: Dump) -> None:
     known = ids.notna() & busy.notna()
     if not known.any():
         return
-    servers = known & ids.isin(list(server_pids(dump)))
+    servers = known & ids.isin(list(dump.server_pids))
     whose = "the server's" if servers.any() else "any process's"
     known = servers if servers.any() else known
     per_process = busy[known].groupby(ids[known]).quantile(0.95)

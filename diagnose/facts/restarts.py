@@ -31,9 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from diagnose.detect.signals import declared_server_pids
 from diagnose.dump.model import Dump
-from diagnose.dump.processes import identifiers
+from diagnose.dump.processes import declared_server_pids, identifiers
 
 _RESTART_KINDS = ("restart", "deploy")
 _MAX_GAP_S = 300.0  # a replacement comes within minutes of the old process's end, not hours

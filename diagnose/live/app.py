@@ -24,7 +24,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from diagnose.detect.signals import Signal, build_signals, process_commands, server_pids, signal_words
+from diagnose.detect.signals import Signal, build_signals, process_commands, signal_words
 from diagnose.dump.model import Dump
 from diagnose.judge.rules import Rule
 from diagnose.live.chart import SeriesChart
@@ -206,7 +206,7 @@ class LiveApp(App[None]):
     @work(thread=True, exclusive=True, group="sample")
     def _sample(self, window_s: float | None) -> None:
         window = self.feed.window(window_s)
-        signals = {s.name: s for s in build_signals(window, server_pids(window))} if window.tables else {}
+        signals = {s.name: s for s in build_signals(window, window.server_pids)} if window.tables else {}
         self.post_message(Sampled(window, signals, self.feed.state(), top_processes(window)))
 
     def on_sampled(self, message: Sampled) -> None:

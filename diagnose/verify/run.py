@@ -151,9 +151,8 @@ def _likely_and_runner_up(scores: dict[str, float]) -> list[str]:
 
 def _server(dump: Dump) -> ServerIdentity | None:
     """The dump's server: its pids, and the name and command line of its last row in the process table."""
-    from diagnose.detect.signals import server_pids
 
-    pids = {pid for pid in server_pids(dump) if pid > 0}  # a group of processes has a negative id
+    pids = {pid for pid in dump.server_pids if pid > 0}  # a group of processes has a negative id
     if not pids:
         return None
     processes = dump.table("processes")
