@@ -157,6 +157,16 @@ def test_a_helper_that_fails_costs_nothing_but_time(helper_always, monkeypatch, 
     assert not any("spikes of" in w for w in shared["evidence"]["warnings"])
 
 
+def test_a_helper_never_given_a_signal_is_stopped_not_waited_for_through_its_imports():
+    """A dump that proves small closes the helper started for its files' size: it has nothing to finish."""
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
+    # Still importing for a while, then it would see its input closed and end by itself (exit 0)
+    script = "import sys, time; time.sleep(3); sys.stdin.read()"
+    importing = subprocess.Popen([sys.executable, "-c", script], **pipes)
+    SpikeHelper(importing).close()
+    assert importing.returncode is not None and importing.returncode < 0, "stopped by a signal, and reaped"
+
+
 def test_no_helper_where_one_core_is_all_there_is(monkeypatch):
     monkeypatch.setattr(beside, "usable_cpus", lambda: 1)
     assert SpikeHelper.start() is None

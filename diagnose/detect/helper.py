@@ -127,13 +127,16 @@ class SpikeHelper:
         return dict(self._returned), unreturned
 
     def close(self) -> None:
-        """End the helper: it exits when its input closes; one that does not is killed."""
+        """End the helper: it exits when its input closes; one that does not is killed. One never given
+        a signal (the dump proved small) has nothing to finish and is still importing: it is stopped,
+        not waited for (half a second at the end of every analysis of a dump of a few MB)."""
         process = self._process
         if any(thread.is_alive() for thread in self._threads):
             self._stopped = True  # given up on before the queue ran dry (the analysis failed or was stopped)
             process.kill()
         elif not self._threads:
             self._stdin.close()  # never served
+            process.kill()
         try:
             process.wait(timeout=_CLOSE_WAIT_S)
         except subprocess.TimeoutExpired:
