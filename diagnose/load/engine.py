@@ -59,7 +59,10 @@ STAGE_MESSAGE = "diagnose_stage"
 ROWS_MESSAGE = "diagnose_rows"
 MAX_OUTSTANDING = 2_000  # requests waiting at once per process: past this the service is far past its knee
 ROWS_PER_MESSAGE = 2_000
-START_DELAY_S = 1.0  # every process gets the stage before its first arrival
+# Every process gets the stage before its first arrival: Locust workers by message, a run's one process at
+# once (a second a stage there would be waiting for nothing, a minute over a long sweep).
+WORKERS_START_DELAY_S = 1.0
+LOCAL_START_DELAY_S = 0.2
 MEMORY_EVERY_S = 1.0
 BASELINE_TRIES = 5
 COLUMNS = (
@@ -347,7 +350,8 @@ class Conductor:
     def run_stage(self, stage: Stage) -> StageRun:
         self._rows, self._finished = [], 0
         self._all_in.clear()
-        started = time.time() + START_DELAY_S
+        delay = WORKERS_START_DELAY_S if self.settings.processes > 1 else LOCAL_START_DELAY_S
+        started = time.time() + delay
         order = {
             "stage": to_json(stage),
             "target": to_json(self.target),
