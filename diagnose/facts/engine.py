@@ -54,7 +54,7 @@ def add_engine_facts(facts: Facts, dump: Dump) -> None:
     kinds = events["kind"].astype("string") if events is not None and "kind" in events.columns else None
     engine_events = kinds is not None and kinds.isin(list(_ENGINE_EVENTS)).any()
     if server is not None and len(server):
-        _add_gauges(facts, server, dump.source("server"))
+        _add_gauges(facts, server, dump.source("server"), dump.interval("server") or _gap(server))
     if server is None and not engine_events:
         return
     _add_preemptions(facts, server, events, kinds, dump)
@@ -70,7 +70,9 @@ def _column(frame: pd.DataFrame, name: str) -> np.ndarray | None:
     return values if np.isfinite(values).any() else None
 
 
-def _add_gauges(facts: Facts, server: pd.DataFrame, source: str) -> None:
+def _add_gauges(facts: Facts, server: pd.DataFrame, source: str, interval: float) -> None:
+    """The engine's gauges; runs of samples are timed at the table's interval (Dump.interval: its
+    writer's where known, a log silent while idle leaving gaps that are not samples)."""
     kv = _column(server, "kv_cache_usage_pct")
     waiting = _column(server, "queue_depth")
     running = _column(server, "running")
@@ -110,7 +112,9 @@ def _add_gauges(facts: Facts, server: pd.DataFrame, source: str) -> None:
                 f"{cite}, {int(full.sum())} of {int(both.sum())} samples",
             )
             ts = pd.to_numeric(server["ts"], errors="coerce").to_numpy(dtype="float64")[both]
-            facts.add("engine.backlog_run_s", _longest_run_s(full, ts), f"{cite}, the longest unbroken run")
+            facts.add(
+                "engine.backlog_run_s", _longest_run_s(full, interval), f"{cite}, the longest unbroken run"
+            )
             load = _busiest_window(running[both] / ceiling, ts)
             if load is not None:
                 facts.add(
@@ -119,16 +123,15 @@ def _add_gauges(facts: Facts, server: pd.DataFrame, source: str) -> None:
                     f"{source}: running over its highest ({ceiling:.0f}), "
                     f"the busiest of {_LOAD_WINDOWS} windows",
                 )
-    ts = pd.to_numeric(server["ts"], errors="coerce").to_numpy(dtype="float64")
-    _add_no_progress(facts, server, running, ts, source)
-    _add_decode_paused(facts, server, running, ts, source)
+    _add_no_progress(facts, server, running, interval, source)
+    _add_decode_paused(facts, server, running, interval, source)
 
 
 _GAUGE = {"waiting": "queue_depth", "running": "running"}
 
 
 def _add_no_progress(
-    facts: Facts, server: pd.DataFrame, running: np.ndarray | None, ts: np.ndarray, source: str
+    facts: Facts, server: pd.DataFrame, running: np.ndarray | None, interval: float, source: str
 ) -> None:
     """The longest run of samples with requests running and no token generated or prefilled."""
     generated = _column(server, "tokens_per_s")
@@ -139,13 +142,13 @@ def _add_no_progress(
     stuck = (running > 0) & (progress == 0)
     facts.add(
         "engine.no_progress_s",
-        _longest_run_s(stuck, ts),
-        f"{source}: running > 0 with tokens_per_s = 0, samples every {_interval(ts):g} s",
+        _longest_run_s(stuck, interval),
+        f"{source}: running > 0 with tokens_per_s = 0, samples every {interval:g} s",
     )
 
 
 def _add_decode_paused(
-    facts: Facts, server: pd.DataFrame, running: np.ndarray | None, ts: np.ndarray, source: str
+    facts: Facts, server: pd.DataFrame, running: np.ndarray | None, interval: float, source: str
 ) -> None:
     """The longest run of samples in which the engine prefilled and not one decode step ran: a decode
     step gives every running request a token, so fewer tokens in a sample than requests running all
@@ -157,7 +160,6 @@ def _add_decode_paused(
     prompt = _column(server, "prompt_tokens_per_s")
     if running is None or generated is None or prompt is None:
         return
-    interval = _interval(ts)
     if interval <= 0:
         return
     throughout = np.fmin(running, np.concatenate([[np.nan], running[:-1]]))
@@ -166,7 +168,7 @@ def _add_decode_paused(
         paused = (throughout >= 1) & (prompt > 0) & (generated * interval < throughout)
     facts.add(
         "engine.decode_paused_s",
-        _longest_run_s(paused, ts),
+        _longest_run_s(paused, interval),
         f"{source}: prompt_tokens_per_s > 0 and fewer tokens generated than requests running from the "
         f"sample before to this one, samples every {interval:g} s",
     )
@@ -186,18 +188,19 @@ def _busiest_window(load: np.ndarray, ts: np.ndarray) -> float | None:
     return float(per["mean"].max()) if len(per) else None
 
 
-def _longest_run_s(flags: np.ndarray, ts: np.ndarray) -> float:
-    """The longest run of consecutive flagged samples, in seconds (samples x the median interval)."""
+def _gap(server: pd.DataFrame) -> float:
+    """The median gap of a table too short for Dump.interval (two samples: their gap), else 0."""
+    ts = pd.to_numeric(server["ts"], errors="coerce").to_numpy(dtype="float64")
+    return float(np.median(np.diff(ts))) if ts.size > 1 else 0.0
+
+
+def _longest_run_s(flags: np.ndarray, interval: float) -> float:
+    """The longest run of consecutive flagged samples, in seconds (samples x the table's interval)."""
     longest, run = 0, 0
     for flag in flags:
         run = run + 1 if flag else 0
         longest = max(longest, run)
-    return longest * _interval(ts)
-
-
-def _interval(ts: np.ndarray) -> float:
-    """The samples' median interval, in seconds (0 for one sample)."""
-    return float(np.median(np.diff(ts))) if ts.size > 1 else 0.0
+    return longest * interval
 
 
 def _add_preemptions(
