@@ -222,6 +222,16 @@ def test_a_vllm_log_silent_while_idle_is_sampled_at_its_interval_and_one_with_li
     assert "coarse-sampling" in {h["id"] for h in report_of(thinned)["hypotheses"] if h["score"] >= 0.5}
 
 
+def test_a_table_keeps_its_writers_cadence_only_where_every_file_that_fed_it_stated_one(tmp_path):
+    lines = _vllm_v1_stats_log(set(range(3, 720, 30)), 720).splitlines()
+    (tmp_path / "vllm.log").write_text("\n".join(lines[1:]) + "\n")
+    assert load_dump(str(tmp_path)).cadences["server"].seconds == 10
+    # Rows of another writer in the same table, whose gaps say nothing of the kind
+    (tmp_path / "server.csv").write_text("ts,running\n" + "".join(f"{1e9 + 60 * i},1\n" for i in range(5)))
+    dump = load_dump(str(tmp_path))
+    assert "server" not in dump.cadences and dump.interval("server") == dump.median_interval("server")
+
+
 def test_the_issue_case_vllm_log_with_ooms_smi_csv_and_a_scrape(tmp_path, report_of):
     (tmp_path / "vllm.log").write_text(VLLM_V1 + VLLM_LOG)
     (tmp_path / "nvidia-smi.csv").write_text(SMI_CSV)
