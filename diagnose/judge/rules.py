@@ -120,9 +120,8 @@ def load_rules(directory: Path) -> list[Rule]:
     return list(built[1])
 
 
-_BUILT: dict[
-    Path, tuple[tuple[tuple[str, int, int], ...], tuple[Rule, ...]]
-] = {}  # folder: (its state, rules)
+_FolderState = tuple[tuple[str, int, int], ...]  # each rule file's name, size and modification time
+_BUILT: dict[Path, tuple[_FolderState, tuple[Rule, ...]]] = {}  # each folder read: its state, its rules
 
 
 def safe_yaml(text: str) -> object:
