@@ -147,6 +147,42 @@ def test_a_dcgm_scrape_between_notes_with_one_sample_quoted_is_read(tmp_path):
     assert (gpu["mig_instance"], gpu["util_pct"], gpu["mem_bw_util_pct"]) == ("1", 38.1124, 25.0)
 
 
+def test_dcgm_fields_a_user_adds_to_the_exporter_give_the_clock_ceiling_reasons_and_limits(tmp_path):
+    """Fields DCGM defines that the exporter's shipped counters leave out (metrics/dcgm-exporter.yaml):
+    the maximum SM clock, the clock event reasons, the card's total, the power limit and its default."""
+    labels = '{gpu="1",UUID="GPU-9b1f",modelName="NVIDIA A100-SXM4-40GB"}'
+    (tmp_path / "dcgm.prom").write_text(
+        f"DCGM_FI_DEV_SM_CLOCK{labels} 1095\nDCGM_FI_DEV_MAX_SM_CLOCK{labels} 1410\n"
+        f"DCGM_FI_DEV_CLOCKS_EVENT_REASONS{labels} 4\nDCGM_FI_DEV_FB_USED{labels} 30000\n"
+        f"DCGM_FI_DEV_FB_FREE{labels} 10000\nDCGM_FI_DEV_FB_TOTAL{labels} 40960\n"
+        f"DCGM_FI_DEV_POWER_MGMT_LIMIT{labels} 300\nDCGM_FI_DEV_POWER_MGMT_LIMIT_DEF{labels} 400\n"
+    )
+    gpu = load_dump(str(tmp_path)).tables["gpu"].iloc[0]
+    assert (gpu["gpu"], gpu["sm_clock_mhz"], gpu["max_sm_clock_mhz"], gpu["throttle_reasons"]) == (
+        1,
+        1095,
+        1410,
+        4,
+    )
+    assert gpu["mem_total_bytes"] == 40960 * 2**20  # the field, not used + free
+    assert (gpu["power_limit_w"], gpu["default_power_limit_w"]) == (300, 400)
+
+
+def test_dcgm_exporters_clock_event_counts_are_the_reasons_its_window_saw(tmp_path):
+    """DCGM_EXP_CLOCK_EVENTS_COUNT: one sample per reason (clock_event), counted over the exporter's
+    window; the reasons seen are the row's NVML bits, those counted zero are not."""
+    labels = 'gpu="0",UUID="GPU-b9f9",window_size_in_ms="300000"'
+    (tmp_path / "dcgm.prom").write_text(
+        "# TYPE DCGM_EXP_CLOCK_EVENTS_COUNT gauge\n"
+        f'DCGM_EXP_CLOCK_EVENTS_COUNT{{{labels},clock_event="gpu_idle"}} 2\n'
+        f'DCGM_EXP_CLOCK_EVENTS_COUNT{{{labels},clock_event="sw_thermal"}} 1\n'
+        f'DCGM_EXP_CLOCK_EVENTS_COUNT{{{labels},clock_event="hw_thermal"}} 1\n'
+        f'DCGM_EXP_CLOCK_EVENTS_COUNT{{{labels},clock_event="power_cap"}} 0\n'
+    )
+    gpu = load_dump(str(tmp_path)).tables["gpu"]
+    assert len(gpu) == 1 and gpu["throttle_reasons"].iloc[0] == 0x1 | 0x20 | 0x40
+
+
 def test_a_scrape_with_a_label_set_the_paste_shortened_keeps_its_other_samples(tmp_path):
     """prometheus_client's parser refuses a whole page for one bad line; the person pasting wrote
     ``{...,reason="capacity"}`` for a label set they did not want to copy."""

@@ -48,6 +48,7 @@ class Unit(StrEnum):
     CELSIUS = "celsius"
     MEGAHERTZ = "megahertz"
     COUNT = "count"
+    BITMASK = "bitmask"
     INFO = "info"
 
 

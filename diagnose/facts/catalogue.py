@@ -237,6 +237,15 @@ CATALOGUE: dict[str, FactSpec] = {
     "gpu.throttle_reason": FactSpec(
         "name", columns("gpu", "throttle_reasons"), "the most frequent slowing reason"
     ),
+    "gpu.throttle_statements": FactSpec(
+        "count",
+        said("log events (a GPU monitor's own lines, such as DCGM's health watch)", table("events")),
+        "lines in which the GPU's monitor said its clocks were held down (throttle events: DCGM's "
+        "'Detected clocks event due to thermal violation in GPU 2', its diagnostics' violation seconds)",
+    ),
+    "gpu.throttle_line": FactSpec(
+        "name", event("throttle"), "the first line in which the GPU's monitor said its clocks were held down"
+    ),
     "gpu.temp_c.max": FactSpec("c", columns("gpu", "temp_c"), "highest GPU temperature"),
     "gpu.throttle_forward_cost": FactSpec(
         "factor",

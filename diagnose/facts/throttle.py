@@ -60,6 +60,7 @@ def _working(gpu: pd.DataFrame | None) -> _Working | None:
 
 
 def add_throttle_facts(facts: Facts, dump: Dump) -> None:
+    _add_statements(facts, dump)
     gpu = dump.table("gpu")
     working = _working(gpu)
     if gpu is None or working is None:
@@ -87,6 +88,29 @@ def add_throttle_facts(facts: Facts, dump: Dump) -> None:
     if counts:
         facts.add("gpu.throttle_reason", counts.most_common(1)[0][0], cite_reasons)
     _add_forward_cost(facts, dump, working)
+
+
+def _add_statements(facts: Facts, dump: Dump) -> None:
+    """The GPU's own monitor saying its clocks were held down (throttle events: DCGM's health watch
+    "Detected clocks event due to thermal violation in GPU 2", its diagnostics' violation seconds).
+    DCGM counts a violation only while the clocks are below what the work asks for, so the statement
+    is of throttling under load, where an idle GPU's low clocks are not."""
+    events = dump.table("events")
+    if events is None or "kind" not in events.columns:
+        return
+    said = events[(events["kind"].astype("string") == "throttle").fillna(False).to_numpy()]
+    source = dump.source("events")
+    facts.add("gpu.throttle_statements", len(said), f"{source}: throttle events")
+    if len(said):
+        first = said.iloc[0]
+        where = (
+            f", statement {first['statement']} (statements/)"
+            if isinstance(first.get("statement"), str)
+            else ""
+        )
+        facts.add(
+            "gpu.throttle_line", str(first.get("message", ""))[:200], f"{source}: first throttle{where}"
+        )
 
 
 def throttled_rows(rows: pd.DataFrame) -> np.ndarray | None:

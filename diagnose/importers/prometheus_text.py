@@ -3,8 +3,8 @@
 One parser, ``prometheus_client``'s. vLLM, Triton and TGI metrics map to the
 server table exactly as ``diagnose record --metrics-url`` maps them
 (:func:`diagnose.engines.metrics.engine_maps`); dcgm-exporter's per-GPU
-fields map to the gpu table. Several scrapes in one file are told apart by
-their repeated header; rates and per-window means need the scrapes' times,
+fields map to the gpu table, and its count of clock events to the reasons' bits.
+Several scrapes in one file are told apart by their repeated header; rates and per-window means need the scrapes' times,
 so they come only from samples that carry timestamps. Without any, the file's
 modification time is the scrape's time, with a warning.
 """
@@ -40,6 +40,20 @@ _SAMPLE_LINE = re.compile(
 )
 # dcgm-exporter's free framebuffer feeds no column of its own: with the used one, the card's total.
 _DCGM_FB_FREE = "dcgm_fi_dev_fb_free"
+# dcgm-exporter's own count of clock events in its window, one sample per reason by its clock_event label
+# (internal/pkg/collector/clock_events_collector.go, 3.3.5-3.4.0 on): each reason's NVML bit.
+_DCGM_CLOCK_EVENTS = "dcgm_exp_clock_events_count"
+_CLOCK_EVENT_BITS = {
+    "gpu_idle": 0x1,
+    "clocks_setting": 0x2,
+    "power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal": 0x20,
+    "hw_thermal": 0x40,
+    "hw_power_brake": 0x80,
+    "display_clocks": 0x100,
+}
 
 
 class PrometheusTextImporter(Importer):
@@ -260,6 +274,7 @@ def _dcgm_rows(families: list[Metric], stamp: float) -> list[dict]:
     rows: dict[str, dict] = {}
     taken: dict[tuple[str, str], int] = {}  # (GPU, column) -> the rank of the field that set it
     free: dict[str, float] = {}
+    events: dict[str, int] = {}  # GPU -> the bits of the clock events its window saw
     for family in families:
         for sample in family.samples:
             name = sample.name.lower()
@@ -268,6 +283,12 @@ def _dcgm_rows(families: list[Metric], stamp: float) -> list[dict]:
             key = f"{gpu}/{instance}" if instance else gpu
             if name == _DCGM_FB_FREE:
                 free[key] = float(sample.value) * 2**20
+            if name == _DCGM_CLOCK_EVENTS:
+                bit = (
+                    _CLOCK_EVENT_BITS.get(sample.labels.get("clock_event", ""), 0) if sample.value > 0 else 0
+                )
+                events[key] = events.get(key, 0) | bit
+                rows.setdefault(key, {"ts": stamp, "gpu": int(gpu) if gpu.isdigit() else None})
             field = fields.get(name)
             if field is None:
                 continue
@@ -279,6 +300,8 @@ def _dcgm_rows(families: list[Metric], stamp: float) -> list[dict]:
                 row[column] = float(sample.value) * scale
                 taken[(key, column)] = rank[name]
     for gpu, row in rows.items():
-        if gpu in free and "mem_used_bytes" in row:
+        if gpu in free and "mem_used_bytes" in row and "mem_total_bytes" not in row:
             row["mem_total_bytes"] = row["mem_used_bytes"] + free[gpu]
+        if gpu in events and "throttle_reasons" not in row:  # the field itself, where exported, is the state
+            row["throttle_reasons"] = float(events[gpu])
     return list(rows.values())

@@ -166,9 +166,8 @@ def _scaled(name: str, scale: float) -> str:
     return selected if scale == 1 else f"{format(scale, '.17g')} * {selected}"
 
 
-# Beyond the catalogue: the card's total (used + free), and fields DCGM defines that dcgm-exporter's
-# shipped counter files leave out (the catalogue lists what those files list): a user adds them to
-# their own counters file to see throttling as a share of the maximum clock, and its reasons.
+# Beyond the catalogue's fields: the card's total from used + free, where DCGM_FI_DEV_FB_TOTAL (which
+# the shipped counters files leave out) is not exported.
 GPU = [
     *_catalogued_gpu(),
     Column(
@@ -176,34 +175,6 @@ GPU = [
         "mem_total_bytes",
         _per_gpu(f"{_MIB} * (DCGM_FI_DEV_FB_USED{{{{{{sel}}}}}} + DCGM_FI_DEV_FB_FREE{{{{{{sel}}}}}})"),
         ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"),
-        _DCGM,
-    ),
-    Column(
-        "gpu",
-        "max_sm_clock_mhz",
-        _per_gpu("DCGM_FI_DEV_MAX_SM_CLOCK{{{sel}}}"),
-        ("DCGM_FI_DEV_MAX_SM_CLOCK",),
-        _DCGM,
-    ),
-    Column(
-        "gpu",
-        "power_limit_w",
-        _per_gpu("DCGM_FI_DEV_POWER_MGMT_LIMIT{{{sel}}}"),
-        ("DCGM_FI_DEV_POWER_MGMT_LIMIT",),
-        _DCGM,
-    ),
-    Column(
-        "gpu",
-        "throttle_reasons",
-        _per_gpu("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{{{sel}}}"),
-        ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",),
-        _DCGM,
-    ),
-    Column(  # its name since DCGM 3.3
-        "gpu",
-        "throttle_reasons",
-        _per_gpu("DCGM_FI_DEV_CLOCKS_EVENT_REASONS{{{sel}}}"),
-        ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS",),
         _DCGM,
     ),
 ]
