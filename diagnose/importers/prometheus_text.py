@@ -4,9 +4,10 @@ One parser, ``prometheus_client``'s. vLLM, Triton and TGI metrics map to the
 server table exactly as ``diagnose record --metrics-url`` maps them
 (:func:`diagnose.engines.metrics.engine_maps`); dcgm-exporter's per-GPU
 fields map to the gpu table, and its count of clock events to the reasons' bits.
-Several scrapes in one file are told apart by their repeated header; rates and per-window means need the scrapes' times,
-so they come only from samples that carry timestamps. Without any, the file's
-modification time is the scrape's time, with a warning.
+Several scrapes in one file are told apart by their repeated header; rates and
+per-window means need the scrapes' times, so they come only from samples that
+carry timestamps. Without any, the file's modification time is the scrape's
+time, with a warning.
 """
 
 from __future__ import annotations
