@@ -83,6 +83,36 @@ def test_requests_running_without_tokens_count_as_no_progress(tmp_path):
     assert facts.get("engine.no_progress_s") == 30  # three samples 10 s apart; the idle one is not stuck
 
 
+def test_requests_waiting_while_nothing_runs_and_nothing_is_prefilled_count_as_no_progress(tmp_path):
+    """vLLM V0 "Running: 0 reqs, Pending: 12 reqs" then "Pending: 22 reqs" at 0 tokens/s: the scheduler
+    took no step while requests waited all through the window."""
+    facts = _facts(
+        tmp_path,
+        {
+            "ts": [0, 5, 10, 15, 20],
+            "running": [2, 0, 0, 0, 0],
+            "queue_depth": [0, 12, 22, 30, 0],
+            "tokens_per_s": [0.4, 5.6, 0.0, 0.0, 0.0],
+            "prompt_tokens_per_s": [67.0, 70.6, 0.0, 0.0, 0.0],
+        },
+    )
+    assert facts.get("engine.no_progress_s") == 10  # 5-10 and 10-15 s; 15-20 s ends with nobody held
+
+
+def test_a_request_that_arrives_as_an_idle_sample_closes_was_not_held_in_it(tmp_path):
+    facts = _facts(
+        tmp_path,
+        {
+            "ts": [0, 10, 20, 30],
+            "running": [0, 0, 1, 1],
+            "queue_depth": [0, 0, 0, 0],
+            "tokens_per_s": [0, 0, 0, 40],  # idle until a request was admitted as the third sample closed
+            "prompt_tokens_per_s": [0, 0, 0, 300],
+        },
+    )
+    assert facts.get("engine.no_progress_s") == 0
+
+
 def test_prefilling_is_progress(tmp_path):
     facts = _facts(
         tmp_path,

@@ -492,7 +492,8 @@ CATALOGUE: dict[str, FactSpec] = {
     "engine.no_progress_s": FactSpec(
         "s",
         columns("server", "running", "tokens_per_s"),
-        "longest time with requests running and no token generated",
+        "longest time with requests in the engine (running or waiting) all through and no token generated "
+        "or prefilled",
     ),
     "requests.stream_silence_s": FactSpec(
         "s",

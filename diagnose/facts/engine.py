@@ -133,17 +133,26 @@ _GAUGE = {"waiting": "queue_depth", "running": "running"}
 def _add_no_progress(
     facts: Facts, server: pd.DataFrame, running: np.ndarray | None, interval: float, source: str
 ) -> None:
-    """The longest run of samples with requests running and no token generated or prefilled."""
+    """The longest run of samples in which requests were in the engine all through, running or waiting,
+    and not one token was generated or prefilled. All through is the lesser of the gauges at the
+    sample's start (the sample before) and its end: a request that arrived, or was admitted, as an idle
+    sample closed was not held in it. A request waiting while nothing runs and nothing is prefilled is
+    held as surely as a running one: the scheduler took no step (vLLM's "Running: 0 reqs, Pending: 22
+    reqs" at 0 tokens/s). The first sample's start is not known: its gauges at its end stand for it."""
     generated = _column(server, "tokens_per_s")
     if running is None or generated is None:
         return
     prompt = _column(server, "prompt_tokens_per_s")
     progress = generated + (np.nan_to_num(prompt) if prompt is not None else 0.0)
-    stuck = (running > 0) & (progress == 0)
+    waiting = _column(server, "queue_depth")
+    held = running + (np.nan_to_num(waiting) if waiting is not None else 0.0)
+    throughout = np.fmin(held, np.concatenate([held[:1], held[:-1]]))
+    stuck = (throughout > 0) & (progress == 0)
     facts.add(
         "engine.no_progress_s",
         _longest_run_s(stuck, interval),
-        f"{source}: running > 0 with tokens_per_s = 0, samples every {interval:g} s",
+        f"{source}: requests running or waiting from the sample before to this one (running + queue_depth) "
+        f"with tokens_per_s = 0, samples every {interval:g} s",
     )
 
 
