@@ -210,3 +210,21 @@ def test_a_processes_title_with_no_process_row_is_not_a_table():
     from diagnose.importers.nvidia_smi_report import NvidiaSmiTableImporter
 
     assert not NvidiaSmiTableImporter().recognise("| Processes:   |\n|  No running processes found |\n")
+
+
+def test_the_processes_rows_pasted_without_their_title_are_still_that_section(tmp_path):
+    """Rows of the Processes section alone, in the table's layout (GI and CI columns of a MIG-capable
+    driver): each process on its GPU, as with the title."""
+    rows = "".join(
+        f"|    3   N/A  N/A     {pid}      C   /opt/conda/bin/python3           {mib:>5}MiB |\n"
+        for pid, mib in ((12439, 0), (12442, 9347), (12443, 0))
+    )
+    processes = _read(tmp_path, rows).tables["gpu_processes"]
+    assert list(processes["pid"]) == [12439, 12442, 12443] and set(processes["gpu"]) == {3}
+    assert processes["mem_used_bytes"].iloc[1] == 9347 * 2**20
+
+
+def test_one_row_like_a_process_without_the_title_is_not_a_table():
+    from diagnose.importers.nvidia_smi_report import NvidiaSmiTableImporter
+
+    assert not NvidiaSmiTableImporter().recognise("|    0   1234   C   python   100MiB |\n")

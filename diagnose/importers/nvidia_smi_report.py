@@ -107,11 +107,15 @@ class NvidiaSmiTableImporter(Importer):
 
     def recognise(self, head: str) -> bool:
         lines = head.splitlines()
-        # The table, a GPU's figures line, or its Processes section pasted alone (with a row of it)
+        # The table, a GPU's figures line, its Processes section pasted alone (with a row of it), or that
+        # section's rows without its title: "|  GPU  GI  CI  PID  Type  Process name  GPU Memory Usage |"
+        # in the table's own layout, which no other output shares
+        processes = sum(1 for line in lines if _PROCESS_LINE.match(line))
         return (
             bool(_HEADER.search(head))
             or any(_USAGE_LINE.match(line) or _mig_memory(line) for line in lines)
-            or (bool(_PROCESSES_TITLE.search(head)) and any(_PROCESS_LINE.match(line) for line in lines))
+            or (bool(_PROCESSES_TITLE.search(head)) and processes >= 1)
+            or processes >= 2
         )
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
