@@ -23,6 +23,7 @@ from diagnose.importers.nvidia_smi_report import NvidiaSmiQueryImporter, NvidiaS
 from diagnose.importers.nvidia_smi_xml import NvidiaSmiXmlImporter
 from diagnose.importers.nvprof import NvprofImporter
 from diagnose.importers.oom_log import OomLogImporter
+from diagnose.importers.pidstat import PidstatImporter
 from diagnose.importers.profiler_table import ProfilerTableImporter
 from diagnose.importers.profiler_trace import KinetoTraceImporter, OrtProfileImporter
 from diagnose.importers.prometheus_text import PrometheusTextImporter
@@ -67,6 +68,7 @@ IMPORTERS: tuple[Importer, ...] = (
     TrtllmIterLogImporter(),
     VmstatImporter(),
     TopImporter(),
+    PidstatImporter(),
     TorchMemoryImporter(),
     OomLogImporter(),
     RequestLogImporter(),

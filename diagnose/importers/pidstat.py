@@ -1,0 +1,186 @@
+"""``pidstat`` as pasted (sysstat) -> the ``processes`` table.
+
+Its layout is pidstat.c's (sysstat 9 to 12.7): an optional banner
+(``Linux 5.15.0 (host)  12/07/26  _x86_64_  (64 CPU)``), then for each interval a header and one row
+per task, each starting with the interval's time as the locale prints it (``14:05:27``,
+``02:05:27 PM``, ``14时05分27秒``); ``Average:`` rows close the paste. The header names the columns,
+in the order of the reports asked for (``-u``, ``-r``, ``-w``, ``-v``, ...), each report's block with
+a header of its own:
+
+    14:05:26      UID       PID    %usr %system  %guest   %wait    %CPU   CPU  Command
+    14:05:27     1010    219296  100.00   16.00    0.00    0.00  100.00     1  pigz
+
+With ``-t`` a task is ``TGID TID``: its process's row (``TID`` ``-``) and then its threads' (``TGID``
+``-``, the command ``|__name``). What a row gives, by the header's names:
+
+- ``%CPU`` (100 = one core, unless ``-I`` divided it by the CPUs): ``cpu_pct``; with ``-t``, the
+  busiest thread's is the process's ``max_thread_cpu_pct``;
+- ``%wait`` (the task's time runnable but waiting for a CPU, since sysstat 12.5): summed over a
+  process's threads with ``-t``, its ``run_queue_wait_pct``; a process row alone reads the main
+  thread's scheduler statistics only, so it is not used;
+- ``RSS`` (kB): ``rss_bytes``; ``minflt/s``: ``minor_faults_per_s``;
+- ``cswch/s`` and ``nvcswch/s``: ``ctx_switches_voluntary_per_s`` and
+  ``ctx_switches_involuntary_per_s``; ``threads`` (``-v``): ``num_threads``.
+
+The rows' day is the banner's date where it is there (``%x``: MM/DD/YY in the C locale, ISO with
+``S_TIME_FORMAT=ISO``), else the file's; the clock is the host's, read in ``--tz``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime, time, timedelta
+
+import pandas as pd
+
+from diagnose.importers.base import Imported, Importer, Source, local_epoch, zone_note
+
+# The header: the time, the task's id columns, at least one of pidstat's figures, and Command last.
+_ID = r"(?:UID|USER)\s+(?:PID|TGID\s+TID)"
+_FIGURES = ("%usr", "%user", "%CPU", "minflt/s", "cswch/s", "kB_rd/s", "threads", "StkSize", "usr-ms")
+_HEADER = re.compile(rf"^(?P<time>.*?)\s*\b{_ID}\s+(?P<columns>.*?)\s+Command\s*$")
+_BANNER = re.compile(r"^Linux\s+\S+\s+\(([^)]*)\)\s+(\S+)")
+# A time as a locale prints it: hours, minutes and seconds with anything between, a meridiem after
+_CLOCK = re.compile(r"(\d{1,2})\D{1,3}(\d{2})\D{1,3}(\d{2})\D*?(?:\s*(AM|PM|上午|下午))?\s*$", re.IGNORECASE)
+_MERIDIEM = re.compile(r"^(?:AM|PM|上午|下午)\s+", re.IGNORECASE)
+_COLUMNS = {
+    "%CPU": "cpu_pct",
+    "minflt/s": "minor_faults_per_s",
+    "cswch/s": "ctx_switches_voluntary_per_s",
+    "nvcswch/s": "ctx_switches_involuntary_per_s",
+    "threads": "num_threads",
+}
+
+
+class PidstatImporter(Importer):
+    name = "pidstat"
+    description = (
+        "`pidstat` (sysstat): each task's CPU, run-queue wait, memory, faults and context switches a "
+        "second, with -t its busiest thread"
+    )
+    example = "14:05:26      UID       PID    %usr %system  %guest   %wait    %CPU   CPU  Command"
+
+    def recognise(self, head: str) -> bool:
+        return any(_is_header(line) for line in head.splitlines())
+
+    def read(self, source: Source, tz: str | None = None) -> Imported:
+        result = Imported()
+        day = datetime.fromtimestamp(source.mtime, UTC).date()
+        dated = False
+        columns: list[str] | None = None
+        clock_words = 0
+        rows: dict[tuple[float, int], dict] = {}
+        threads: dict[tuple[float, int], list[tuple[float | None, float | None]]] = {}
+        process: int | None = None  # the TGID the thread rows that follow belong to
+        previous: datetime | None = None
+        for raw in source.lines():
+            line = raw.strip()
+            if banner := _BANNER.match(line):
+                if (stated := _date(banner.group(2))) is not None:
+                    day, dated, previous = stated, True, None
+                continue
+            if _is_header(line):
+                header = _HEADER.match(line)
+                assert header is not None
+                clock_words = len(header["time"].split())
+                columns = [*_ids(line), *header["columns"].split()]
+                continue
+            if columns is None or not line:
+                continue
+            words = line.split()
+            when = _clock(" ".join(words[:clock_words])) if clock_words else None
+            if when is None:  # "Average:" (in any language), a note, a wrapped command
+                continue
+            cells = words[clock_words : clock_words + len(columns)]
+            if len(cells) < len(columns):
+                continue
+            stamp = datetime.combine(day, when)
+            if previous is not None and stamp < previous - timedelta(hours=12):  # past midnight
+                day += timedelta(days=1)
+                stamp += timedelta(days=1)
+            previous = stamp
+            ts = local_epoch(pd.Timestamp(stamp), tz)
+            by_name = dict(zip(columns, cells, strict=True))
+            command = " ".join(words[clock_words + len(columns) :])
+            tid = by_name.get("TID")
+            if tid is not None and tid != "-":  # a thread of the process above it
+                if process is not None:
+                    threads.setdefault((ts, process), []).append(
+                        (_number(by_name.get("%CPU")), _number(by_name.get("%wait")))
+                    )
+                continue
+            pid = _integer(by_name.get("TGID") or by_name.get("PID"))
+            if pid is None:
+                continue
+            process = pid
+            row = rows.setdefault((ts, pid), {"ts": ts, "pid": pid, "name": command.removeprefix("|__")})
+            for column, field in _COLUMNS.items():
+                if (value := _number(by_name.get(column))) is not None:
+                    row[field] = value
+            if (resident := _number(by_name.get("RSS"))) is not None:
+                row["rss_bytes"] = resident * 1024
+        for key, seen in threads.items():
+            if (row := rows.get(key)) is None:
+                continue
+            cpus = [cpu for cpu, _ in seen if cpu is not None]
+            if cpus:
+                row["max_thread_cpu_pct"] = max(cpus)
+            waits = [wait for _, wait in seen]
+            if waits and all(wait is not None for wait in waits):
+                row["run_queue_wait_pct"] = sum(w for w in waits if w is not None)
+        if rows:
+            result.tables["processes"] = pd.DataFrame(list(rows.values()))
+            result.warnings.append(zone_note("pidstat's clock times", tz))
+            if not dated:
+                result.warnings.append("no banner with the date: the rows are taken on the file's date")
+        return result
+
+
+def _is_header(line: str) -> bool:
+    header = _HEADER.match(line.strip())
+    return header is not None and any(figure in header["columns"].split() for figure in _FIGURES)
+
+
+def _ids(line: str) -> list[str]:
+    """The task's id columns, as the header names them (UID or USER, then PID or TGID and TID)."""
+    found = re.search(_ID, line)
+    return found.group(0).split() if found else []
+
+
+def _clock(text: str) -> time | None:
+    """A row's time of day (its date is set apart), or None where the row has none (``Average:``)."""
+    meridiem = _MERIDIEM.match(text)  # some locales put it first: "下午 02时05分27秒"
+    if meridiem:
+        text = f"{text[meridiem.end() :]} {meridiem.group(0).strip()}"
+    clock = _CLOCK.search(text)
+    if clock is None or not text[:1].isdigit():
+        return None
+    hour, minute, second = int(clock[1]), int(clock[2]), int(clock[3])
+    if clock[4] and clock[4].upper() in ("PM", "下午") and hour < 12:
+        hour += 12
+    elif clock[4] and clock[4].upper() in ("AM", "上午") and hour == 12:
+        hour = 0
+    if hour > 23 or minute > 59 or second > 60:
+        return None
+    return time(hour, minute, min(second, 59))
+
+
+def _date(text: str) -> date | None:
+    """The banner's date: ISO (S_TIME_FORMAT=ISO), or the C locale's %x (MM/DD/YY or MM/DD/YYYY)."""
+    for layout in ("%Y-%m-%d", "%m/%d/%y", "%m/%d/%Y"):
+        try:
+            return datetime.strptime(text, layout).date()
+        except ValueError:
+            continue
+    return None
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None and text != "-" else None
+    except ValueError:
+        return None
+
+
+def _integer(text: str | None) -> int | None:
+    return int(text) if text is not None and text.isdigit() else None
