@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from diagnose.importers.base import HEAD_BYTES, Cadence, FileImporter, Imported, Importer, Source, text_head
+from diagnose.importers.gin_log import GinAccessLogImporter
 from diagnose.importers.llamacpp_log import LlamaCppLogImporter
 from diagnose.importers.mend import Mended, mend
 from diagnose.importers.nsys_sqlite import NsysSqliteImporter
@@ -71,6 +72,7 @@ IMPORTERS: tuple[Importer, ...] = (
     PidstatImporter(),
     TorchMemoryImporter(),
     OomLogImporter(),
+    GinAccessLogImporter(),
     RequestLogImporter(),
 )
 
