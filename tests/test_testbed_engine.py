@@ -131,6 +131,9 @@ def test_each_fault_has_a_twin_without_it_under_the_same_load():
     saturated = ENGINE_SCENARIOS["llm-queue-saturation"]
     assert saturated.ramp_to > 1 and saturated.without_fault().ramp_to is None
     assert "--threads" not in ENGINE_SCENARIOS["llm-over-parallelism"].without_fault().server_options()
+    shared = ENGINE_SCENARIOS["llm-kv-cache-pressure"]  # one small cache for all slots; the twin's own apart
+    assert shared.server_options()[-3:] == ["-c", "1536", "--kv-unified"]
+    assert shared.without_fault().server_options() == ["--parallel", "4", "-c", "24576"]
 
 
 def test_the_interference_fault_makes_some_prompts_long_at_the_same_arrivals():

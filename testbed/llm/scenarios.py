@@ -41,6 +41,7 @@ class EngineScenario:
     default_duration_s: float = 240.0
     min_duration_s: float = 0.0
     fixed_service_args: tuple[str, ...] | None = None
+    fixed_context: int | None = None  # the twin's -c, where the fault is the cache's size
     benchmark_skip: str | None = None
 
     def without_fault(self) -> EngineScenario:
@@ -53,6 +54,7 @@ class EngineScenario:
             summary=f"{self.name} with its fault removed",
             ramp_to=None if self.cause == "queue-saturation" else self.ramp_to,
             service_args=fixed,
+            context=self.fixed_context if self.fixed_context is not None else self.context,
             stop_at=None,
             restart_at=None,
             job_period_s=None,
@@ -83,6 +85,20 @@ ENGINE_SCENARIOS: dict[str, EngineScenario] = {
             "(the server's requests_deferred), time to first token grows without bound",
             load=0.3,
             ramp_to=1.3,
+        ),
+        EngineScenario(
+            "llm-kv-cache-pressure",
+            "kv-cache-pressure",
+            "the four slots share one KV cache of 1,536 tokens (--kv-unified), a sixteenth of what they have "
+            "apart: at 70 % of capacity the requests streaming at once (a median 430 tokens each, prompt "
+            "and answer) outgrow it, the server halves its batch to find room ('failed to find free space "
+            "in the KV cache') and, at a batch of one, fails every request in flight ('Context size has "
+            "been exceeded'); a prompt longer than the whole cache is refused",
+            load=0.7,
+            context=1_536,
+            service_args=("--kv-unified",),
+            fixed_service_args=(),
+            fixed_context=SLOTS * SLOT_CONTEXT,
         ),
         EngineScenario(
             "llm-engine-stall",
