@@ -29,6 +29,7 @@ from diagnose.importers.profiler_table import ProfilerTableImporter
 from diagnose.importers.profiler_trace import KinetoTraceImporter, OrtProfileImporter
 from diagnose.importers.prometheus_text import PrometheusTextImporter
 from diagnose.importers.request_log import RequestLogImporter
+from diagnose.importers.rocm_smi import RocmSmiImporter
 from diagnose.importers.series import GrafanaCsvImporter, PromQueryImporter
 from diagnose.importers.sglang_log import SglangLogImporter
 from diagnose.importers.tgi_log import TgiLogImporter
@@ -50,6 +51,7 @@ IMPORTERS: tuple[Importer, ...] = (
     NvidiaSmiQueryGpuImporter(),
     PmonImporter(),
     DmonImporter(),
+    RocmSmiImporter(),
     OrtProfileImporter(),
     KinetoTraceImporter(),
     NsysSqliteImporter(),
