@@ -120,14 +120,14 @@ class PidstatImporter(Importer):
             if (resident := _number(by_name.get("RSS"))) is not None:
                 row["rss_bytes"] = resident * 1024
         for key, seen in threads.items():
-            if (row := rows.get(key)) is None:
+            if (owner := rows.get(key)) is None:
                 continue
             cpus = [cpu for cpu, _ in seen if cpu is not None]
             if cpus:
-                row["max_thread_cpu_pct"] = max(cpus)
+                owner["max_thread_cpu_pct"] = max(cpus)
             waits = [wait for _, wait in seen]
             if waits and all(wait is not None for wait in waits):
-                row["run_queue_wait_pct"] = sum(w for w in waits if w is not None)
+                owner["run_queue_wait_pct"] = sum(w for w in waits if w is not None)
         if rows:
             result.tables["processes"] = pd.DataFrame(list(rows.values()))
             result.warnings.append(zone_note("pidstat's clock times", tz))
