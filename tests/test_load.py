@@ -406,3 +406,22 @@ def test_a_service_that_collapses_past_its_knee_is_said_to_and_no_capacity_is_cl
     assert math.isnan(knee.capacity_rps.value) and knee.collapsed_rps > 0
     result = capacity(run_sweep(collapsing, QUICK), Target("http://127.0.0.1:9/generate", Api.HTTP))
     assert "Past the knee it did not hold its throughput" in render_text(result, Path("run"))
+
+
+def test_the_gate_compares_two_runs_of_one_plan_at_the_rates_their_steps_asked_for():
+    """Both runs asked for 9.47 req/s at their last step: the first kept up with it, the second fell behind.
+    Their draws sent 9.2 and 9.33: told at the rates sent, the second's knee is 'within' the first's
+    bracket by chance; at the rates asked for it moved down."""
+    from diagnose.archive import CapacityRun
+    from diagnose.load.history import judge
+
+    def run(kept: float, fell: float | None, planned: tuple[float, float | None]) -> dict:
+        result = _result(kept, fell)
+        result["knee"]["kept_up_planned_rps"], result["knee"]["fell_behind_planned_rps"] = planned
+        return result
+
+    week_1 = CapacityRun(1, "2026-12-01", "std", "/runs/week-1", False, run(9.2, None, (9.47, None)))
+    week_2 = run(3.67, 9.33, (4.74, 9.47))
+    assert judge("std", week_2, [week_1]).regressed
+    told_at_sent = {k: v for k, v in week_2["knee"].items() if "planned" not in k}
+    assert not judge("std", {**week_2, "knee": told_at_sent}, [week_1]).regressed  # an archive of old runs

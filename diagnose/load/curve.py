@@ -187,6 +187,10 @@ class Knee:
 
     kept_up_rps: float
     fell_behind_rps: float  # nan: never reached within the run's steps
+    # The same bracket at the rates the steps asked for: two runs of one plan ask for the same rates,
+    # so the weekly gate compares these (the draws of one step differ between two runs by chance)
+    kept_up_planned_rps: float
+    fell_behind_planned_rps: float
     capacity_rps: Figure
     collapsed_rps: float  # nan unless every step past the knee failed more than MAX_FAILED_SHARE
     latency_rises_rps: float  # the lowest rate whose P50 left its low-load level (nan: none did)
@@ -200,6 +204,7 @@ class Knee:
 def find_knee(baseline: StageResult, steps: list[StageResult]) -> Knee:
     """The bracket around the knee from every step run (in any order), at the rates offered."""
     kept_up, behind = _bracket(steps)
+    kept_up_planned, behind_planned = _bracket(steps, _planned)
     alone = baseline.latency_p50_ms.high
     if not math.isfinite(alone):
         alone = baseline.latency_p50_ms.value
@@ -209,6 +214,8 @@ def find_knee(baseline: StageResult, steps: list[StageResult]) -> Knee:
     return Knee(
         kept_up_rps=kept_up,
         fell_behind_rps=behind[0].offered_rps if behind else math.nan,
+        kept_up_planned_rps=kept_up_planned,
+        fell_behind_planned_rps=_planned(behind_planned[0]) if behind_planned else math.nan,
         capacity_rps=_pooled_throughput(behind),
         collapsed_rps=_collapsed(behind),
         latency_rises_rps=min(rises) if rises else math.nan,

@@ -11,6 +11,7 @@ does not become the standard.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,11 +85,28 @@ def _knee(before: dict[str, Any], after: dict[str, Any]) -> Move:
 
     if not before["found"] and not after["found"]:
         return Move("knee", text(before), text(after), "not comparable", False)
-    if after["found"] and after["fell_behind_rps"] <= before["kept_up_rps"]:
+    kept_before, behind_before = _bracket(before, after)
+    kept_after, behind_after = _bracket(after, before)
+    if after["found"] and behind_after <= kept_before:
         return Move("knee", text(before), text(after), "lower", True)
-    if before["found"] and after["kept_up_rps"] >= before["fell_behind_rps"]:
+    if before["found"] and kept_after >= behind_before:
         return Move("knee", text(before), text(after), "higher", False)
     return Move("knee", text(before), text(after), "within its interval", False)
+
+
+def _bracket(knee: dict[str, Any], other: dict[str, Any]) -> tuple[float, float]:
+    """A knee's bracket as two runs of one plan are compared: at the rates their steps asked for, which
+    are the same in both (a step one run kept up with and the other fell behind at is a knee that moved,
+    whatever each step's draw sent); at the rates sent where either run was archived without them."""
+    planned = ("kept_up_planned_rps", "fell_behind_planned_rps")
+    if all(key in run for key in planned for run in (knee, other)):
+        return _rate(knee[planned[0]]), _rate(knee[planned[1]])
+    return _rate(knee["kept_up_rps"]), _rate(knee["fell_behind_rps"])
+
+
+def _rate(value: float | None) -> float:
+    """A bracket's end as stored (JSON has no NaN: a knee not reached is null)."""
+    return math.nan if value is None else float(value)
 
 
 def _interval(

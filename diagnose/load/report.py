@@ -66,6 +66,8 @@ def capacity(sweep: Sweep, target: Target) -> dict[str, Any]:
                 "found": knee.found,
                 "kept_up_rps": knee.kept_up_rps,
                 "fell_behind_rps": knee.fell_behind_rps,
+                "kept_up_planned_rps": knee.kept_up_planned_rps,
+                "fell_behind_planned_rps": knee.fell_behind_planned_rps,
                 "capacity_rps": _figure(knee.capacity_rps),
                 "collapsed_rps": knee.collapsed_rps,
                 "latency_rises_rps": knee.latency_rises_rps,
