@@ -146,8 +146,7 @@ def _add_no_progress(
     progress = generated + (np.nan_to_num(prompt) if prompt is not None else 0.0)
     waiting = _column(server, "queue_depth")
     held = running + (np.nan_to_num(waiting) if waiting is not None else 0.0)
-    throughout = np.fmin(held, np.concatenate([held[:1], held[:-1]]))
-    stuck = (throughout > 0) & (progress == 0)
+    stuck = (_all_through(held, first_known=True) > 0) & (progress == 0)
     facts.add(
         "engine.no_progress_s",
         _longest_run_s(stuck, interval),
@@ -171,8 +170,7 @@ def _add_decode_paused(
         return
     if interval <= 0:
         return
-    throughout = np.fmin(running, np.concatenate([[np.nan], running[:-1]]))
-    throughout[0] = np.nan  # the first sample's start is not known
+    throughout = _all_through(running, first_known=False)
     with np.errstate(invalid="ignore"):
         paused = (throughout >= 1) & (prompt > 0) & (generated * interval < throughout)
     facts.add(
@@ -181,6 +179,16 @@ def _add_decode_paused(
         f"{source}: prompt_tokens_per_s > 0 and fewer tokens generated than requests running from the "
         f"sample before to this one, samples every {interval:g} s",
     )
+
+
+def _all_through(gauge: np.ndarray, first_known: bool) -> np.ndarray:
+    """Each sample's gauge all through it: the lesser of its value at the sample's start (the sample
+    before) and at its end. The first sample's start is not known: its end stands for it where
+    ``first_known``, else it is NaN."""
+    through = np.fmin(gauge, np.concatenate([gauge[:1], gauge[:-1]]))
+    if not first_known and through.size:
+        through[0] = np.nan
+    return through
 
 
 _LOAD_WINDOWS = 20
@@ -265,7 +273,7 @@ def _add_stalls(facts: Facts, events: pd.DataFrame | None, kinds: pd.Series | No
         facts.add(
             "engine.waited_s",
             float(stated.fillna(WAIT_S).sum()),
-            f"{source}: {len(waits)} engine_wait events (seconds each waited){_said_by(waits.iloc[0])}",
+            f"{source}: {len(waits)} engine_wait events (seconds each waited){said_by(waits.iloc[0])}",
         )
         facts.add(
             "engine.wait_line", str(waits.iloc[0].get("message", ""))[:200], f"{source}: first engine_wait"
@@ -279,10 +287,10 @@ def _add_stalls(facts: Facts, events: pd.DataFrame | None, kinds: pd.Series | No
     ):
         if events is not None and kinds is not None and (kinds == kind).any():
             first = events[(kinds == kind).to_numpy()].iloc[0]
-            facts.add(name, str(first.get("message", ""))[:200], f"{source}: first {kind}{_said_by(first)}")
+            facts.add(name, str(first.get("message", ""))[:200], f"{source}: first {kind}{said_by(first)}")
 
 
-def _said_by(event: pd.Series) -> str:
+def said_by(event: pd.Series) -> str:
     """Which catalogued statement an event is (statements/), where the catalogue found it."""
     statement = event.get("statement")
     if not isinstance(statement, str) or not statement:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from diagnose.dump.model import Dump
 from diagnose.dump.schema import SLOWING_REASONS, THROTTLE_BITS
+from diagnose.facts.engine import said_by
 from diagnose.facts.model import Facts
 from diagnose.quantiles import median
 
@@ -103,13 +104,10 @@ def _add_statements(facts: Facts, dump: Dump) -> None:
     facts.add("gpu.throttle_statements", len(said), f"{source}: throttle events")
     if len(said):
         first = said.iloc[0]
-        where = (
-            f", statement {first['statement']} (statements/)"
-            if isinstance(first.get("statement"), str)
-            else ""
-        )
         facts.add(
-            "gpu.throttle_line", str(first.get("message", ""))[:200], f"{source}: first throttle{where}"
+            "gpu.throttle_line",
+            str(first.get("message", ""))[:200],
+            f"{source}: first throttle{said_by(first)}",
         )
 
 

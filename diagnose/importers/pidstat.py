@@ -61,7 +61,7 @@ class PidstatImporter(Importer):
     example = "14:05:26      UID       PID    %usr %system  %guest   %wait    %CPU   CPU  Command"
 
     def recognise(self, head: str) -> bool:
-        return any(_is_header(line) for line in head.splitlines())
+        return any(_header(line) for line in head.splitlines())
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()
@@ -79,9 +79,7 @@ class PidstatImporter(Importer):
                 if (stated := _date(banner.group(2))) is not None:
                     day, dated, previous = stated, True, None
                 continue
-            if _is_header(line):
-                header = _HEADER.match(line)
-                assert header is not None
+            if header := _header(line):
                 clock_words = len(header["time"].split())
                 columns = [*_ids(line), *header["columns"].split()]
                 continue
@@ -136,9 +134,12 @@ class PidstatImporter(Importer):
         return result
 
 
-def _is_header(line: str) -> bool:
+def _header(line: str) -> re.Match[str] | None:
+    """A report's header: the task's id columns and at least one of pidstat's figures before Command."""
     header = _HEADER.match(line.strip())
-    return header is not None and any(figure in header["columns"].split() for figure in _FIGURES)
+    if header is None or not any(figure in header["columns"].split() for figure in _FIGURES):
+        return None
+    return header
 
 
 def _ids(line: str) -> list[str]:

@@ -284,17 +284,17 @@ def _dcgm_rows(families: list[Metric], stamp: float) -> list[dict]:
             key = f"{gpu}/{instance}" if instance else gpu
             if name == _DCGM_FB_FREE:
                 free[key] = float(sample.value) * 2**20
-            if name == _DCGM_CLOCK_EVENTS:
+            field = fields.get(name)
+            if field is None and name != _DCGM_CLOCK_EVENTS:
+                continue
+            row = rows.setdefault(key, {"ts": stamp, "gpu": int(gpu) if gpu.isdigit() else None})
+            if field is None:  # the exporter's count of clock events, by its clock_event label
                 bit = (
                     _CLOCK_EVENT_BITS.get(sample.labels.get("clock_event", ""), 0) if sample.value > 0 else 0
                 )
                 events[key] = events.get(key, 0) | bit
-                rows.setdefault(key, {"ts": stamp, "gpu": int(gpu) if gpu.isdigit() else None})
-            field = fields.get(name)
-            if field is None:
                 continue
             column, scale = field
-            row = rows.setdefault(key, {"ts": stamp, "gpu": int(gpu) if gpu.isdigit() else None})
             if instance:
                 row["mig_instance"] = instance
             if rank[name] <= taken.get((key, column), rank[name]):

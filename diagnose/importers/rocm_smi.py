@@ -75,7 +75,7 @@ def _row(line: str) -> dict | None:
     split = clocked[0] if clocked else len(cells)
     power = [float(m[1]) for cell in cells[:split] if (m := _WATTS.match(cell))]
     cap = [float(m[1]) for cell in cells[split:] if (m := _WATTS.match(cell))]
-    clocks = [float(m[1]) for cell in cells if (m := _MHZ.match(cell))]
+    clocks = [float(cells[at][:-3]) for at in clocked]
     shares = [float(m[1]) for cell in cells if (m := _SHARE.match(cell))]
     temps = [float(m[1]) for cell in cells if (m := _TEMP.match(cell))]
     if not clocks and len(shares) < 2:  # a numbered line of something else
