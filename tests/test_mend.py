@@ -173,6 +173,22 @@ def test_a_hard_wrapped_log_is_rejoined_and_a_fixed_width_table_is_not():
     assert mend(dmon).text == dmon
 
 
+def test_a_full_width_header_and_row_whose_columns_line_up_are_a_table_not_a_wrap():
+    # rocm-smi's Concise Info (rocm_smi.py) is printed 80 columns wide, banners, header and rows alike
+    table = (
+        "========================ROCm System Management Interface========================\n"
+        "================================= Concise Info =================================\n"
+        "GPU  Temp (DieEdge)  AvgPwr  SCLK     MCLK     Fan     Perf  PwrCap  VRAM%  GPU%\n"
+        "0    61.0c           187.0W  1502Mhz  1200Mhz  40.78%  auto  220.0W   92%   100%\n"
+        "1    34.0c           37.0W   800Mhz   350Mhz   0%      auto  220.0W    0%   0%\n"
+        "================================================================================\n"
+    )
+    assert mend(table).text == table
+    log = "\n".join(VLLM_STATS.format(s=s) for s in range(4))
+    wrapped = "\n".join(line[i : i + 80] for line in log.split("\n") for i in range(0, len(line), 80))
+    assert mend(wrapped).text == log  # a wrap's tail starts where the cut fell, not at a column
+
+
 def test_a_wrapped_csv_is_rejoined_only_where_its_records_then_agree():
     header = "timestamp, index, name, utilization.gpu [%], memory.used [MiB], memory.total [MiB]"
     rows_ = [

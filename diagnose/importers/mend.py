@@ -110,6 +110,8 @@ _LETTERS = re.compile(r"[A-Za-z]+")
 _DIGITS = re.compile(r"\d+")
 _WRAP_MIN = 60  # no terminal or paste box wraps narrower
 _PADDING = "  "
+_COLUMN_GAP = re.compile(r"\S {2,}(?=\S)")  # a gap of two spaces or more between two cells
+_SHARED_COLUMNS = 3
 
 
 @dataclass(frozen=True)
@@ -413,6 +415,7 @@ def _unwrapped(lines: list[str], undone: list[str]) -> list[str]:
             and line.strip()
             and not _starts_record(line, exposition)
             and _shape(line) not in starts
+            and not _aligned(record[-1], line)
         )
         if not continues:
             flush()
@@ -422,6 +425,16 @@ def _unwrapped(lines: list[str], undone: list[str]) -> list[str]:
         return lines
     undone.append(Undone("rejoined ", joined, "line", f" hard-wrapped at {width} columns"))
     return out
+
+
+def _aligned(line: str, after: str) -> bool:
+    """Whether two lines are rows of one fixed-width table (a header and its first row, both full
+    width): their columns start at the same places. A wrap's tail starts where the cut fell."""
+    return len(_column_starts(line) & _column_starts(after)) >= _SHARED_COLUMNS
+
+
+def _column_starts(line: str) -> set[int]:
+    return {match.end() for match in _COLUMN_GAP.finditer(line)}
 
 
 def _starts_record(line: str, exposition: bool) -> bool:
