@@ -1,10 +1,12 @@
 """Importers: read the evidence people already have (logs, nvidia-smi output, ...) as dump tables.
 
-Each importer recognises a file by its content, not its name, after
+Each importer claims a file by its content, not its name, after
 :func:`~diagnose.importers.mend.mend` has undone what pasting did to it (a
-prefix on every line, a quote, a wrap). The first that recognises a file
-reads it; the report names the importer, the rows it produced and what was
-undone. A file no importer recognises is listed as not used. Importers read
+prefix on every line, a quote, a wrap). The strongest claim reads it (what
+the importer found: its format's own header, its writer's statements, or
+lines of its shape; then how many lines are its own), never the order the
+importers are listed in; the report names the importer, the rows it produced
+and what was undone. A file no importer recognises is listed as not used. Importers read
 text with our own parsers; nothing they read is executed or unpickled.
 """
 
@@ -12,7 +14,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diagnose.importers.base import HEAD_BYTES, Cadence, FileImporter, Imported, Importer, Source, text_head
+from diagnose.importers.base import (
+    HEAD_BYTES,
+    Cadence,
+    Claim,
+    FileImporter,
+    Imported,
+    Importer,
+    Source,
+    Strength,
+    text_head,
+)
 from diagnose.importers.gin_log import GinAccessLogImporter
 from diagnose.importers.llamacpp_log import LlamaCppLogImporter
 from diagnose.importers.mend import Mended, mend
@@ -42,51 +54,53 @@ from diagnose.importers.vllm_log import VllmLogImporter
 from diagnose.importers.vmstat import VmstatImporter
 from diagnose.importers.xid import XidImporter
 
-# Most specific first: a kernel log with an OOM-killer line is still a kernel log.
+# Listed by class name: the order decides nothing (recognise takes the strongest claim).
 IMPORTERS: tuple[Importer, ...] = (
-    NvidiaSmiXmlImporter(),
-    NvidiaSmiQueryImporter(),
-    NvidiaSmiTableImporter(),
+    DmonImporter(),
+    GinAccessLogImporter(),
+    GrafanaCsvImporter(),
+    KinetoTraceImporter(),
+    LlamaCppLogImporter(),
+    NsysSqliteImporter(),
+    NsysStatsImporter(),
     NvidiaSmiComputeAppsImporter(),
     NvidiaSmiQueryGpuImporter(),
-    PmonImporter(),
-    DmonImporter(),
-    RocmSmiImporter(),
-    OrtProfileImporter(),
-    KinetoTraceImporter(),
-    NsysSqliteImporter(),
-    ProfilerTableImporter(),
-    NsysStatsImporter(),
+    NvidiaSmiQueryImporter(),
+    NvidiaSmiTableImporter(),
+    NvidiaSmiXmlImporter(),
     NvprofImporter(),
-    TraceImporter(),
-    PromQueryImporter(),
-    GrafanaCsvImporter(),
-    PrometheusTextImporter(),
-    TritonLogImporter(),
-    XidImporter(),
-    TgiLogImporter(),
-    SglangLogImporter(),
-    VllmLogImporter(),
-    LlamaCppLogImporter(),
-    TrtllmIterLogImporter(),
-    VmstatImporter(),
-    TopImporter(),
-    PidstatImporter(),
-    TorchMemoryImporter(),
     OomLogImporter(),
-    GinAccessLogImporter(),
+    OrtProfileImporter(),
+    PidstatImporter(),
+    PmonImporter(),
+    ProfilerTableImporter(),
+    PrometheusTextImporter(),
+    PromQueryImporter(),
     RequestLogImporter(),
+    RocmSmiImporter(),
+    SglangLogImporter(),
+    TgiLogImporter(),
+    TopImporter(),
+    TorchMemoryImporter(),
+    TraceImporter(),
+    TritonLogImporter(),
+    TrtllmIterLogImporter(),
+    VllmLogImporter(),
+    VmstatImporter(),
+    XidImporter(),
 )
 
 __all__ = [
     "HEAD_BYTES",
     "IMPORTERS",
     "Cadence",
+    "Claim",
     "FileImporter",
     "Imported",
     "Importer",
     "Mended",
     "Source",
+    "Strength",
     "mend",
     "recognise",
     "recognise_binary",
@@ -95,9 +109,16 @@ __all__ = [
 
 
 def recognise(head: str) -> Importer | None:
-    return next((importer for importer in IMPORTERS if importer.recognise(head)), None)
+    """The importer with the strongest claim on the file whose start is ``head``, or None. Equal
+    claims go to the first name in alphabetical order, so the choice never depends on the listing;
+    no documented example is claimed equally by two importers (tests/test_importer_claims.py)."""
+    claims = [(found, importer) for importer in IMPORTERS if (found := importer.recognise(head))]
+    if not claims:
+        return None
+    strongest = max(found for found, _ in claims)
+    return min((importer for found, importer in claims if found == strongest), key=lambda i: i.name)
 
 
 def recognise_binary(path: Path) -> Importer | None:
-    """The importer of a binary file (an nsys SQLite export), told by its bytes."""
+    """The importer of a binary file (an nsys SQLite export), told by its bytes: one format has one."""
     return next((i for i in IMPORTERS if isinstance(i, FileImporter) and i.recognise_file(path)), None)

@@ -8,6 +8,7 @@ import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from enum import IntEnum
 from pathlib import Path
 from typing import IO
 
@@ -17,6 +18,7 @@ from diagnose.importers.mend import Mended, mend
 from diagnose.importers.undone import Undone
 
 HEAD_BYTES = 65_536
+EXAMPLES = Path(__file__).with_name("examples")  # one file of each text format, as its writer writes it
 
 
 @dataclass(frozen=True)
@@ -233,17 +235,52 @@ def text_head(path: Path, size: int) -> str | None:
     return head.decode("utf-8", errors="replace")
 
 
+class Strength(IntEnum):
+    """What an importer found in a file's head that makes the file its own, weakest first."""
+
+    SHAPE = 1  # lines shaped like its format, which other writers write too: bare table rows, CSV, samples
+    STATEMENT = 2  # lines only its writer writes, among others: an engine's stats line, a kernel's Xid
+    DOCUMENT = 3  # the format's own title or header, which names it: ==NVSMI LOG==, a profiler's header row
+
+
+@dataclass(frozen=True, order=True)
+class Claim:
+    """An importer's claim on a file: how sure it is, then how many of the head's lines are its own.
+
+    The strongest claim reads the file, whatever the order the importers are listed in; between two
+    of one strength, the one that accounts for more lines (a kernel log with one OOM-killer line is
+    the kernel log's reader's; an engine's log with one CUDA OOM is the engine's)."""
+
+    strength: Strength
+    lines: int
+
+
+def claim(strength: Strength, lines: int) -> Claim | None:
+    """A claim of ``lines`` lines, or none when no line is the importer's."""
+    return Claim(strength, lines) if lines > 0 else None
+
+
 class Importer(ABC):
-    """A reader of one format: it says whether a file is of its format, by the file's content, and
-    reads it into dump tables. A subclass that leaves either out cannot be made."""
+    """A reader of one format: it claims a file of its format, by the file's content, and reads it
+    into dump tables. A subclass that leaves either out cannot be made.
+
+    Its :attr:`example` is a short file of the format as its writer writes it, kept in ``examples/``:
+    ``diagnose formats NAME`` shows it, and a test offers it to every importer (its own must make the
+    strongest claim on it, alone, and read rows from it).
+    """
 
     name: str = ""
     description: str = ""
-    example: str = ""
+
+    @property
+    def example(self) -> str:
+        """A short file of the format, verbatim (diagnose/importers/examples/NAME.txt)."""
+        return (EXAMPLES / f"{self.name}.txt").read_text(encoding="utf-8")
 
     @abstractmethod
-    def recognise(self, head: str) -> bool:
-        """``head``: the start of the file, mended like the text :meth:`read` gets."""
+    def recognise(self, head: str) -> Claim | None:
+        """The importer's claim on the file whose start is ``head`` (mended like the text :meth:`read`
+        gets), or None where the file is not of its format."""
 
     @abstractmethod
     def read(self, source: Source, tz: str | None = None) -> Imported:
@@ -254,6 +291,8 @@ class FileImporter(Importer):
     """An importer of files too large to hold as text (a profiler trace runs to hundreds of MB): it
     streams the file itself. What pasting does to text does not happen to such files, so nothing is
     mended; :meth:`read` (a pasted excerpt) still works, on the text."""
+
+    binary = False  # a format that is not text (an SQLite export): its example says how one is made
 
     def recognise_file(self, path: Path) -> bool:
         """For a binary file (no text head to recognise): whether this importer reads it."""
@@ -296,6 +335,19 @@ def zone_note(what: str, tz: str | None) -> str:
     if tz:
         return f"{what} have no UTC offset: read in {tz} (--tz)"
     return f"{what} have no UTC offset: read as UTC (give their zone with --tz)"
+
+
+def filled(lines: Iterable[str]) -> int:
+    """How many of ``lines`` hold something: what a claim counts of a format that owns what follows its
+    header."""
+    return sum(1 for line in lines if line.strip())
+
+
+def header_claim(head: str, is_header: Callable[[str], object]) -> Claim | None:
+    """The claim of a format that owns the lines from its header on: none where no line is its header."""
+    lines = head.splitlines()
+    at = next((index for index, line in enumerate(lines) if is_header(line)), None)
+    return None if at is None else claim(Strength.DOCUMENT, filled(lines[at:]))
 
 
 def data_lines(lines: Iterable[str]) -> Iterator[str]:

@@ -19,7 +19,7 @@ import re
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, Source, local_epoch, zone_note
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim, local_epoch, zone_note
 from diagnose.units import counted
 
 _COLOUR = r"(?:\x1b\[[\d;]*m)?"
@@ -48,10 +48,10 @@ class GinAccessLogImporter(Importer):
         'Gin\'s access log lines (`[GIN] 2024/12/11 - 09:58:58 | 200 | 4.7s | ... | POST "/api/chat"`): '
         "Ollama's and Go gateways' requests, under any prefix"
     )
-    example = '[GIN] 2024/12/11 - 09:58:58 | 200 |  4.709180529s |      10.0.0.123 | POST     "/api/chat"'
 
-    def recognise(self, head: str) -> bool:
-        return sum(1 for line in head.splitlines() if _LINE.search(line)) >= 2
+    def recognise(self, head: str) -> Claim | None:
+        found = sum(1 for line in head.splitlines() if _LINE.search(line))
+        return claim(Strength.STATEMENT, found) if found >= 2 else None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, Source
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim
 from diagnose.importers.stamps import line_stamp
 from diagnose.units import counted
 
@@ -51,10 +51,12 @@ _RELATIVE_JSON = re.compile(r'"type"\s*:\s*"log"\s*,\s*"time"\s*:\s*(\d+)')
 class LlamaCppLogImporter(Importer):
     name = "llama-cpp-log"
     description = "llama.cpp server logs: each request's prompt and generation timings (print_timings)"
-    example = "slot print_timing: id  0 | task 5 | prompt eval time =     215.60 ms /    13 tokens (...)"
 
-    def recognise(self, head: str) -> bool:
-        return bool(_PROMPT.search(head) and _EVAL.search(head))
+    def recognise(self, head: str) -> Claim | None:
+        if not (_PROMPT.search(head) and _EVAL.search(head)):
+            return None
+        own = sum(1 for line in head.splitlines() if _TIMING_WORDS.search(line) or _SLOT.search(line))
+        return claim(Strength.STATEMENT, own)
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from diagnose.importers.base import FileImporter, Imported, Source
+from diagnose.importers.base import Claim, FileImporter, Imported, Source
 from diagnose.importers.profiler_trace import with_steps
 
 _MAGIC = b"SQLite format 3\x00"
@@ -44,10 +44,18 @@ class NsysSqliteImporter(FileImporter):
     description = (
         "Nsight Systems exports: nsys export --type sqlite (kernels, copies, runtime calls, NVTX ranges)"
     )
-    example = "report.sqlite (SQLite with CUPTI_ACTIVITY_KIND_KERNEL, CUPTI_ACTIVITY_KIND_RUNTIME, StringIds)"
+    binary = True
 
-    def recognise(self, head: str) -> bool:
-        return False  # a binary file: told by recognise_file
+    @property
+    def example(self) -> str:
+        """A binary file: what makes one, and what the importer looks for in it."""
+        return (
+            "nsys export --type sqlite report.nsys-rep  # report.sqlite: SQLite with "
+            "CUPTI_ACTIVITY_KIND_KERNEL, CUPTI_ACTIVITY_KIND_RUNTIME, StringIds\n"
+        )
+
+    def recognise(self, head: str) -> Claim | None:
+        return None  # a binary file: told by recognise_file
 
     def recognise_file(self, path: Path) -> bool:
         try:

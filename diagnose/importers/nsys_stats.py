@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, Source
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim, filled
 from diagnose.importers.dash_rules import RULE, cells, column_ends, column_starts
 from diagnose.importers.line_streams import Stream, are_the_paste, streams, text_lines
 from diagnose.units import counted
@@ -131,15 +131,15 @@ class NsysStatsImporter(Importer):
     description = (
         "Nsight Systems summaries: nsys stats reports (kernels, CUDA API, memory operations), text or CSV"
     )
-    example = (
-        " Time (%)  Total Time (ns)  Instances  Avg (ns)  Med (ns)  Min (ns)  Max (ns)  StdDev (ns)  Name"
-    )
 
-    def recognise(self, head: str) -> bool:
-        if any(_HEADER.search(line) and _count_column(_split_header(line)) for line in head.splitlines()):
-            return True
-        bare = [f for stream in streams(head.splitlines()) for f in _fragments(stream, set())]
-        return are_the_paste(head, sum(len(f.rows) for f in bare), sum(len(f.lines) for f in bare))
+    def recognise(self, head: str) -> Claim | None:
+        lines = head.splitlines()
+        for at, line in enumerate(lines):
+            if _HEADER.search(line) and _count_column(_split_header(line)):
+                return claim(Strength.DOCUMENT, filled(lines[at:]))
+        bare = [f for stream in streams(lines) for f in _fragments(stream, set())]
+        rows, used = sum(len(f.rows) for f in bare), sum(len(f.lines) for f in bare)
+        return claim(Strength.SHAPE, used) if are_the_paste(head, rows, used) else None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()

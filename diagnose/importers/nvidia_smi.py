@@ -19,9 +19,12 @@ import numpy as np
 import pandas as pd
 
 from diagnose.importers.base import (
+    Claim,
     Imported,
     Importer,
     Source,
+    Strength,
+    claim,
     data_lines,
     local_epoch,
     local_epochs,
@@ -185,10 +188,9 @@ def _timestamps(values: list[str], tz: str | None) -> np.ndarray:
 class NvidiaSmiQueryGpuImporter(Importer):
     name = "nvidia-smi-csv"
     description = "nvidia-smi --query-gpu=... --format=csv (any fields, with or without units)"
-    example = "timestamp, index, utilization.gpu [%], memory.used [MiB], memory.total [MiB]"
 
-    def recognise(self, head: str) -> bool:
-        return _first_kind(head) == "gpu"
+    def recognise(self, head: str) -> Claim | None:
+        return _csv_claim(head) if _first_kind(head) == "gpu" else None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         return _read_blocks(source, tz)
@@ -197,13 +199,17 @@ class NvidiaSmiQueryGpuImporter(Importer):
 class NvidiaSmiComputeAppsImporter(Importer):
     name = "nvidia-smi-compute-apps"
     description = "nvidia-smi --query-compute-apps=... --format=csv (per-process GPU memory)"
-    example = "timestamp, gpu_bus_id, pid, process_name, used_gpu_memory [MiB]"
 
-    def recognise(self, head: str) -> bool:
-        return _first_kind(head) == "apps"
+    def recognise(self, head: str) -> Claim | None:
+        return _csv_claim(head) if _first_kind(head) == "apps" else None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         return _read_blocks(source, tz)
+
+
+def _csv_claim(head: str) -> Claim | None:
+    """A header naming the query's fields is the output's own: its claim counts the lines with fields."""
+    return claim(Strength.DOCUMENT, sum(1 for line in data_lines(head.splitlines()) if "," in line))
 
 
 def _first_kind(head: str) -> str | None:

@@ -20,12 +20,13 @@ file's modification time, with a warning.
 from __future__ import annotations
 
 import re
+from abc import abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, Source, local_epoch, zone_note
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim, local_epoch, zone_note
 
 MIB = 2**20
 _DMON = {
@@ -112,12 +113,15 @@ class _MonitorImporter(Importer):
     table = ""
     mapping: dict[str, tuple[str, float]] = {}
 
-    def recognise(self, head: str) -> bool:
+    def recognise(self, head: str) -> Claim | None:
         parsed = _header(head.splitlines())
-        return parsed is not None and len(parsed.columns) >= 4 and self._columns_fit(set(parsed.columns))
+        if parsed is None or len(parsed.columns) < 4 or not self._columns_fit(set(parsed.columns)):
+            return None
+        return claim(Strength.DOCUMENT, 1 + len(parsed.rows))  # its "# gpu ..." header, then its rows
 
+    @abstractmethod
     def _columns_fit(self, columns: set[str]) -> bool:
-        raise NotImplementedError
+        """Whether the header's columns are this monitor's."""
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         table = _header(source.lines())
@@ -173,7 +177,6 @@ def _one_second_apart(frame: pd.DataFrame, end: float) -> list[float]:
 class DmonImporter(_MonitorImporter):
     name = "nvidia-smi-dmon"
     description = "nvidia-smi dmon (per-GPU monitor; any -s column set, with or without -o DT)"
-    example = "# gpu    pwr  gtemp  mtemp     sm    mem    enc    dec   mclk   pclk"
     table = "gpu"
     mapping = _DMON
 
@@ -185,7 +188,6 @@ class DmonImporter(_MonitorImporter):
 class PmonImporter(_MonitorImporter):
     name = "nvidia-smi-pmon"
     description = "nvidia-smi pmon (per-process monitor; with or without -o DT)"
-    example = "# gpu         pid   type     sm    mem    enc    dec    command"
     table = "gpu_processes"
     mapping = _PMON
 

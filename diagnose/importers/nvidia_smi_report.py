@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from diagnose.importers.base import Imported, Importer, Source
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim
 from diagnose.importers.nvidia_smi_snapshot import (
     DATE,
     MIB,
@@ -103,20 +103,22 @@ _FIGURE_LINE = re.compile(
 class NvidiaSmiTableImporter(Importer):
     name = "nvidia-smi-table"
     description = "the default `nvidia-smi` table (GPUs, MIG devices, processes; many snapshots, cut or not)"
-    example = "| N/A   33C    P0   119W / 700W |  71237MiB / 81559MiB |     97%      Default |"
 
-    def recognise(self, head: str) -> bool:
+    def recognise(self, head: str) -> Claim | None:
         lines = head.splitlines()
-        # The table, a GPU's figures line, its Processes section pasted alone (with a row of it), or that
-        # section's rows without its title: "|  GPU  GI  CI  PID  Type  Process name  GPU Memory Usage |"
-        # in the table's own layout, which no other output shares
+        own = sum(1 for line in lines if line.lstrip().startswith(("|", "+-", "+=")))  # the table's layout
+        if _HEADER.search(head):
+            return claim(Strength.DOCUMENT, own)
+        # A GPU's figures line, its Processes section pasted alone (with a row of it), or that section's
+        # rows without its title: "|  GPU  GI  CI  PID  Type  Process name  GPU Memory Usage |" in the
+        # table's own layout, which no other output shares
         processes = sum(1 for line in lines if _PROCESS_LINE.match(line))
-        return (
-            bool(_HEADER.search(head))
-            or any(_USAGE_LINE.match(line) or _mig_memory(line) for line in lines)
+        said = (
+            any(_USAGE_LINE.match(line) or _mig_memory(line) for line in lines)
             or (bool(_PROCESSES_TITLE.search(head)) and processes >= 1)
             or processes >= 2
         )
+        return claim(Strength.STATEMENT, own) if said else None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()
@@ -167,13 +169,13 @@ class NvidiaSmiTableImporter(Importer):
 class NvidiaSmiQueryImporter(Importer):
     name = "nvidia-smi-q"
     description = "`nvidia-smi -q` (every GPU's figures, clock event reasons and processes)"
-    example = "==============NVSMI LOG============== ... FB Memory Usage / Used : 71237 MiB"
 
-    def recognise(self, head: str) -> bool:
+    def recognise(self, head: str) -> Claim | None:
+        figures = len(_FIGURE_LINE.findall(head))
         if "NVSMI LOG" in head or (bool(_QUERY_GPU.search(head)) and "Product Name" in head):
-            return True
+            return claim(Strength.DOCUMENT, figures + 1)
         # A section pasted alone (`nvidia-smi -q | grep -A8 'Clocks Throttle'`): its name, then its figures
-        return bool(_SECTION_LINE.search(head)) and len(_FIGURE_LINE.findall(head)) >= 3
+        return claim(Strength.SHAPE, figures) if _SECTION_LINE.search(head) and figures >= 3 else None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()

@@ -15,7 +15,7 @@ import re
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterable, Iterator
 
-from diagnose.importers.base import Imported, Importer, Source
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim
 from diagnose.importers.nvidia_smi_snapshot import (
     Snapshot,
     query_field,
@@ -65,15 +65,13 @@ _GPU_LEAVES = frozenset(
 class NvidiaSmiXmlImporter(Importer):
     name = "nvidia-smi-xml"
     description = "`nvidia-smi -q -x` (the XML form of -q: one document, or one a second with -l)"
-    example = '<nvidia_smi_log><timestamp>...</timestamp><gpu id="00000000:07:00.0"><product_name>...'
 
-    def recognise(self, head: str) -> bool:
+    def recognise(self, head: str) -> Claim | None:
         # the document, a GPU's element pasted without the document around it, or a part of one
-        return (
-            "<nvidia_smi_log>" in head
-            or bool(_XML_GPU.search(head) and "<product_name>" in head)
-            or _is_fragment(head)
-        )
+        own = sum(1 for line in head.splitlines() if line.lstrip().startswith("<"))
+        if "<nvidia_smi_log>" in head or (_XML_GPU.search(head) and "<product_name>" in head):
+            return claim(Strength.DOCUMENT, own)
+        return claim(Strength.SHAPE, own) if _is_fragment(head) else None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()

@@ -17,7 +17,7 @@ import re
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, Source
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim
 from diagnose.importers.nsys_stats import summary_row
 from diagnose.units import counted
 
@@ -39,13 +39,16 @@ _AGREEMENT = 0.01
 class NvprofImporter(Importer):
     name = "nvprof"
     description = "nvprof's summary (GPU activities and API calls: Time(%), Time, Calls, Avg, Min, Max, Name)"
-    example = " GPU activities:   89.16%  24.7485s     33915  729.72us  411.84us  2.2789ms  void kernel(...)"
 
-    def recognise(self, head: str) -> bool:
+    def recognise(self, head: str) -> Claim | None:
         lines = head.splitlines()
         rows = [match for line in lines if (match := _ROW.match(line)) and _agrees(match)]
         labelled = any(_READ.get((row["section"] or "").lower()) for row in rows)
-        return len(rows) >= 2 and (labelled or any(_HEADER.search(line) for line in lines))
+        if len(rows) < 2 or not (labelled or any(_HEADER.search(line) for line in lines)):
+            return None
+        return claim(
+            Strength.DOCUMENT, len(rows)
+        )  # its header, or its own section labels ("GPU activities:")
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()

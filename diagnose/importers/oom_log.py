@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 import pandas as pd
 
 from diagnose.engines.oom import explain_oom, is_oom_message, parse_oom_message
-from diagnose.importers.base import Imported, Importer, Source
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim
 from diagnose.importers.stamps import engine_stamp, leading_iso_stamp
 
 _CONTINUATION = re.compile(
@@ -36,10 +36,11 @@ class OomLogImporter(Importer):
         "and XPU, MPS, TensorFlow and JAX/XLA ones, named as such with their allocator's figures "
         "(HIP read like CUDA)"
     )
-    example = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has ..."
 
-    def recognise(self, head: str) -> bool:
-        return is_oom_message(head)
+    def recognise(self, head: str) -> Claim | None:
+        if not is_oom_message(head):
+            return None
+        return claim(Strength.STATEMENT, max(1, sum(1 for line in head.splitlines() if is_oom_message(line))))
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         # a serving engine's process tag, taken off every line, still says who ran out of memory

@@ -33,7 +33,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, Source, local_epoch, zone_note
+from diagnose.importers.base import Claim, Imported, Importer, Source, header_claim, local_epoch, zone_note
 
 # The header: the time, the task's id columns, at least one of pidstat's figures, and Command last.
 _ID = r"(?:UID|USER)\s+(?:PID|TGID\s+TID)"
@@ -58,10 +58,9 @@ class PidstatImporter(Importer):
         "`pidstat` (sysstat): each task's CPU, run-queue wait, memory, faults and context switches a "
         "second, with -t its busiest thread"
     )
-    example = "14:05:26      UID       PID    %usr %system  %guest   %wait    %CPU   CPU  Command"
 
-    def recognise(self, head: str) -> bool:
-        return any(_header(line) for line in head.splitlines())
+    def recognise(self, head: str) -> Claim | None:
+        return header_claim(head, _header)
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()

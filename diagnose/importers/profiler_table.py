@@ -40,7 +40,7 @@ import re
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, Source
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim, filled
 from diagnose.importers.dash_rules import RULE, cells, column_ends, column_starts
 from diagnose.importers.line_streams import Stream, are_the_paste, streams, text_lines
 from diagnose.importers.profiler_layouts import (
@@ -65,14 +65,16 @@ class ProfilerTableImporter(Importer):
     description = (
         "PyTorch profiler summaries: prof.key_averages().table() as printed, any version and columns"
     )
-    example = "Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg     Self CUDA ..."
 
-    def recognise(self, head: str) -> bool:
+    def recognise(self, head: str) -> Claim | None:
         split = streams(head.splitlines())
-        if any(_header_at(stream.lines, index) for stream in split for index in range(len(stream.lines))):
-            return True
+        for stream in split:
+            for index in range(len(stream.lines)):
+                if _header_at(stream.lines, index):
+                    return claim(Strength.DOCUMENT, filled(stream.lines[index:]))
         bare = [fragment for stream in split for fragment in fragments(stream, set())]
-        return are_the_paste(head, sum(len(f.rows) for f in bare), sum(len(f.lines) for f in bare))
+        rows, used = sum(len(f.rows) for f in bare), sum(len(f.lines) for f in bare)
+        return claim(Strength.SHAPE, used) if are_the_paste(head, rows, used) else None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()

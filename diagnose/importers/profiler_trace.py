@@ -37,7 +37,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from diagnose.importers.base import FileImporter, Imported, Source, open_maybe_gzipped
+from diagnose.importers.base import (
+    Claim,
+    FileImporter,
+    Imported,
+    Source,
+    Strength,
+    claim,
+    filled,
+    open_maybe_gzipped,
+)
 from diagnose.units import counted
 
 _GPU_KINDS = {
@@ -69,13 +78,14 @@ _DEVICE_NAME = re.compile(r'"name"\s*:\s*"([^"]+)"\s*,\s*"totalGlobalMem"')
 class KinetoTraceImporter(FileImporter):
     name = "pytorch-profiler-trace"
     description = "PyTorch profiler traces: Kineto / Chrome-trace JSON, as .json or .json.gz (torch.profiler)"
-    example = '{"schemaVersion": 1, "traceEvents": [{"ph": "X", "cat": "kernel", "name": "...", "ts": ...}]}'
 
-    def recognise(self, head: str) -> bool:
+    def recognise(self, head: str) -> Claim | None:
         start = head.lstrip()[:1]
         if start == "{":
-            return '"traceEvents"' in head and ('"schemaVersion"' in head or '"ph"' in head)
-        return start == "[" and '"ph"' in head and bool(_KINETO_CATEGORIES.search(head))
+            found = '"traceEvents"' in head and ('"schemaVersion"' in head or '"ph"' in head)
+        else:
+            found = start == "[" and '"ph"' in head and bool(_KINETO_CATEGORIES.search(head))
+        return claim(Strength.DOCUMENT, filled(head.splitlines())) if found else None  # the whole document
 
     def read_file(self, path: Path, tz: str | None = None) -> Imported:
         with open_maybe_gzipped(path) as handle:
@@ -157,13 +167,11 @@ class OrtProfileImporter(KinetoTraceImporter):
 
     name = "onnxruntime-profile"
     description = "onnxruntime profiles: the JSON enable_profiling writes (nodes, runs, CUDA kernels)"
-    example = (
-        '[{"cat": "Node", "name": "Add_3_kernel_time", "ph": "X", "ts": 16966, "dur": 17, "args": {...}}]'
-    )
 
-    def recognise(self, head: str) -> bool:
+    def recognise(self, head: str) -> Claim | None:
         runs_or_nodes = "_kernel_time" in head or '"model_run"' in head
-        return head.lstrip()[:1] == "[" and bool(_ORT.search(head)) and runs_or_nodes
+        found = head.lstrip()[:1] == "[" and bool(_ORT.search(head)) and runs_or_nodes
+        return claim(Strength.DOCUMENT, filled(head.splitlines())) if found else None  # the whole document
 
 
 def _imported(events: Iterator[dict[str, Any] | Exception], head: str) -> Imported:

@@ -26,7 +26,7 @@ from diagnose.engines.metrics import (
     parse_families,
     sum_samples,
 )
-from diagnose.importers.base import Imported, Importer, Source
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim
 from diagnose.units import counted
 
 if TYPE_CHECKING:  # prometheus_client is imported where a page is parsed: not on every start
@@ -63,14 +63,13 @@ class PrometheusTextImporter(Importer):
         "Prometheus /metrics scrapes (one or many) of vLLM, SGLang, llama.cpp, TGI, Triton, Ray Serve,"
         " KServe, MindIE or dcgm-exporter, read by the metric catalogue (metrics/)"
     )
-    example = 'vllm:num_requests_waiting{model_name="llama"} 3.0'
 
-    def recognise(self, head: str) -> bool:
+    def recognise(self, head: str) -> Claim | None:
         kept = list(exposition_lines(head.splitlines(), []))
         samples = sum(1 for line in kept if not line.startswith("#"))
-        return samples >= 3 or (
-            samples >= 1 and any(line.startswith(("# TYPE ", "# HELP ")) for line in kept)
-        )
+        if samples >= 1 and any(line.startswith(("# TYPE ", "# HELP ")) for line in kept):
+            return claim(Strength.DOCUMENT, len(kept))  # the exposition format's own comments
+        return claim(Strength.SHAPE, len(kept)) if samples >= 3 else None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         """One scrape at a time, each turned into rows as it is read: a file of a day's scrapes is

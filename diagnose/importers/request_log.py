@@ -15,7 +15,7 @@ import re
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, Source
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim
 from diagnose.units import counted
 
 _LATENCY = re.compile(r"^(?:latency_ms|stage_\w+_ms)$")
@@ -29,17 +29,19 @@ def _carries_a_request(fields: list[str]) -> bool:
 class RequestLogImporter(Importer):
     name = "request-log"
     description = "a request log under any name: JSON lines or CSV with ts and latency_ms (or stage_*_ms)"
-    example = '{"ts": "2026-06-07T10:59:31.2Z", "id": "r-81", "latency_ms": 412.5, "stage_queue_ms": 120.0}'
 
-    def recognise(self, head: str) -> bool:
+    def recognise(self, head: str) -> Claim | None:
+        """JSON lines or CSV naming a request's figures: a shape any service's own log may have."""
         lines = [line for line in head.splitlines() if line.strip()][:_SAMPLED]
         if not lines:
-            return False
+            return None
         if lines[0].lstrip().startswith("{"):
             rows = [_object(line) for line in lines[:-1] or lines]  # the head's last line may be cut
-            return bool(rows) and all(row is not None and _carries_a_request(list(row)) for row in rows)
-        header = next(csv.reader([lines[0]]), [])
-        return len(lines) > 1 and _carries_a_request([field.strip() for field in header])
+            found = bool(rows) and all(row is not None and _carries_a_request(list(row)) for row in rows)
+        else:
+            header = next(csv.reader([lines[0]]), [])
+            found = len(lines) > 1 and _carries_a_request([field.strip() for field in header])
+        return claim(Strength.SHAPE, len(lines)) if found else None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         text = source.text

@@ -23,7 +23,7 @@ import re
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, Source
+from diagnose.importers.base import Claim, Imported, Importer, Source, header_claim
 
 _HEADER_WORDS = ("SCLK", "MCLK", "PwrCap", "GPU%")
 _ROW = re.compile(r"^\s*(?P<gpu>\d+)\s")
@@ -36,10 +36,9 @@ _SHARE = re.compile(r"^(\d+(?:\.\d+)?)%$")
 class RocmSmiImporter(Importer):
     name = "rocm-smi"
     description = "`rocm-smi`'s Concise Info table (AMD GPUs): temperature, power and cap, clocks, busy share"
-    example = "0    34.0c           37.0W   800Mhz  1600Mhz  0%   auto  300.0W    0%   0%"
 
-    def recognise(self, head: str) -> bool:
-        return any(_is_header(line) for line in head.splitlines())
+    def recognise(self, head: str) -> Claim | None:
+        return header_claim(head, _is_header)
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()

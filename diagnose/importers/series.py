@@ -18,7 +18,17 @@ from itertools import chain, islice
 import pandas as pd
 
 from diagnose.engines.metrics import engine_maps, gpu_fields_by_lower_name
-from diagnose.importers.base import Imported, Importer, Source, data_lines, local_epoch
+from diagnose.importers.base import (
+    Claim,
+    Imported,
+    Importer,
+    Source,
+    Strength,
+    claim,
+    data_lines,
+    filled,
+    local_epoch,
+)
 from diagnose.units import counted
 
 
@@ -59,12 +69,12 @@ def _merge(parts: list[tuple[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
 class PromQueryImporter(Importer):
     name = "prometheus-api-json"
     description = "Prometheus HTTP API query / query_range responses (matrix or vector JSON)"
-    example = '{"status":"success","data":{"resultType":"matrix","result":[{"metric":{...},"values":[...]}]}}'
 
-    def recognise(self, head: str) -> bool:
-        return (
+    def recognise(self, head: str) -> Claim | None:
+        found = (
             '"resultType"' in head or "'resultType'" in head or ('"status"' in head and '"errorType"' in head)
         )
+        return claim(Strength.DOCUMENT, filled(head.splitlines())) if found else None  # the whole answer
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()
@@ -166,16 +176,15 @@ class GrafanaCsvImporter(Importer):
     description = (
         "Grafana 'Export CSV' files: Series;Time;Value rows or series as columns, ISO or epoch-ms times"
     )
-    example = '"Series";"Time";"Value"'
 
-    def recognise(self, head: str) -> bool:
+    def recognise(self, head: str) -> Claim | None:
         lines = list(islice(data_lines(head.splitlines()), 2))
-        if not lines:
-            return False
+        if len(lines) < 2:
+            return None
         first = lines[0].replace('"', "").lower()
-        return (
-            first.startswith(("series;time;value", "series,time,value", "time;", "time,")) and len(lines) > 1
-        )
+        if not first.startswith(("series;time;value", "series,time,value", "time;", "time,")):
+            return None
+        return claim(Strength.DOCUMENT, sum(1 for _ in data_lines(head.splitlines())))  # Grafana's header
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         lines = data_lines(source.lines())

@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 import pandas as pd
 
 from diagnose.engines.failures import SGLANG_DEAD, STALLED
-from diagnose.importers.base import Imported, Importer, Source, local_epoch, zone_note
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim, local_epoch, zone_note
 from diagnose.importers.oom_log import OomScanner
 from diagnose.units import counted
 
@@ -51,6 +51,7 @@ _STAMP = re.compile(
     r"(?P<rank>(?:\s+[A-Z]{2,4}\d+)*)\s*\]\s*"
 )
 _OLD_RANK = re.compile(r"^\[gpu=(\d+)\]\s*")  # 2024's "[gpu=0] Decode batch. ..."
+_BATCH_LINE = re.compile(r"(?:Prefill|Decode) batch[.,]? #(?:new-seq|running-req)")
 _BATCH = re.compile(r"\b(Prefill|Decode) batch\b[.,]?")
 # One field: a name (words, '#', '-', '_', a parenthesised unit) then a number, a percentage or a flag.
 _FIELD = re.compile(r"(#?[A-Za-z][\w\- ]*?(?: \([\w/]+\))?):\s*(-?\d+(?:\.\d+)?%?|True|False)")
@@ -66,18 +67,15 @@ _SAME_START_S = 300.0
 class SglangLogImporter(Importer):
     name = "sglang-log"
     description = "SGLang server logs: prefill/decode batch lines, retractions, start-up KV capacity"
-    example = (
-        "[2025-02-27 04:46:39 TP0] Decode batch. #running-req: 8, #token: 62531, token usage: 0.12, "
-        "gen throughput (token/s): 186.64, #queue-req: 0"
-    )
 
-    def recognise(self, head: str) -> bool:
-        return bool(
-            re.search(r"(?:Prefill|Decode) batch[.,]? #(?:new-seq|running-req)", head)
-            or _RETRACTED.search(head)
-            or _WARMED_UP.search(head)
-            or _STARTED.search(head)
-        )
+    def recognise(self, head: str) -> Claim | None:
+        said = (_BATCH_LINE, _RETRACTED, _WARMED_UP, _STARTED)
+        lines = head.splitlines()
+        statements = sum(1 for line in lines if any(p.search(line) for p in said))
+        if not statements:
+            return None
+        in_format = sum(1 for line in lines if _STAMP.match(line) or _OLD_RANK.match(line))
+        return claim(Strength.STATEMENT, max(statements, in_format))
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()

@@ -31,7 +31,7 @@ import re
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, Source
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim
 from diagnose.importers.oom_log import OomScanner
 from diagnose.importers.stamps import leading_iso_stamp
 from diagnose.units import counted
@@ -64,13 +64,9 @@ _SAME_FAILURE_S = 5.0
 class TgiLogImporter(Importer):
     name = "tgi-log"
     description = "TGI / TEI logs: each request's timings from the router, the launcher's starts and failures"
-    example = (
-        '2024-05-01T10:00:02.1Z  INFO generate{... total_time="2.31s" validation_time="527.5µs" '
-        'queue_time="80.7µs" inference_time="2.31s" time_per_token="23.09ms" ...}: ... Success'
-    )
 
-    def recognise(self, head: str) -> bool:
-        return _TARGETS.search(head) is not None
+    def recognise(self, head: str) -> Claim | None:
+        return claim(Strength.STATEMENT, sum(1 for line in head.splitlines() if _TARGETS.search(line)))
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         requests: list[dict] = []

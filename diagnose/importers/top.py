@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, Source, local_epoch, zone_note
+from diagnose.importers.base import Claim, Imported, Importer, Source, header_claim, local_epoch, zone_note
 
 _HEAD = re.compile(r"^top - (\d{1,2}:\d{2}:\d{2}) up .*?load average: ([\d.]+)")
 _TASKS = re.compile(r"^(?:Tasks|Threads):\s*\d+ total,\s*(\d+) running")
@@ -42,13 +42,11 @@ _TABLE_HEADER = re.compile(r"^\s*PID\s+USER\b.*\bCOMMAND\s*$")
 class TopImporter(Importer):
     name = "top"
     description = "`top -b` screens (procps): load, tasks running, CPU, memory and swap, and each task's row"
-    example = "top - 10:00:00 up 1 day,  2:03,  1 user,  load average: 0.52, 0.58, 0.59"
 
-    def recognise(self, head: str) -> bool:
-        lines = [line.strip() for line in head.splitlines()]
-        return any(_HEAD.match(line) or _TASKS.match(line) for line in lines) and any(
-            _CPU.match(line) for line in lines
-        )
+    def recognise(self, head: str) -> Claim | None:
+        if not any(_CPU.match(line.strip()) for line in head.splitlines()):
+            return None
+        return header_claim(head, lambda line: _HEAD.match(line.strip()) or _TASKS.match(line.strip()))
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()

@@ -32,7 +32,7 @@ import re
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, Source
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim
 from diagnose.importers.oom_log import oom_events
 
 _UNITS = {
@@ -91,17 +91,22 @@ class TorchMemoryImporter(Importer):
     description = (
         "torch.cuda.memory_summary() tables, memory_stats() dumps (JSON or printed) and per-rank stats lines"
     )
-    example = "|            CUDA OOMs: 58           |        cudaMalloc retries: 66        |"
 
-    def recognise(self, head: str) -> bool:
-        return bool(
+    def recognise(self, head: str) -> Claim | None:
+        own = sum(
+            1
+            for line in head.splitlines()
+            if line.lstrip().startswith("|") or "_bytes.all." in line or _RANK.search(line)
+        )
+        if (
             _SUMMARY_DEVICE.search(head)
             or "'allocated_bytes.all.current'" in head
             or '"allocated_bytes.all.current"' in head
-            or _RANK.search(head)
-            or "active_bytes.all." in head
-            or _headless_summary(head)
-        )
+        ):
+            return claim(Strength.DOCUMENT, max(own, 1))  # memory_summary()'s title, memory_stats()'s keys
+        if _RANK.search(head) or "active_bytes.all." in head:
+            return claim(Strength.STATEMENT, own)
+        return claim(Strength.SHAPE, own) if _headless_summary(head) else None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         text = source.text

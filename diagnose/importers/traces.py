@@ -16,7 +16,7 @@ from collections import defaultdict
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, Source
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim, filled
 from diagnose.units import counted
 
 _GEN_AI_STAGES = {
@@ -33,12 +33,11 @@ _OUTPUT = ("gen_ai.usage.completion_tokens", "gen_ai.usage.output_tokens")
 class TraceImporter(Importer):
     name = "otel-traces"
     description = "OpenTelemetry traces: OTLP/JSON (whole or one object per line) and Jaeger JSON"
-    example = '{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "...", "name": "POST /v1"}]}]}]}'
 
-    def recognise(self, head: str) -> bool:
+    def recognise(self, head: str) -> Claim | None:
         otlp = '"resourceSpans"' in head or ('"scopeSpans"' in head and '"spans"' in head)
         jaeger = '"traceID"' in head and '"operationName"' in head
-        return otlp or jaeger
+        return claim(Strength.DOCUMENT, filled(head.splitlines())) if otlp or jaeger else None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, Source, local_epoch, zone_note
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim, local_epoch, zone_note
 from diagnose.importers.oom_log import OomScanner
 from diagnose.importers.stamps import leading_iso_stamp
 from diagnose.units import counted
@@ -64,15 +64,15 @@ class TritonLogImporter(Importer):
         "Triton Inference Server logs (glog lines: starts, readiness, failed loads, crashes, OOMs) and "
         "TensorRT-LLM's per-iteration statistics, batch manager or executor, logged or from trtllm-serve"
     )
-    example = (
-        "I0523 04:01:24.654491 1 server.cc:120] Initializing Triton Inference Server ... "
-        '[TensorRT-LLM][INFO] {"Active Request Count":249,...,"Used KV cache blocks":2448}'
-    )
 
-    def recognise(self, head: str) -> bool:
+    def recognise(self, head: str) -> Claim | None:
         # glog's form alone is not Triton's (XLA and TensorFlow log the same way): its sources say so
-        glog = sum(1 for line in head.splitlines()[:200] if _GLOG.match(line))
-        return (glog >= 3 and _TRITON.search(head) is not None) or any(mark in head for mark in _STAT_MARKS)
+        lines = head.splitlines()
+        glog = sum(1 for line in lines if _GLOG.match(line))
+        stats = sum(1 for line in lines if any(mark in line for mark in _STAT_MARKS))
+        if (sum(1 for line in lines[:200] if _GLOG.match(line)) >= 3 and _TRITON.search(head)) or stats:
+            return claim(Strength.STATEMENT, max(glog, stats))
+        return None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         year = datetime.fromtimestamp(source.mtime, UTC).year

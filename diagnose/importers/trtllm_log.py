@@ -28,7 +28,16 @@ import re
 import numpy as np
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, Source, local_epochs, zone_note
+from diagnose.importers.base import (
+    Claim,
+    Imported,
+    Importer,
+    Source,
+    Strength,
+    claim,
+    local_epochs,
+    zone_note,
+)
 from diagnose.units import counted
 
 _ITER = re.compile(r"\biter = (\d+), global_rank = (\d+), rank = (\d+), ")
@@ -45,16 +54,10 @@ _STATE_COLUMNS = {"num_generation_tokens": "tokens_per_s", "num_ctx_tokens": "pr
 class TrtllmIterLogImporter(Importer):
     name = "tensorrt-llm-iter-log"
     description = "TensorRT-LLM PyTorch backend logs: the executor's per-iteration line (print_iter_log)"
-    example = (
-        "iter = 5, global_rank = 0, rank = 0, currank_total_requests = 0/0, host_step_time = 82.3ms, "
-        "prev_device_step_time = 80.1ms, timestamp = 2025-08-07 02:28:51, num_scheduled_requests: 1, "
-        "states = {'num_ctx_requests': 1, 'num_ctx_tokens': 4096, 'num_generation_tokens': 0}"
-    )
 
-    def recognise(self, head: str) -> bool:
-        return (
-            sum(1 for line in head.splitlines() if _ITER.search(line) and _FIELDS["stamp"].search(line)) >= 2
-        )
+    def recognise(self, head: str) -> Claim | None:
+        found = sum(1 for line in head.splitlines() if _ITER.search(line) and _FIELDS["stamp"].search(line))
+        return claim(Strength.STATEMENT, found) if found >= 2 else None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()

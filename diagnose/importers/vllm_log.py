@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.engines.failures import STALLED, VLLM_DEAD, VLLM_STALLED
-from diagnose.importers.base import Cadence, Imported, Importer, Source, zone_note
+from diagnose.importers.base import Cadence, Claim, Imported, Importer, Source, Strength, claim, zone_note
 from diagnose.importers.oom_log import OomScanner
 from diagnose.importers.stamps import engine_stamp
 
@@ -87,16 +87,22 @@ _PREEMPTED = re.compile(
 class VllmLogImporter(Importer):
     name = "vllm-log"
     description = "vLLM engine logs: V0/V1 stats lines, preemption warnings, and any CUDA OOM in them"
-    example = "INFO 05-19 10:13:11 [loggers.py:271] Engine 000: Avg prompt throughput: 0.0 tokens/s, ..."
 
-    def recognise(self, head: str) -> bool:
+    def recognise(self, head: str) -> Claim | None:
+        lines = [line for line in head.splitlines() if line.strip()]
+        in_format = sum(1 for line in lines if _LINE_FORMAT.search(line))
         markers = ("Avg generation throughput:", "is preempted by PreemptionMode")
         patterns = (_STARTUP, VLLM_STALLED, VLLM_DEAD, _FAILED_START, _STARTED, _WARMED_UP)
         if any(m in head for m in markers) or any(p.search(head) for p in patterns):
-            return True
-        lines = [line for line in head.splitlines() if line.strip()]
-        in_format = sum(1 for line in lines if _LINE_FORMAT.search(line))
-        return bool(lines) and in_format >= min(_FORMAT_LINES, len(lines))
+            said = sum(
+                1
+                for line in lines
+                if any(m in line for m in markers) or any(p.search(line) for p in patterns)
+            )
+            return claim(Strength.STATEMENT, max(in_format, said, 1))
+        if lines and in_format >= min(_FORMAT_LINES, len(lines)):
+            return claim(Strength.STATEMENT, in_format)  # its logger's own line format (vllm/logger.py)
+        return None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         fallback = source.mtime

@@ -33,7 +33,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, Source, local_epoch, zone_note
+from diagnose.importers.base import Claim, Imported, Importer, Source, header_claim, local_epoch, zone_note
 from diagnose.units import counted
 
 _COLUMNS_LINE = re.compile(
@@ -52,10 +52,9 @@ _KNOWN = frozenset("r b swpd free buff cache inact active si so bi bo in cs us s
 class VmstatImporter(Importer):
     name = "vmstat"
     description = "`vmstat` as printed (procps): run queue, swap traffic, disk, context switches, CPU"
-    example = " r  b   swpd   free   buff  cache   si   so    bi    bo   in   cs us sy id wa st"
 
-    def recognise(self, head: str) -> bool:
-        return any(_COLUMNS_LINE.match(line) for line in head.splitlines())
+    def recognise(self, head: str) -> Claim | None:
+        return header_claim(head, _COLUMNS_LINE.match)
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
-from diagnose.importers.base import Imported, Importer, Source
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim
 from diagnose.importers.stamps import kernel_stamp
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([^)]*)\): (\d+)(?:, pid=(\d+))?(?:, name=([^,]+))?")
@@ -44,13 +44,18 @@ XID_MEANINGS: dict[int, tuple[str, bool]] = {
 }
 
 
+# A kernel log's line: dmesg's "[31543.449443] ", a journal's or syslog's "kernel: ", or the driver's "NVRM:"
+_KERNEL_LINE = re.compile(r"^\s*\[\s*\d+\.\d+\]|\bkernel: |NVRM:")
+
+
 class XidImporter(Importer):
     name = "kernel-xid"
     description = "NVIDIA Xid errors and 'fallen off the bus' in dmesg, dmesg -T, ISO or journal kernel logs"
-    example = "[31543.449443] NVRM: Xid (PCI:0000:01:00): 31, pid=1234, name=python3, Ch 0000003a, ..."
 
-    def recognise(self, head: str) -> bool:
-        return "NVRM: Xid" in head or ("NVRM:" in head and "fallen off the bus" in head)
+    def recognise(self, head: str) -> Claim | None:
+        if not ("NVRM: Xid" in head or ("NVRM:" in head and "fallen off the bus" in head)):
+            return None
+        return claim(Strength.STATEMENT, sum(1 for line in head.splitlines() if _KERNEL_LINE.search(line)))
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         fallback = source.mtime
