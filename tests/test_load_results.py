@@ -111,7 +111,7 @@ def test_sglang_lines_with_a_bare_infinity_make_a_closed_loop_knee(tmp_path):
     assert knee.clients == pytest.approx(8.0 * 1 / 0.5)  # X_max times N / X at one client: 16
     assert (knee.below, knee.above) == (16, 64)
     assert curve.setting == ["11 requests in flight"]  # 70 % of 16
-    assert "do not count failures" in " ".join(curve.notes)
+    assert "SGLang bench_serving count no failures" in " ".join(curve.notes)
 
 
 def test_genai_perf_and_aiperf_exports_carry_their_load_in_their_config(tmp_path):
@@ -266,6 +266,71 @@ def test_k6_summaries_in_each_of_their_forms(tmp_path, form):
     (point,) = read_results(tmp_path / "summary.json")
     assert point.tool == "k6" and point.concurrency == 50 and point.failed_share == pytest.approx(0.002)
     assert point.throughput_rps == pytest.approx(99.8, rel=0.001) and point.latency_p50_ms == 380.0
+
+
+def _perf_analyzer_step(concurrency: int, throughput: float, p50_us: int, p99_us: int) -> str:
+    """One step as perf_analyzer prints it (src/concurrency_manager.cc, src/inference_profiler.cc)."""
+    return (
+        f"Request concurrency: {concurrency}\n"
+        "  Client: \n"
+        "    Request count: 72262\n"
+        f"    Throughput: {throughput} infer/sec\n"
+        f"    Avg latency: {p50_us + 2000} usec (standard deviation 9319 usec)\n"
+        f"    p50 latency: {p50_us} usec\n"
+        f"    p90 latency: {p99_us - 1000} usec\n"
+        f"    p95 latency: {p99_us - 500} usec\n"
+        f"    p99 latency: {p99_us} usec\n"
+        f"    Avg gRPC time: {p50_us + 1990} usec ((un)marshal request/response 11 usec + response wait 1 usec)\n"
+        "  Server: \n"
+        "    Inference count: 72262\n"
+        "    Execution count: 4518\n"
+        "    Successful request count: 72262\n"
+        f"    Avg request latency: {p50_us} usec (overhead 844 usec + queue {p50_us - 4000} usec + "
+        "compute input 2241 usec + compute infer 1613 usec + compute output 137 usec)\n\n"
+    )
+
+
+def test_perf_analyzers_report_gives_a_point_per_stable_step_in_requests(tmp_path):
+    report = (
+        "*** Measurement Settings ***\n  Batch size: 2\n  Service Kind: Triton\n"
+        '  Using "time_windows" mode for stabilization\n  Measurement window: 5000 msec\n\n'
+        + _perf_analyzer_step(1, 400.0, 4900, 5200)
+        + _perf_analyzer_step(2, 780.0, 5100, 5600)
+        + "Request concurrency: 4\n"
+        "Failed to obtain stable measurement within 10 measurement windows for concurrency 4. "
+        "Please try to increase the --measurement-interval.\n"
+        + _perf_analyzer_step(8, 1210.0, 13100, 15900)
+        + "Inferences/Second vs. Client Average Batch Latency\n"
+        "Concurrency: 1, throughput: 400 infer/sec, latency 6900 usec\n"
+    )
+    (tmp_path / "pa.txt").write_text(report)
+    points = read_results(tmp_path / "pa.txt")
+    assert [(p.concurrency, p.throughput_rps) for p in points] == [(1, 200.0), (2, 390.0), (8, 605.0)]
+    assert (points[0].latency_p50_ms, points[0].latency_p99_ms) == (4.9, 5.2)
+    assert points[0].rate_rps is None and points[0].tool == "perf_analyzer"
+    assert math.isnan(points[0].failed_share)  # perf_analyzer counts none: a failure ends its run
+
+
+def test_perf_analyzers_csv_at_rates_is_an_open_loop_curve(tmp_path):
+    header = (
+        "Request Rate,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,"
+        "Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,"
+        "p50 latency,p90 latency,p95 latency,p99 latency"
+    )
+    rows = [
+        "100,99.8,30,210,40,120,4100,90,12,4700,5100,5300,6100",
+        "200,199.1,31,220,160,121,4150,92,12,4900,5600,6000,7200",
+        "400,301.5,33,260,90400,125,4120,95,13,95000,120000,131000,150000",
+    ]
+    (tmp_path / "pa.csv").write_text("\n".join([header, *rows]) + "\n")
+    points = read_results(tmp_path / "pa.csv")
+    assert [(p.rate_rps, p.throughput_rps, p.latency_p99_ms) for p in points] == [
+        (100.0, 99.8, 6.1),
+        (200.0, 199.1, 7.2),
+        (400.0, 301.5, 150.0),
+    ]
+    knee = analyse(points, share=0.7).open_knee
+    assert knee is not None and (knee.kept_up_rps, knee.fell_behind_rps) == (200.0, 400.0)
 
 
 def test_a_file_of_another_kind_is_named_with_what_was_expected(tmp_path):

@@ -20,6 +20,14 @@ tool's own source; docs/load.md cites the files):
 - k6's summary: ``--summary-export`` (each metric flattened to its values, a rate's ``rate`` renamed
   ``value``), the ``handleSummary`` data (values under ``values``), or the machine-readable summary
   (``results.metrics`` a list, no counter rates). The offered load is ``vus_max``.
+- Triton's perf_analyzer: its console report (src/concurrency_manager.cc prints ``Request concurrency:
+  N`` and src/inference_profiler.cc ``Request Rate: R inference requests per second`` before each step;
+  a stable step's ``Client:`` block has ``Throughput: X infer/sec`` and ``pNN latency: U usec``; a step
+  that never stabilised says ``Failed to obtain stable measurement`` instead and reports nothing), and
+  its ``-f`` CSV (src/report_writer.cc: ``Concurrency`` or ``Request Rate`` first, ``Inferences/Second``,
+  then the stages and ``pNN latency`` in microseconds). Its throughput counts inferences: the console's
+  ``Batch size: B`` turns it into requests; the CSV does not say B (read as 1). It counts no failures
+  (a failed request stops the run).
 """
 
 from __future__ import annotations
@@ -38,6 +46,16 @@ from diagnose.errors import InputError
 
 _NAN = math.nan
 _LEVEL_S = 20  # seconds a Locust user count must be held to make a point of the curve
+# perf_analyzer's console report (see the module's docstring), at any indent
+_PA_STEP = re.compile(
+    r"^\s*(?:Request concurrency: (?P<concurrency>\d+)"
+    r"|Request Rate: (?P<rate>[\d.]+) inference requests per second)"
+)
+_PA_FIGURE = re.compile(
+    r"^\s*(?P<name>Throughput|p50|p99)(?: latency)?: (?P<value>[\d.]+) (?:infer/sec|usec)"
+)
+_PA_BATCH = re.compile(r"^\s*Batch size: (?P<size>\d+)")
+_PA_UNSTABLE = "Failed to obtain stable measurement"
 
 
 @dataclass(frozen=True)
@@ -70,9 +88,14 @@ def read_results(path: Path) -> list[Point]:
         return _locust_history(path, text)
     if header.startswith("Type,Name,Request Count"):
         return _locust_stats(path, text)
+    if header.startswith(("Concurrency,Inferences/Second", "Request Rate,Inferences/Second")):
+        return _perf_analyzer_csv(path, text)
+    if any(_PA_STEP.match(line) for line in text.splitlines()):
+        return _perf_analyzer_console(path, text)
     raise InputError(
         f"{path}: not a load test's results diagnose load reads (vLLM's or SGLang's benchmark JSON, "
-        "genai-perf's or AIPerf's profile export, Locust's --csv files, k6's summary JSON)"
+        "genai-perf's or AIPerf's profile export, Locust's --csv files, k6's summary JSON, "
+        "perf_analyzer's report or -f CSV)"
     )
 
 
@@ -303,6 +326,63 @@ def _locust_stats(path: Path, text: str) -> list[Point]:
             failed_share=failures / count if count > 0 else _NAN,
         )
     ]
+
+
+def _perf_analyzer_console(path: Path, text: str) -> list[Point]:
+    """A point per step that stabilised, from its Client block; an unstable step is left out."""
+    batch = 1.0
+    steps: list[tuple[int, re.Match[str], dict[str, float]]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if (size := _PA_BATCH.match(line)) is not None and not steps:
+            batch = max(1.0, float(size["size"]))
+        elif (step := _PA_STEP.match(line)) is not None:
+            steps.append((number, step, {}))
+        elif steps and (figure := _PA_FIGURE.match(line)) is not None:
+            steps[-1][2].setdefault(figure["name"], float(figure["value"]))
+        elif steps and _PA_UNSTABLE in line:
+            steps[-1][2]["unstable"] = 1.0
+    points = [
+        Point(
+            f"{path}:{number}",
+            "perf_analyzer",
+            float(step["rate"]) if step["rate"] else None,
+            float(step["concurrency"]) if step["concurrency"] else None,
+            figures["Throughput"] / batch,
+            figures.get("p50", _NAN) / 1000,
+            figures.get("p99", _NAN) / 1000,
+        )
+        for number, step, figures in steps
+        if "Throughput" in figures and "unstable" not in figures
+    ]
+    if not points:
+        raise InputError(
+            f"{path}: perf_analyzer's report with no step that stabilised (no Client: Throughput)"
+        )
+    return points
+
+
+def _perf_analyzer_csv(path: Path, text: str) -> list[Point]:
+    points = []
+    for number, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
+        load = _positive(row.get("Concurrency", row.get("Request Rate")))
+        throughput = _number(row.get("Inferences/Second"))
+        if load is None or math.isnan(throughput):
+            raise InputError(f"{path}:{number}: expected a step's load and Inferences/Second")
+        closed = "Concurrency" in row
+        points.append(
+            Point(
+                f"{path}:{number}",
+                "perf_analyzer",
+                None if closed else load,
+                load if closed else None,
+                throughput,
+                _number(row.get("p50 latency")) / 1000,
+                _number(row.get("p99 latency")) / 1000,
+            )
+        )
+    if not points:
+        raise InputError(f"{path}: perf_analyzer's CSV header with no step under it")
+    return points
 
 
 def _stat(doc: dict[str, Any], metric: str, key: str) -> float:

@@ -70,8 +70,9 @@ def analyse(points: list[Point], share: float) -> ResultsCurve:
             f"{counted(len(unplaced), 'run')} without an offered load (no rate, no clients), "
             "not on the curve: " + ", ".join(unplaced[:3])
         )
-    if any(math.isnan(p.failed_share) for p in points):
-        notes.append("some runs do not count failures (SGLang, genai-perf): they are taken to have none")
+    uncounted = sorted({p.tool for p in points if math.isnan(p.failed_share)})
+    if uncounted:
+        notes.append(f"{', '.join(uncounted)} count no failures: their runs are taken to have none")
     if any(math.isnan(p.latency_p50_ms) for p in points):
         notes.append(
             "some runs have no end-to-end latency (vLLM writes it only with --percentile-metrics including "
