@@ -42,6 +42,7 @@ from diagnose.importers.profiler_trace import KinetoTraceImporter, OrtProfileImp
 from diagnose.importers.prometheus_text import PrometheusTextImporter
 from diagnose.importers.request_log import RequestLogImporter
 from diagnose.importers.rocm_smi import RocmSmiImporter
+from diagnose.importers.sar import SarImporter
 from diagnose.importers.series import GrafanaCsvImporter, PromQueryImporter
 from diagnose.importers.sglang_log import SglangLogImporter
 from diagnose.importers.tgi_log import TgiLogImporter
@@ -78,6 +79,7 @@ IMPORTERS: tuple[Importer, ...] = (
     PromQueryImporter(),
     RequestLogImporter(),
     RocmSmiImporter(),
+    SarImporter(),
     SglangLogImporter(),
     TgiLogImporter(),
     TopImporter(),

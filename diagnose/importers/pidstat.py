@@ -22,27 +22,24 @@ With ``-t`` a task is ``TGID TID``: its process's row (``TID`` ``-``) and then i
 - ``cswch/s`` and ``nvcswch/s``: ``ctx_switches_voluntary_per_s`` and
   ``ctx_switches_involuntary_per_s``; ``threads`` (``-v``): ``num_threads``.
 
-The rows' day is the banner's date where it is there (``%x``: MM/DD/YY in the C locale, ISO with
-``S_TIME_FORMAT=ISO``), else the file's; the clock is the host's, read in ``--tz``.
+The rows' day and clock are read as every sysstat tool prints them (sysstat_clock.py); the clock is
+the host's, read in ``--tz``.
 """
 
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, datetime
 
 import pandas as pd
 
 from diagnose.importers.base import Claim, Imported, Importer, Source, header_claim, local_epoch, zone_note
+from diagnose.importers.sysstat_clock import RowClock, clock
 
 # The header: the time, the task's id columns, at least one of pidstat's figures, and Command last.
 _ID = r"(?:UID|USER)\s+(?:PID|TGID\s+TID)"
 _FIGURES = ("%usr", "%user", "%CPU", "minflt/s", "cswch/s", "kB_rd/s", "threads", "StkSize", "usr-ms")
 _HEADER = re.compile(rf"^(?P<time>.*?)\s*\b{_ID}\s+(?P<columns>.*?)\s+Command\s*$")
-_BANNER = re.compile(r"^Linux\s+\S+\s+\(([^)]*)\)\s+(\S+)")
-# A time as a locale prints it: hours, minutes and seconds with anything between, a meridiem after
-_CLOCK = re.compile(r"(\d{1,2})\D{1,3}(\d{2})\D{1,3}(\d{2})\D*?(?:\s*(AM|PM|上午|下午))?\s*$", re.IGNORECASE)
-_MERIDIEM = re.compile(r"^(?:AM|PM|上午|下午)\s+", re.IGNORECASE)
 _COLUMNS = {
     "%CPU": "cpu_pct",
     "minflt/s": "minor_faults_per_s",
@@ -64,19 +61,15 @@ class PidstatImporter(Importer):
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
         result = Imported()
-        day = datetime.fromtimestamp(source.mtime, UTC).date()
-        dated = False
+        rows_clock = RowClock(datetime.fromtimestamp(source.mtime, UTC).date())
         columns: list[str] | None = None
         clock_words = 0
         rows: dict[tuple[float, int], dict] = {}
         threads: dict[tuple[float, int], list[tuple[float | None, float | None]]] = {}
         process: int | None = None  # the TGID the thread rows that follow belong to
-        previous: datetime | None = None
         for raw in source.lines():
             line = raw.strip()
-            if banner := _BANNER.match(line):
-                if (stated := _date(banner.group(2))) is not None:
-                    day, dated, previous = stated, True, None
+            if rows_clock.banner(line):
                 continue
             if header := _header(line):
                 clock_words = len(header["time"].split())
@@ -85,18 +78,13 @@ class PidstatImporter(Importer):
             if columns is None or not line:
                 continue
             words = line.split()
-            when = _clock(" ".join(words[:clock_words])) if clock_words else None
+            when = clock(" ".join(words[:clock_words])) if clock_words else None
             if when is None:  # "Average:" (in any language), a note, a wrapped command
                 continue
             cells = words[clock_words : clock_words + len(columns)]
             if len(cells) < len(columns):
                 continue
-            stamp = datetime.combine(day, when)
-            if previous is not None and stamp < previous - timedelta(hours=12):  # past midnight
-                day += timedelta(days=1)
-                stamp += timedelta(days=1)
-            previous = stamp
-            ts = local_epoch(pd.Timestamp(stamp), tz)
+            ts = local_epoch(pd.Timestamp(rows_clock.at(when)), tz)
             by_name = dict(zip(columns, cells, strict=True))
             command = " ".join(words[clock_words + len(columns) :])
             tid = by_name.get("TID")
@@ -128,7 +116,7 @@ class PidstatImporter(Importer):
         if rows:
             result.tables["processes"] = pd.DataFrame(list(rows.values()))
             result.warnings.append(zone_note("pidstat's clock times", tz))
-            if not dated:
+            if not rows_clock.dated:
                 result.warnings.append("no banner with the date: the rows are taken on the file's date")
         return result
 
@@ -145,34 +133,6 @@ def _ids(line: str) -> list[str]:
     """The task's id columns, as the header names them (UID or USER, then PID or TGID and TID)."""
     found = re.search(_ID, line)
     return found.group(0).split() if found else []
-
-
-def _clock(text: str) -> time | None:
-    """A row's time of day (its date is set apart), or None where the row has none (``Average:``)."""
-    meridiem = _MERIDIEM.match(text)  # some locales put it first: "下午 02时05分27秒"
-    if meridiem:
-        text = f"{text[meridiem.end() :]} {meridiem.group(0).strip()}"
-    clock = _CLOCK.search(text)
-    if clock is None or not text[:1].isdigit():
-        return None
-    hour, minute, second = int(clock[1]), int(clock[2]), int(clock[3])
-    if clock[4] and clock[4].upper() in ("PM", "下午") and hour < 12:
-        hour += 12
-    elif clock[4] and clock[4].upper() in ("AM", "上午") and hour == 12:
-        hour = 0
-    if hour > 23 or minute > 59 or second > 60:
-        return None
-    return time(hour, minute, min(second, 59))
-
-
-def _date(text: str) -> date | None:
-    """The banner's date: ISO (S_TIME_FORMAT=ISO), or the C locale's %x (MM/DD/YY or MM/DD/YYYY)."""
-    for layout in ("%Y-%m-%d", "%m/%d/%y", "%m/%d/%Y"):
-        try:
-            return datetime.strptime(text, layout).date()
-        except ValueError:
-            continue
-    return None
 
 
 def _number(text: str | None) -> float | None:
