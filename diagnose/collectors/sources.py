@@ -21,8 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-OK, NEVER_REACHED, LOST = "ok", "never reached", "lost"
-UNUSED = "answers, nothing kept"
+from diagnose.dump.model import SourceStatus
 
 
 @dataclass
@@ -39,12 +38,12 @@ class _Source:
     detail: dict | None = None  # more the manifest keeps of it (a metrics endpoint's --metrics-map)
 
     @property
-    def status(self) -> str:
+    def status(self) -> SourceStatus:
         if self.unused is not None and self.down_since is None:
-            return UNUSED
+            return SourceStatus.UNUSED
         if self.down_since is None and self.ever_ok:
-            return OK
-        return LOST if self.ever_ok else NEVER_REACHED
+            return SourceStatus.OK
+        return SourceStatus.LOST if self.ever_ok else SourceStatus.NEVER_REACHED
 
     def describe(self) -> str:
         return f"{self.name} {self.target}"
@@ -118,13 +117,13 @@ class SourceHealth:
         """The manifest's ``sources`` section (docs/dump-format.md)."""
         section = {}
         for key, source in self._sources.items():
-            entry: dict = {"kind": source.name, "target": source.target, "status": source.status}
+            entry: dict = {"kind": source.name, "target": source.target, "status": source.status.value}
             entry.update(source.detail or {})
-            if source.status == LOST:
+            if source.status == SourceStatus.LOST:
                 entry["at"] = _iso(source.down_since)
-            if source.reason and source.status != OK:
+            if source.reason and source.status != SourceStatus.OK:
                 entry["reason"] = source.reason
-            if source.status == UNUSED:
+            if source.status == SourceStatus.UNUSED:
                 entry["reason"] = source.unused
             if source.failed_samples:
                 entry["failed_samples"] = source.failed_samples

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,16 @@ from diagnose.dump.processes import find_server_pids
 
 if TYPE_CHECKING:
     from diagnose.importers.base import Cadence
+
+
+class SourceStatus(StrEnum):
+    """Whether a source a recording was given delivered: the manifest's ``sources`` section says one of
+    these for each (docs/dump-format.md; diagnose/collectors/sources.py writes them)."""
+
+    OK = "ok"
+    NEVER_REACHED = "never reached"
+    LOST = "lost"
+    UNUSED = "answers, nothing kept"  # it answers, but nothing it says is kept (a page of no known engine)
 
 
 @dataclass

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from diagnose.collectors.sources import UNUSED
+from diagnose.dump.model import SourceStatus
 from diagnose.dump.schema import COLUMNS, GROUP, MANIFEST_FILE
 from diagnose.engines.metrics import detect_engine
 from diagnose.errors import InputError, PullError
@@ -357,7 +357,7 @@ def _sources(url: str, names: set[str], engine: str | None, rows: dict[str, int]
         return {
             "kind": kind,
             "target": url,
-            "status": "ok" if ok else UNUSED,  # the server answered: with nothing for this source
+            "status": (SourceStatus.OK if ok else SourceStatus.UNUSED).value,  # it answered: nothing for it
             **({} if ok else {"reason": missing}),
         }
 

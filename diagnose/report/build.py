@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from diagnose.detect import SignalFindings, SpikeAnalysis
 from diagnose.detect.alignment import Alignment
-from diagnose.dump.model import Dump
+from diagnose.dump.model import Dump, SourceStatus
 from diagnose.dump.reader import KNOWN_TABLES
 from diagnose.dump.schema import TRACE_TABLES
 from diagnose.facts.model import Facts
@@ -22,6 +22,7 @@ from diagnose.judge.engine import LIKELY, Outcome, Status
 from diagnose.report.model import (
     AlignmentReport,
     CitedValue,
+    Direction,
     Episode,
     EvidenceRead,
     Hypothesis,
@@ -99,9 +100,16 @@ def _sources(dump: Dump) -> tuple[SourceState, ...]:
     section = dump.manifest.extra.get("sources")
     if not isinstance(section, dict):
         return ()
-    fields = ("kind", "target", "status", "at", "reason")
+    statuses = {status.value: status for status in SourceStatus}
     return tuple(
-        SourceState(str(key), *(_text(entry.get(f)) for f in fields))
+        SourceState(
+            str(key),
+            _text(entry.get("kind")),
+            _text(entry.get("target")),
+            statuses.get(str(entry.get("status"))),
+            _text(entry.get("at")),
+            _text(entry.get("reason")),
+        )
         for key, entry in section.items()
         if isinstance(entry, dict)
     )
@@ -183,7 +191,12 @@ def _signal(found: SignalFindings) -> SignalReport:
         change_points=tuple(found.change_points),
         episodes=tuple(
             Episode(
-                e.start, e.end, _round(e.peak), _round(e.baseline), "up" if e.direction > 0 else "down", usual
+                e.start,
+                e.end,
+                _round(e.peak),
+                _round(e.baseline),
+                Direction.UP if e.direction > 0 else Direction.DOWN,
+                usual,
             )
             for e, usual in zip(found.episodes, found.routine or [], strict=True)
         ),

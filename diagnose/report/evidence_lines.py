@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from diagnose.dump.model import SourceStatus
 from diagnose.judge.engine import LIKELY
 from diagnose.report.model import EvidenceRead, Hypothesis, Report, SourceState, Summary
 from diagnose.units import counted, human_ms, human_us, percent
@@ -11,7 +12,7 @@ def source_lines(sources: tuple[SourceState, ...]) -> list[str]:
     """One line per source a recording was given; the ones that failed say when and why."""
     lines = []
     for source in sources:
-        line = f"{source.kind} {source.target}: {source.status}"
+        line = f"{source.kind} {source.target}: {source.status or 'status not known'}"
         if source.at:
             line += f" at {source.at}"
         if source.reason:
@@ -31,7 +32,9 @@ def first_less_likely(hypotheses: tuple[Hypothesis, ...]) -> int | None:
 def no_latency_line(evidence: EvidenceRead) -> str:
     """The statement that the dump has no request latencies, with why where the recording says: the
     request log it was given and never read, or lost."""
-    log = next((s for s in evidence.sources if s.source == "requests_log" and s.status != "ok"), None)
+    log = next(
+        (s for s in evidence.sources if s.source == "requests_log" and s.status is not SourceStatus.OK), None
+    )
     if log is None:
         trace = [name for name in ("gpu_activity", "host_calls", "op_summary") if name in evidence.tables]
         if trace:
@@ -40,7 +43,7 @@ def no_latency_line(evidence: EvidenceRead) -> str:
         return "No request latencies in the dump."
     what = f"the {log.kind or 'request log'} {log.target or ''}".rstrip()
     why = f" ({log.reason})" if log.reason else ""
-    return f"No request latencies in the dump: {what} was {log.status}{why}."
+    return f"No request latencies in the dump: {what} was {log.status or 'not read'}{why}."
 
 
 def dead_source_lines(evidence: EvidenceRead) -> list[str]:

@@ -11,7 +11,9 @@ every renderer shows the same figure.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
+from diagnose.dump.model import SourceStatus
 from diagnose.facts.model import (  # the summary's parts, as the facts layer computes them
     FactValue,
     LatencyWindow as LatencyWindow,
@@ -57,7 +59,7 @@ class SourceState:
     source: str
     kind: str | None
     target: str | None
-    status: str | None
+    status: SourceStatus | None  # None: a manifest's status no recorder writes
     at: str | None
     reason: str | None
 
@@ -75,7 +77,7 @@ class EvidenceRead:
     @property
     def dead_sources(self) -> tuple[SourceState, ...]:
         """Sources that never delivered or were lost: the evidence the recording does not hold."""
-        return tuple(s for s in self.sources if s.status != "ok")
+        return tuple(s for s in self.sources if s.status is not SourceStatus.OK)
 
 
 @dataclass(frozen=True)
@@ -93,13 +95,20 @@ class Summary:
     windows: tuple[LatencyWindow, ...]
 
 
+class Direction(StrEnum):
+    """Which way a signal moved in an episode: above its baseline, or below it."""
+
+    UP = "up"
+    DOWN = "down"
+
+
 @dataclass(frozen=True)
 class Episode:
     start: float = field(metadata=_TIME)
     end: float = field(metadata=_TIME)
     peak: float | None
     baseline: float | None
-    direction: str  # "up" or "down"
+    direction: Direction
     routine: bool  # like the signal's other episodes (detect/routine.py)
 
 
