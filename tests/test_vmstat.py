@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from diagnose.dump import load_dump
 from diagnose.importers import recognise
 from diagnose.importers.base import Source
 from diagnose.importers.vmstat import VmstatImporter
@@ -48,8 +49,20 @@ def test_the_timestamp_option_and_its_zone_date_the_rows_and_units_follow_its_s_
     )
     system, warnings = _system(text, tz=None)
     (row,) = system.to_dict("records")
-    assert row["ts"] == 1_772_359_205.0 and row["swap_in_per_s"] == 2**20 and row["swap_used_bytes"] == 100 * 2**20
+    assert (
+        row["ts"] == 1_772_359_205.0
+        and row["swap_in_per_s"] == 2**20
+        and row["swap_used_bytes"] == 100 * 2**20
+    )
     assert any("-S" in w for w in warnings)
+
+
+def test_the_delay_of_a_command_typed_after_a_prompt_still_times_the_rows(tmp_path):
+    # mending takes the prompt line off the text and keeps its command for the importer
+    (tmp_path / "vmstat.txt").write_text(SWAPPING.replace("$ vmstat 2", "root@gpu-3:~# vmstat -S k 2"))
+    system = load_dump(str(tmp_path)).tables["system"]
+    assert system["ts"].diff().dropna().tolist() == [2.0]
+    assert system["swap_in_per_s"].iloc[0] == 8000 * 1000  # -S k: thousands of bytes
 
 
 def test_a_header_repeated_every_screen_leaves_no_further_row_out_and_rows_without_a_delay_are_said():
@@ -76,6 +89,8 @@ def test_only_vmstats_header_is_claimed():
 @pytest.mark.parametrize("extra", ["gu", ""])
 def test_procps_4s_guest_column_is_read_by_name(extra):
     header = HEADER.replace(" st\n", f" st {extra}\n") if extra else HEADER
-    row = " 3  0      0 300000  10000 900000    0    0     0     0   30   40 10 5 85  0  0" + (" 0" if extra else "")
+    row = " 3  0      0 300000  10000 900000    0    0     0     0   30   40 10 5 85  0  0" + (
+        " 0" if extra else ""
+    )
     system, _ = _system(header + row + "\n" + row + "\n")
     assert list(system["cpu_pct"]) == [15.0]

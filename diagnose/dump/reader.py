@@ -312,7 +312,12 @@ def _mixture(path: Path, name: str, head: str) -> list[tuple[Importer, Source]]:
         importer = recognise(mend(piece[:HEAD_BYTES]).text)
         if importer is not None:
             mended = mend(piece)
-            found.append((importer, Source(name, mended.text, stat.st_mtime, mended.undone)))
+            found.append(
+                (
+                    importer,
+                    Source(name, mended.text, stat.st_mtime, mended.undone, mended.prefixes, mended.commands),
+                )
+            )
     return found if len({importer.name for importer, _ in found}) > 1 else []
 
 

@@ -25,6 +25,7 @@ from diagnose.importers.base import (
     Strength,
     text_head,
 )
+from diagnose.importers.dcgmi_dmon import DcgmiDmonImporter
 from diagnose.importers.gin_log import GinAccessLogImporter
 from diagnose.importers.llamacpp_log import LlamaCppLogImporter
 from diagnose.importers.mend import Mended, mend
@@ -57,6 +58,7 @@ from diagnose.importers.xid import XidImporter
 
 # Listed by class name: the order decides nothing (recognise takes the strongest claim).
 IMPORTERS: tuple[Importer, ...] = (
+    DcgmiDmonImporter(),
     DmonImporter(),
     GinAccessLogImporter(),
     GrafanaCsvImporter(),

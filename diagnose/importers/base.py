@@ -59,13 +59,20 @@ class Source:
     """
 
     def __init__(
-        self, name: str, text: str, mtime: float, mended: tuple[str, ...] = (), prefixes: tuple[str, ...] = ()
+        self,
+        name: str,
+        text: str,
+        mtime: float,
+        mended: tuple[str, ...] = (),
+        prefixes: tuple[str, ...] = (),
+        commands: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.mtime = mtime  # the only clock a line without a wall-clock stamp has
         self._text = text
         self._mended = dict.fromkeys(mended)
         self._prefixes = dict.fromkeys(prefixes)
+        self._commands = dict.fromkeys(commands)
         self._watcher: Callable[[str], None] | None = None
 
     @property
@@ -101,6 +108,12 @@ class Source:
     def prefixes(self) -> tuple[str, ...]:
         return tuple(self._prefixes)
 
+    @property
+    def commands(self) -> tuple[str, ...]:
+        """The commands of the shell prompt lines mending took off ("vmstat 2"): a tool's options
+        (its interval, its unit) where its output does not say them."""
+        return tuple(self._commands)
+
     @classmethod
     def from_path(cls, path: Path) -> Source:
         with open_maybe_gzipped(path) as handle:
@@ -112,7 +125,9 @@ class Source:
                 return StreamedSource(path)
             text = handle.read().decode("utf-8", errors="replace")
         mended = mend(text)
-        return cls(path.name, mended.text, os.stat(path).st_mtime, mended.undone, mended.prefixes)
+        return cls(
+            path.name, mended.text, os.stat(path).st_mtime, mended.undone, mended.prefixes, mended.commands
+        )
 
 
 class StreamedSource(Source):
@@ -186,6 +201,7 @@ class StreamedSource(Source):
 
     def _count(self, mended: Mended) -> None:
         self._prefixes.update(dict.fromkeys(mended.prefixes))
+        self._commands.update(dict.fromkeys(mended.commands))
         for said in mended.undone:
             kind = said.kind if isinstance(said, Undone) else said
             kept = self._undone.get(kind)

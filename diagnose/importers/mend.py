@@ -123,6 +123,9 @@ class Mended:
     # The distinct prefixes taken off (a few): who wrote the lines, "(VllmWorkerProcess pid=7)"
     prefixes: tuple[str, ...] = ()
     steps: tuple[str, ...] = ()  # the steps that undid something (see :func:`mend`)
+    # The commands of the prompt lines taken off ("vmstat 2", "dcgmi dmon -d 500"): a tool's options say
+    # what its output does not (its interval, its unit)
+    commands: tuple[str, ...] = ()
 
 
 def mend(text: str, dedent: bool = True, steps: frozenset[str] | None = None) -> Mended:
@@ -166,10 +169,11 @@ def mend(text: str, dedent: bool = True, steps: frozenset[str] | None = None) ->
     lines = step("unwrap", _unwrapped, lines)
     lines = step("unescape", lambda lines, undone: _unescaped("\n".join(lines), undone).split("\n"), lines)
     lines = step("prefixes", lambda lines, undone: _without_prefixes(lines, undone, prefixes, dedent), lines)
-    lines = step("noise", without_noise, lines)
+    commands: list[str] = []
+    lines = step("noise", lambda lines, undone: without_noise(lines, undone, commands), lines)
     lines = step("unglue", _unglued, lines)
     lines = step("unwrap", _unwrapped, lines)
-    return Mended("\n".join(lines), tuple(undone), tuple(prefixes), tuple(acted))
+    return Mended("\n".join(lines), tuple(undone), tuple(prefixes), tuple(acted), tuple(commands))
 
 
 def _without_cut_end(lines: list[str], undone: list[str]) -> list[str]:

@@ -38,8 +38,9 @@ _METER_DEBRIS = re.compile(r"^[\d\s.:kMGT%-]+?(?=# (?:HELP|TYPE) )")
 _TMUX = re.compile(r"\s{2,}\[\d+/\d+\]\s*$")
 
 
-def without_noise(lines: list[str], undone: list[str]) -> list[str]:
-    """Lines no format wrote: shell prompts, curl's progress meter; a tmux indicator's tail."""
+def without_noise(lines: list[str], undone: list[str], commands: list[str]) -> list[str]:
+    """Lines no format wrote: shell prompts (their commands kept in ``commands``), curl's progress meter;
+    a tmux indicator's tail."""
     kept, prompts, meter, tmux, headers = [], 0, 0, 0, 0
     for line in lines:
         query = _NOHEADER_QUERY.search(line)
@@ -47,8 +48,9 @@ def without_noise(lines: list[str], undone: list[str]) -> list[str]:
             headers += 1
             kept.append(", ".join(field for field in query.group(1).split(",") if field))
             continue
-        if PROMPT.match(line):
+        if (prompt := PROMPT.match(line)) is not None:
             prompts += 1
+            commands.append(line[prompt.end() - 1 :].strip())
             continue
         if _CURL_HEADER.match(line):
             meter += 1

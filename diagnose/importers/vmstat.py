@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from itertools import chain
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pandas as pd
@@ -63,7 +64,7 @@ class VmstatImporter(Importer):
         zone: str | None = None
         samples: list[tuple[str | None, list[float]]] = []
         skip_next = False
-        for line in source.lines():
+        for line in chain(source.commands, source.lines()):  # the command, typed after a prompt or bare
             if (command := _COMMAND.search(line)) and names is None:
                 unit = _UNITS.get(m.group(1), _KIB) if (m := _UNIT.search(command.group("options"))) else _KIB
                 delay = float(command.group("delay")) if command.group("delay") else None
