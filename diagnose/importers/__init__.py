@@ -36,6 +36,7 @@ from diagnose.importers.nvidia_smi_monitor import DmonImporter, PmonImporter
 from diagnose.importers.nvidia_smi_report import NvidiaSmiQueryImporter, NvidiaSmiTableImporter
 from diagnose.importers.nvidia_smi_xml import NvidiaSmiXmlImporter
 from diagnose.importers.nvprof import NvprofImporter
+from diagnose.importers.nvprof_trace import NvprofTraceImporter
 from diagnose.importers.oom_log import OomLogImporter
 from diagnose.importers.pidstat import PidstatImporter
 from diagnose.importers.profiler_table import ProfilerTableImporter
@@ -72,6 +73,7 @@ IMPORTERS: tuple[Importer, ...] = (
     NvidiaSmiTableImporter(),
     NvidiaSmiXmlImporter(),
     NvprofImporter(),
+    NvprofTraceImporter(),
     OomLogImporter(),
     OrtProfileImporter(),
     PidstatImporter(),
