@@ -27,6 +27,7 @@ from diagnose.importers.base import (
 )
 from diagnose.importers.dcgmi_dmon import DcgmiDmonImporter
 from diagnose.importers.gin_log import GinAccessLogImporter
+from diagnose.importers.iostat import IostatImporter
 from diagnose.importers.llamacpp_log import LlamaCppLogImporter
 from diagnose.importers.mend import Mended, mend
 from diagnose.importers.nsys_sqlite import NsysSqliteImporter
@@ -63,6 +64,7 @@ IMPORTERS: tuple[Importer, ...] = (
     DmonImporter(),
     GinAccessLogImporter(),
     GrafanaCsvImporter(),
+    IostatImporter(),
     KinetoTraceImporter(),
     LlamaCppLogImporter(),
     NsysSqliteImporter(),

@@ -32,7 +32,7 @@ class RowClock:
         found = _BANNER.match(line.strip() + " ")
         if found is None:
             return False
-        if (stated := _date(found.group(2))) is not None:
+        if (stated := date_of(found.group(2))) is not None:
             self.day, self.dated, self._previous = stated, True, None
         self.machine = found.group(3)
         return True
@@ -70,7 +70,8 @@ def clock(text: str) -> time | None:
     return time(hour, minute, min(second, 59))
 
 
-def _date(text: str) -> date | None:
+def date_of(text: str) -> date | None:
+    """A date as sysstat prints it: ISO, or the C locale's %x (MM/DD/YY or MM/DD/YYYY)."""
     for layout in ("%Y-%m-%d", "%m/%d/%y", "%m/%d/%Y"):
         try:
             return datetime.strptime(text, layout).date()
