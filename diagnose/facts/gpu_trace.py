@@ -71,7 +71,7 @@ def add_trace_facts(facts: Facts, dump: Dump) -> None:
     add_kernel_classes(facts, kernels["name"], durations, where)
     if timeline.host is not None:
         _add_host_facts(facts, timeline.host, timeline, where, dump.source("host_calls"))
-    _add_copies(facts, timeline.activity, span, where)
+    _add_copies(facts, timeline.activity, (begin, end), where)
 
 
 def _add_host_facts(
@@ -262,7 +262,11 @@ def _add_sync_cost(
     )
 
 
-def _add_copies(facts: Facts, activity: pd.DataFrame, span: float, where: str) -> None:
+def _add_copies(facts: Facts, activity: pd.DataFrame, window: tuple[float, float], where: str) -> None:
+    """The copies' facts; their time is counted within the kernels' span (``window``), so that a copy
+    before the first kernel or after the last (a trace cut short) is no share of it."""
+    begin, end = window
+    span = end - begin
     copies = activity[activity["kind"].to_numpy() == "memcpy"]
     facts.add("trace.copies", int(len(copies)), f"{where}: memcpy activity")
     if len(copies) and ("pinned" not in copies or "copy_kind" not in copies):
@@ -278,10 +282,14 @@ def _add_copies(facts: Facts, activity: pd.DataFrame, span: float, where: str) -
     facts.add(
         "trace.pageable_copy_bytes", float(pageable["bytes"].sum()), f"{where}: bytes of the pageable copies"
     )
+    starts = pageable["ts"].to_numpy(dtype="float64")
+    inside = np.clip(starts + pageable["dur_us"].to_numpy(dtype="float64"), begin, end) - np.clip(
+        starts, begin, end
+    )
     facts.add(
         "trace.pageable_copy_share",
-        float(pageable["dur_us"].sum() / span),
-        f"{where}: time of the pageable copies over the span",
+        float(inside.sum() / span),
+        f"{where}: time of the pageable copies within the span, over it",
     )
     facts.add(
         "trace.pageable_host_copy_share",
