@@ -16,7 +16,7 @@ import pytest
 
 from diagnose.errors import CatalogueError
 from diagnose.statements import EventKind, Finder, builtin_catalogue, load_catalogue, statement_events
-from diagnose.statements.template import Kind, Style, compile_template, fill
+from diagnose.statements.template import MIN_HEAD, Kind, Style, compile_template, fill
 from tests.conftest import ROOT
 
 CATALOGUE = builtin_catalogue()
@@ -97,6 +97,32 @@ def test_each_statement_is_found_when_the_paste_cut_it_after_its_head(statement)
     cut, _ = _example(statement, statement.compiled.head)
     found = list(FINDER.find(f"(pid=1) {cut}"))
     assert found and found[0].statement.event == statement.event, (statement.id, cut)
+
+
+def _cut_in_head(statement) -> bool:
+    head = " ".join(_example(statement, 1)[0].split())
+    return (
+        statement.compiled.head == 1 and len(head) > MIN_HEAD + 3 and head[:MIN_HEAD].strip().count(" ") >= 2
+    )
+
+
+CUT_IN_HEAD = [s for s in CATALOGUE if _cut_in_head(s)]
+
+
+@pytest.mark.parametrize("statement", CUT_IN_HEAD, ids=lambda s: s.id)
+def test_a_line_cut_inside_a_statements_first_words_after_min_head_characters_is_still_found(statement):
+    head = " ".join(_example(statement, 1)[0].split())
+    line = f"[rank5]:[E602 11:17:52 ProcessGroupNCCL.cpp:632] {head[: MIN_HEAD + 3]}"  # the paste ends there
+    found = list(FINDER.find(line))
+    cut = head[: MIN_HEAD + 3]
+    shared = {s.event for s in CUT_IN_HEAD if " ".join(_example(s, 1)[0].split()).startswith(cut)}
+    if shared == {statement.event}:
+        assert found and found[0].statement.event == statement.event, (statement.id, line)
+    else:  # templates of other events start with the same words: a line cut there says neither
+        assert not found, (statement.id, line, shared)
+    assert not list(FINDER.find(f"note: {head[: MIN_HEAD - 5]}")), (
+        "fewer characters than MIN_HEAD are no statement"
+    )
 
 
 @pytest.mark.parametrize("statement", CATALOGUE, ids=lambda s: s.id)
@@ -305,3 +331,9 @@ def test_a_recorded_event_takes_the_kind_its_statement_has_in_the_catalogue_toda
     (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     kinds = load_dump(tmp_path).table("events")["kind"].astype(str).tolist()
     assert kinds == ["request_too_long", "kv_cache_full", "restart"]
+
+
+def test_a_long_name_at_a_lines_end_is_no_statement_cut_short():
+    # SGLang's start-up line "max_total_num_tokens=..." cut after its name would be any scrape's HELP line
+    assert not list(FINDER.find("# HELP sglang:max_total_num_tokens Maximum total number of tokens"))
+    assert not list(FINDER.find("# HELP sglang:max_total_num_tokens"))

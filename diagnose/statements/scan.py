@@ -45,6 +45,17 @@ class Finder:
             self._by_key[statement.compiled.key].append(statement)
         self._keys = _compiled(_trie_pattern(list(self._by_key))) if self._by_key else None
         self._spaces = re.compile(r"\s+")
+        # A key found on a line stands for every key it starts with: the trie finds the longest, and a
+        # template whose head a line may hold cut short is filed under its head's first words alone.
+        self._within = {
+            key: [
+                statement
+                for other, found in self._by_key.items()
+                if key.startswith(other)
+                for statement in found
+            ]
+            for key in self._by_key
+        }
 
     def find(self, text: str, first_line: int = 1) -> Iterator[Found]:
         """The statements in ``text``, one per line at most (of the templates whose key is on the
@@ -74,16 +85,20 @@ class Finder:
                 yield Found(statement, line_number, line.strip(), values)
 
     def _match(self, line: str) -> tuple[Statement, re.Match[str]] | None:
-        best: tuple[int, Statement, re.Match[str]] | None = None
+        """The template that accounts for most of the line; none where templates of different events
+        account for the same text (a line cut inside words they share says neither)."""
+        matches: list[tuple[Statement, re.Match[str]]] = []
         assert self._keys is not None
         for hit in self._keys.finditer(line):
             key = self._spaces.sub(" ", hit.group(0))
-            for statement in self._by_key.get(key, ()):
-                match = statement.compiled.pattern.search(line)
-                # the longest match: the template that accounts for most of what the line says
-                if match and (best is None or match.end() - match.start() > best[0]):
-                    best = (match.end() - match.start(), statement, match)
-        return None if best is None else (best[1], best[2])
+            for statement in self._within.get(key, ()):
+                if (match := statement.compiled.pattern.search(line)) is not None:
+                    matches.append((statement, match))
+        if not matches:
+            return None
+        statement, match = max(matches, key=lambda found: found[1].end() - found[1].start())
+        same = [s for s, m in matches if m.span() == match.span() and s.event != statement.event]
+        return None if same else (statement, match)
 
 
 @cache

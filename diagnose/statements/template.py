@@ -80,7 +80,28 @@ def compile_template(template: str, style: Style, head_chars: int | None = None)
     pattern = "".join(parts[:head]) + _nested_optional(parts[head:])
     # The longest literal run of the head: a line cut after its head still has it.
     key = max((" ".join(p.split()) for p in pieces[:head] if isinstance(p, str)), key=len)
+    if head_chars is None and head == 1 and isinstance(pieces[0], str):
+        # The head is the template's first words: a line cut inside them, after MIN_HEAD characters, is
+        # still this statement's ("... Watchdog caught collective operati" at a paste's edge)
+        text = " ".join(pieces[0].split())
+        # ... in words: three at least, as a sentence is (one long name, "max_total_num_tokens", may be
+        # a metric's or a variable's anywhere)
+        if len(text) > MIN_HEAD and text[:MIN_HEAD].strip().count(" ") >= 2:
+            pattern = f"(?:{pattern}|{_cut_literal(pieces[0], MIN_HEAD)})"
+            key = text[:MIN_HEAD].strip()
     return Compiled(re.compile(pattern), head, key, kinds)
+
+
+def _cut_literal(piece: str, keep: int) -> str:
+    """A literal piece cut at the line's end after its first ``keep`` characters (white space counted as
+    one): a pasted line cut short inside the writer's words."""
+    text = " ".join(piece.split())
+    lead = r"\s+" if piece[:1].isspace() else ""
+    sure = r"\s+".join(re.escape(word) for word in text[:keep].split(" "))
+    rest = ""
+    for char in reversed(text[keep:]):
+        rest = "(?:" + (r"\s+" if char == " " else re.escape(char)) + rest + ")?"
+    return lead + sure + rest + r"\s*$"
 
 
 def _split(template: str, style: Style) -> list[str | Placeholder]:
