@@ -425,3 +425,21 @@ def test_the_gate_compares_two_runs_of_one_plan_at_the_rates_their_steps_asked_f
     assert judge("std", week_2, [week_1]).regressed
     told_at_sent = {k: v for k, v in week_2["knee"].items() if "planned" not in k}
     assert not judge("std", {**week_2, "knee": told_at_sent}, [week_1]).regressed  # an archive of old runs
+
+
+def test_a_step_the_engine_sent_late_is_left_out_with_its_requests():
+    """Where the load machine could not send at a step's rate, that step measures the machine: it is not
+    reported, and its requests are not in the run's dump either (the dump holds the stages reported)."""
+    service = Simulated(4, 100, seed=3)
+
+    def late_from_the_third_step(stage: Stage) -> StageRun:
+        ran = service(stage)
+        if stage.index >= 3:
+            return StageRun(ran.rows.assign(lag_ms=900.0), ran.started)
+        return ran
+
+    sweep = run_sweep(late_from_the_third_step, QUICK)
+    assert [step.stage.index for step in sweep.steps] == [1, 2]
+    assert any("sent late" in note for note in sweep.notes)
+    assert set(sweep.requests["stage"]) == {0, 1, 2}
+    assert len(sweep.requests) == sweep.baseline.sent + sum(step.sent for step in sweep.steps)

@@ -84,6 +84,7 @@ def run_sweep(run: RunStage, settings: Settings, say: Callable[[str], None] = la
                 "workers (docs/load.md) or give this machine less else to do"
             )
             steps.pop()
+            frames.pop()  # its requests with it: the dump holds the stages the result reports
             break
         rate = next_rate(steps, settings.growth, settings.resolution)
     if not steps:
