@@ -264,8 +264,8 @@ class Claim:
     """An importer's claim on a file: how sure it is, then how many of the head's lines are its own.
 
     The strongest claim reads the file, whatever the order the importers are listed in; between two
-    of one strength, the one that accounts for more lines (a kernel log with one OOM-killer line is
-    the kernel log's reader's; an engine's log with one CUDA OOM is the engine's)."""
+    of one strength, the one that accounts for more lines (an engine's log with one CUDA OOM in it is
+    the engine's reader's, which reads the OOM too; a traceback that ends in an OOM is the OOM's)."""
 
     strength: Strength
     lines: int
