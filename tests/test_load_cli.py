@@ -82,10 +82,17 @@ def test_a_run_finds_the_knee_soaks_and_leaves_a_dump(paced_service, tmp_path):
     assert json.loads(analysed.stdout)["evidence"]["tables"]["requests"]["rows"] == len(rows)
 
 
-def test_two_locust_workers_send_the_run_together(paced_service, tmp_path):
+@pytest.fixture
+def slow_service(tmp_path):
+    """A model step of 200 ms: a knee near 5 req/s, which a load engine sharing its cores reaches."""
+    with _paced(tmp_path, step_ms=200) as url:
+        yield url
+
+
+def test_two_locust_workers_send_the_run_together(slow_service, tmp_path):
     out, port = tmp_path / "run", free_port()
     master = subprocess.Popen(
-        [sys.executable, "-m", "diagnose", "load", f"{paced_service}/generate", "-o", str(out), *COARSE,
+        [sys.executable, "-m", "diagnose", "load", f"{slow_service}/generate", "-o", str(out), *COARSE,
          "--soak", "0", "--workers", "2", "--master-port", str(port), "--format", "json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
