@@ -122,13 +122,12 @@ def test_two_locust_workers_send_the_run_together(slow_service, tmp_path):
 
 
 def test_recorded_on_the_servers_host_the_knee_is_diagnosed_and_its_cpu_stage_named(tmp_path):
-    """The testbed's tokenizer on its pure-Python path, six passes a prompt, on the event loop's side
-    thread: that stage is what saturates, so at the knee the recording names it (six: a knee low enough
-    for a load engine that shares two cores with two busy processes to reach)."""
+    """The testbed's tokenizer on its pure-Python path, three passes a prompt, on the event loop's side
+    thread: that stage is what saturates, so at the knee the recording names it."""
     port, log = free_port(), tmp_path / "service.jsonl"
     service = subprocess.Popen(
         [sys.executable, "-m", "testbed.service", "--port", str(port), "--log", str(log), "--slow-tokenizer",
-         "--tokenize-passes", "6"],
+         "--tokenize-passes", "3"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
