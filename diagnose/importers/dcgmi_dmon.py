@@ -16,13 +16,14 @@ unless the pasted command line says), the last at the file's modification time.
 from __future__ import annotations
 
 import re
+from functools import cache
 from itertools import chain
 
-import numpy as np
 import pandas as pd
 
 from diagnose.engines.metrics import gpu_fields
-from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim, filled
+from diagnose.importers.nvidia_smi_monitor import stamps_by_round
 from diagnose.units import counted
 
 # shortName -> field (dcgm_fields.cpp), for the fields the gpu table holds
@@ -63,7 +64,7 @@ class DcgmiDmonImporter(Importer):
         lines = head.splitlines()
         for at, line in enumerate(lines):
             if _HEADER.match(line.strip()) and at + 1 < len(lines) and _UNITS.match(lines[at + 1]):
-                return claim(Strength.DOCUMENT, sum(1 for rest in lines[at:] if rest.strip()))
+                return claim(Strength.DOCUMENT, filled(lines[at:]))
         return None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
@@ -91,7 +92,7 @@ class DcgmiDmonImporter(Importer):
         if not rows:
             return result
         frame = pd.DataFrame(rows)
-        frame["ts"] = _stamps(frame["gpu"].to_numpy(), source.mtime, delay_ms / 1000.0)
+        frame["ts"] = stamps_by_round(frame["gpu"], source.mtime, delay_ms / 1000.0)
         result.tables["gpu"] = frame
         how = f"its -d of {delay_ms:g} ms" if said_delay else "dcgmi's default -d of 1000 ms"
         result.warnings.append(
@@ -106,32 +107,27 @@ class DcgmiDmonImporter(Importer):
         return result
 
 
+@cache
+def _fields() -> dict[str, tuple[int, str, float]]:
+    """Each short name's (rank, gpu column, scale): its field's in metrics/dcgm-exporter.yaml, where the
+    rank orders two fields of one column as the catalogue lists them."""
+    fields = gpu_fields("dcgm-exporter")
+    rank = {field: at for at, field in enumerate(fields)}
+    return {short: (rank[field], *fields[field]) for short, field in _SHORT_NAMES.items() if field in fields}
+
+
 def _figures(names: list[str], cells: list[str]) -> dict[str, float]:
     """A row's values in the gpu table's columns and units; of two fields for one column, the first
     metrics/dcgm-exporter.yaml lists."""
-    fields = gpu_fields("dcgm-exporter")
-    order = list(fields)
     found: dict[str, tuple[int, float]] = {}
     for name, cell in zip(names, cells, strict=True):
-        field = _SHORT_NAMES.get(name)
-        if field is None or field not in fields or (value := _number(cell)) is None:
+        field = _fields().get(name)
+        if field is None or (value := _number(cell)) is None:
             continue
-        column, scale = fields[field]
-        rank = order.index(field)
+        rank, column, scale = field
         if column not in found or rank < found[column][0]:
             found[column] = (rank, value * scale)
     return {column: value for column, (_, value) in found.items()}
-
-
-def _stamps(gpus: np.ndarray, end: float, step: float) -> list[float]:
-    """A new sample starts whenever a GPU comes round again."""
-    sample, seen, samples = 0, set[int](), []
-    for gpu in gpus:
-        if gpu in seen:
-            sample, seen = sample + 1, set()
-        seen.add(int(gpu))
-        samples.append(sample)
-    return [end - (samples[-1] - s) * step for s in samples]
 
 
 def _number(text: str) -> float | None:

@@ -26,8 +26,18 @@ from itertools import chain
 
 import pandas as pd
 
-from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim, local_epoch, zone_note
-from diagnose.importers.sysstat_clock import RowClock, clock, date_of
+from diagnose.importers.base import (
+    Claim,
+    Imported,
+    Importer,
+    Source,
+    Strength,
+    claim,
+    filled,
+    local_epoch,
+    zone_note,
+)
+from diagnose.importers.sysstat_clock import RowClock, clock, date_of, figure
 
 _CPU = re.compile(r"^\s*avg-cpu:\s+(?P<names>%user.*%idle)\s*$")
 _DEVICES = re.compile(r"^\s*Device:?\s+(?P<names>\S.*?)\s*$")
@@ -65,7 +75,7 @@ class IostatImporter(Importer):
         lines = head.splitlines()
         for at, line in enumerate(lines):
             if _CPU.match(line) or (_DEVICES.match(line) and _names_a_rate(line)):
-                return claim(Strength.DOCUMENT, sum(1 for rest in lines[at:] if rest.strip()))
+                return claim(Strength.DOCUMENT, filled(lines[at:]))
         return None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:
@@ -128,7 +138,7 @@ class _Report:
         self.parts: set[str] = set()
 
     def cpu(self, names: list[str], cells: list[str]) -> None:
-        values = [_number(cell) for cell in cells]
+        values = [figure(cell) for cell in cells]
         if len(values) != len(names) or any(v is None for v in values):
             return
         figures = dict(zip(names, values, strict=True))
@@ -139,7 +149,7 @@ class _Report:
     def device(self, names: list[str], cells: list[str]) -> None:
         if len(cells) != len(names) + 1 or _STACKED.match(cells[0]):
             return
-        figures = dict(zip(names, (_number(cell) for cell in cells[1:]), strict=True))
+        figures = dict(zip(names, (figure(cell) for cell in cells[1:]), strict=True))
         for units, column in ((_READ, "disk_read_bytes_per_s"), (_WRITTEN, "disk_write_bytes_per_s")):
             for name, unit in units.items():
                 if (value := figures.get(name)) is not None:
@@ -171,10 +181,3 @@ def _stamp(line: str, tz: str | None) -> float | None:
     if day is None or when is None:
         return None
     return local_epoch(pd.Timestamp(datetime.combine(day, when)), tz)
-
-
-def _number(text: str) -> float | None:
-    try:
-        return float(text.replace(",", "."))
-    except ValueError:
-        return None

@@ -147,7 +147,7 @@ class _MonitorImporter(Importer):
         if "ts" in frame.columns:
             result.warnings.append(zone_note("nvidia-smi monitor times", tz))
         else:
-            frame["ts"] = _one_second_apart(frame, source.mtime)
+            frame["ts"] = stamps_by_round(frame["gpu"], source.mtime)
             result.warnings.append(
                 "no times in the rows (run it with -o DT): samples taken as 1 s apart, "
                 "ending at the file's modification time"
@@ -163,15 +163,16 @@ class _MonitorImporter(Importer):
             record.pop(self.mapping[column][0], None)
 
 
-def _one_second_apart(frame: pd.DataFrame, end: float) -> list[float]:
-    """A new sample starts whenever a GPU index comes round again."""
-    sample, seen, stamps = 0, set[int](), []
-    for gpu in frame["gpu"]:
+def stamps_by_round(gpus: Iterable[int], end: float, step: float = 1.0) -> list[float]:
+    """Times for rows printed without any, ``step`` seconds a sample, the last at ``end``: a new sample
+    starts whenever a GPU comes round again."""
+    sample, seen, samples = 0, set[int](), []
+    for gpu in gpus:
         if gpu in seen:
             sample, seen = sample + 1, set()
-        seen.add(gpu)
-        stamps.append(sample)
-    return [end - (stamps[-1] - s) for s in stamps]
+        seen.add(int(gpu))
+        samples.append(sample)
+    return [end - (samples[-1] - s) * step for s in samples]
 
 
 class DmonImporter(_MonitorImporter):

@@ -19,7 +19,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim
+from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim, filled
 from diagnose.units import counted
 
 _TIME = re.compile(r"^(\d+(?:\.\d+)?)(ns|us|ms|s)$")
@@ -64,7 +64,7 @@ class NvprofTraceImporter(Importer):
         for at, line in enumerate(lines):
             after_result = at > 0 and _RESULT.match(lines[at - 1]) is not None
             if _GPU_HEADER.match(line) or (after_result and _API_HEADER.match(line)):
-                return claim(Strength.DOCUMENT, sum(1 for rest in lines[at:] if rest.strip()))
+                return claim(Strength.DOCUMENT, filled(lines[at:]))
         return None
 
     def read(self, source: Source, tz: str | None = None) -> Imported:

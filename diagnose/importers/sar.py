@@ -33,7 +33,7 @@ from datetime import UTC, date, datetime, time
 import pandas as pd
 
 from diagnose.importers.base import Claim, Imported, Importer, Source, header_claim, local_epoch, zone_note
-from diagnose.importers.sysstat_clock import RowClock, clock
+from diagnose.importers.sysstat_clock import RowClock, clock, figure
 from diagnose.units import counted
 
 KIB = 1024
@@ -159,7 +159,7 @@ class SarImporter(Importer):
             if when is None or len(words) != clock_words + len(names):  # Average:, LINUX RESTART
                 continue
             cells = dict(zip(names, words[clock_words:], strict=True))
-            figures = {name: value for name, cell in cells.items() if (value := _number(cell)) is not None}
+            figures = {name: value for name, cell in cells.items() if (value := figure(cell)) is not None}
             ts = local_epoch(pd.Timestamp(rows_clock.at(when)), tz)
             kind.fill(rows.setdefault(ts, {"ts": ts}), cells, figures)
         if not rows:
@@ -199,7 +199,7 @@ def _names_of_unknown_report(words: list[str]) -> str | None:
 
 
 def _is_name(word: str) -> bool:
-    return _number(word) is None and (
+    return figure(word) is None and (
         word.endswith("/s") or word.startswith("%") or word.isalpha() or "-" in word or word in _ITEM_COLUMNS
     )
 
@@ -217,10 +217,3 @@ def _copy(row: dict[str, float], figures: dict[str, float], names: dict[str, str
     for name, column in names.items():
         if name in figures:
             row[column] = figures[name] * unit
-
-
-def _number(text: str) -> float | None:
-    try:
-        return float(text.replace(",", "."))  # a locale's decimal comma (LC_NUMERIC)
-    except ValueError:
-        return None

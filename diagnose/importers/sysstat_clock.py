@@ -1,4 +1,5 @@
-"""The day and the clock sysstat's tools (pidstat, sar, mpstat) stamp their rows with.
+"""The day and the clock sysstat's tools (pidstat, sar, mpstat, iostat) stamp their rows with, and
+how they print a figure.
 
 Each prints a banner first (``Linux 5.15.0 (host)  12/07/26  _x86_64_  (64 CPU)``: common.c's
 print_gal_header) whose date is ``%x`` (MM/DD/YY in the C locale, ISO with ``S_TIME_FORMAT=ISO``),
@@ -78,3 +79,11 @@ def date_of(text: str) -> date | None:
         except ValueError:
             continue
     return None
+
+
+def figure(text: str) -> float | None:
+    """A figure as sysstat prints it, in a locale's decimal comma too (LC_NUMERIC), or None."""
+    try:
+        return float(text.replace(",", "."))
+    except ValueError:
+        return None
