@@ -443,3 +443,32 @@ def test_a_step_the_engine_sent_late_is_left_out_with_its_requests():
     assert any("sent late" in note for note in sweep.notes)
     assert set(sweep.requests["stage"]) == {0, 1, 2}
     assert len(sweep.requests) == sweep.baseline.sent + sum(step.sent for step in sweep.steps)
+
+
+def test_a_late_step_whose_latency_rose_far_beyond_the_lateness_is_kept_as_the_services():
+    """The engine and a saturated service share a busy machine: past 30 req/s (the service's capacity)
+    the engine sent 250 ms late (P99), and the service's P50 rose by a second or more, more than twice
+    the lag can add (bunching, late reading). That step shows the service falling behind: kept, noted."""
+    sweep = run_sweep(_late_past_capacity(lag_ms=250.0), QUICK)
+    assert sweep.knee.found and sweep.knee.fell_behind_rps > 30, sweep.notes
+    assert any("kept as the service's" in note for note in sweep.notes)
+
+
+def test_a_late_step_whose_latency_the_lateness_explains_is_left_out():
+    """The same service and load, the engine 900 ms late: a P50 within twice that lag of the baseline's
+    could be the load machine's own doing, and the step is left out."""
+    sweep = run_sweep(_late_past_capacity(lag_ms=900.0), QUICK)
+    assert all(step.offered_rps < 30 for step in sweep.steps) and not sweep.knee.found
+    assert any("the load machine was the limit" in note for note in sweep.notes)
+
+
+def _late_past_capacity(lag_ms: float):
+    service = Simulated(3, 100, seed=3)
+
+    def run(stage: Stage) -> StageRun:
+        ran = service(stage)
+        if stage.rate_rps is not None and stage.rate_rps > 30:
+            return StageRun(ran.rows.assign(lag_ms=lag_ms), ran.started)
+        return ran
+
+    return run
