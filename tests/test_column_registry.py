@@ -42,7 +42,7 @@ def documented() -> dict[str, set[str]]:
     """Each table's columns as the document names them: the table rows' key and column cells, each
     request column's row, each event field's row."""
     tables: dict[str, set[str]] = {}
-    for title in ("## Time-series tables", "## Trace tables"):
+    for title in ("## Time-series tables", "## Summary tables", "## Trace tables"):
         for line in _section(title).splitlines():
             if match := _ROW.match(line):
                 cells = match.group(2).split(" | ")

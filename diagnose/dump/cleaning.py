@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.dump.formats import ReadResult, TableReadError
-from diagnose.dump.schema import EVENTS_TABLE, TABLES, TRACE_TABLES, is_numeric_column
+from diagnose.dump.schema import EVENTS_TABLE, SUMMARY_TABLES, TABLES, TRACE_TABLES, is_numeric_column
 from diagnose.dump.timestamps import parse_ts
 from diagnose.statements.catalogue import builtin_catalogue
 from diagnose.units import counted
@@ -20,7 +20,7 @@ from diagnose.units import counted
 def normalised(name: str, result: ReadResult, label: str, warnings: list[str]) -> pd.DataFrame:
     frame = result.frame
     frame.columns = [str(c).strip() for c in frame.columns]
-    if name in TRACE_TABLES and not TRACE_TABLES[name].timed:
+    if name in SUMMARY_TABLES or (name in TRACE_TABLES and not TRACE_TABLES[name].timed):
         return _coerce_numbers(name, frame, label, result, warnings).reset_index(drop=True)
     if "ts" not in frame.columns:
         shown = ", ".join(frame.columns[:8]) + (", ..." if len(frame.columns) > 8 else "")

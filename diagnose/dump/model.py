@@ -80,6 +80,8 @@ class Dump:
     request_sample: RequestSample | None = None
     # Tables whose writers' own sampling is known (every file that fed the table stated it): see interval.
     cadences: dict[str, Cadence] = field(default_factory=dict)
+    # Results with no clock of their own (a load test's steps: schema.SUMMARY_TABLES), every file's rows.
+    summaries: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     def requests_per_row(self) -> float:
         """How many requests each row of the request table stands for: 1 unless it is a sample."""
@@ -96,7 +98,9 @@ class Dump:
 
     def table(self, name: str) -> pd.DataFrame | None:
         frame = self.tables.get(name)
-        return frame if frame is not None else self.traces.get(name)
+        if frame is None:
+            frame = self.traces.get(name)
+        return frame if frame is not None else self.summaries.get(name)
 
     def interval(self, name: str) -> float | None:
         """A time-series table's sampling interval, in seconds: its writer's where that is known (a
@@ -141,7 +145,8 @@ class Dump:
         if all(tables[name] is frame for name, frame in self.tables.items()):
             return self
         kept = {name: frame for name, frame in tables.items() if len(frame)}
-        files = {name: self.files[name] for name in kept if name in self.files}
+        unclocked = (*self.traces, *self.summaries)  # never cut to a window: their files stay cited
+        files = {name: self.files[name] for name in (*kept, *unclocked) if name in self.files}
         sample = self.request_sample.between(start, end) if self.request_sample is not None else None
         return replace(self, tables=kept, files=files, request_sample=sample)
 

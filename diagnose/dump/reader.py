@@ -23,6 +23,7 @@ from diagnose.dump.sample import sampled_requests
 from diagnose.dump.schema import (
     EVENTS_TABLE,
     MANIFEST_FILE,
+    SUMMARY_TABLES,
     TABLES,
     TRACE_TABLES,
     split_table_name,
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str], None]  # told what is being read now (a status line on a terminal)
 
-KNOWN_TABLES = (*TABLES, EVENTS_TABLE, *TRACE_TABLES)
+KNOWN_TABLES = (*TABLES, EVENTS_TABLE, *TRACE_TABLES, *SUMMARY_TABLES)
 
 
 def load_dump(path: str, tz: str | None = None, progress: Progress | None = None) -> Dump:
@@ -104,10 +105,11 @@ def load_dump(path: str, tz: str | None = None, progress: Progress | None = None
         folder, not_used, tables, by_trace, files, warnings, environment, cadences, tz, progress
     )
     traces = _one_trace(by_trace, files, warnings)
+    summaries = {name: tables.pop(name) for name in SUMMARY_TABLES if name in tables}
     if environment:
         stated = manifest.extra.get("environment", {})
         manifest.extra = {**manifest.extra, "environment": {**environment, **stated}}
-    if not tables and not traces:
+    if not tables and not traces and not summaries:
         if problems:
             raise DumpError(problems[0].removesuffix("; table skipped"))
         if imported:
@@ -135,7 +137,17 @@ def load_dump(path: str, tz: str | None = None, progress: Progress | None = None
         request_sample = None
         warnings.append("requests: a sample and the requests of another file together; counted as read")
     return Dump(
-        str(path), tables, files, manifest, warnings, not_used, imported, traces, request_sample, cadences
+        str(path),
+        tables,
+        files,
+        manifest,
+        warnings,
+        not_used,
+        imported,
+        traces,
+        request_sample,
+        cadences,
+        summaries,
     )
 
 
@@ -266,7 +278,8 @@ def _import_foreign(
         if result.environment:
             environment.update(result.environment)
         for table, frame in result.tables.items():
-            timed = TRACE_TABLES[table].timed if table in TRACE_TABLES else True
+            spec = TRACE_TABLES.get(table) or SUMMARY_TABLES.get(table)
+            timed = spec.timed if spec is not None else True
             if frame.empty or (timed and "ts" not in frame):
                 continue
             # The same cleaning as a table file's: times, numbers, latency from stages, duplicates.
@@ -282,7 +295,9 @@ def _import_foreign(
                 by_trace.setdefault(name, {})[table] = (frame, name)
                 continue
             merged = frame if table not in tables else pd.concat([tables[table], frame], ignore_index=True)
-            tables[table] = merged.sort_values("ts", kind="stable", ignore_index=True)
+            if table not in SUMMARY_TABLES:  # a summary's rows stay in the order they were printed
+                merged = merged.sort_values("ts", kind="stable", ignore_index=True)
+            tables[table] = merged
             files.setdefault(table, []).append(name)
             said.setdefault(table, []).append(result.cadences.get(table))
     for table, cadence in said.items():

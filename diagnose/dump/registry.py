@@ -72,6 +72,27 @@ _BEYOND_RECORD: dict[str, tuple[str, ...]] = {
         "device_total_us",
         "table_self_host_us",
     ),
+    "load_steps": (  # a load test's steps as its tool printed them (perf_analyzer)
+        "tool",
+        "line",
+        "concurrency",
+        "rate_rps",
+        "batch_size",
+        "throughput_rps",
+        "latency_avg_ms",
+        "latency_p50_ms",
+        "latency_p90_ms",
+        "latency_p95_ms",
+        "latency_p99_ms",
+        "requests",
+        "delayed_pct",
+        "server_requests",
+        "server_inferences",
+        "server_executions",
+        "server_latency_ms",
+        "server_queue_ms",
+        "server_compute_ms",
+    ),
     # Beyond these, an event carries the figures its statement names (statements/*.yaml `figures`), and
     # a flight recorder's trigger event the values of the signals its condition read.
     "events": (

@@ -80,6 +80,33 @@ TRACE_TABLES: dict[str, TableSpec] = {
     )
 }
 
+# Results without a clock of their own, each row a whole run's figure: a load test's steps (perf_analyzer
+# prints no times). Every file's rows are kept (unlike a trace's tables, two files are two tests, not two
+# clocks), never cut to a window.
+SUMMARY_TABLES: dict[str, TableSpec] = {
+    spec.name: spec
+    for spec in (
+        TableSpec(
+            "load_steps",
+            (),
+            frozenset(
+                {
+                    "line",
+                    "concurrency",
+                    "rate_rps",
+                    "throughput_rps",
+                    "batch_size",
+                    "requests",
+                    "server_requests",
+                    "server_inferences",
+                    "server_executions",
+                }
+            ),
+            timed=False,
+        ),
+    )
+}
+
 # The columns of the fixed-schema tables, in the order diagnose record writes them (any may be empty).
 COLUMNS = {
     "system": [
@@ -182,7 +209,7 @@ MANIFEST_FILE = "manifest.yaml"
 
 
 def is_numeric_column(table: str, column: str) -> bool:
-    spec = TABLES.get(table) or TRACE_TABLES.get(table)
+    spec = TABLES.get(table) or TRACE_TABLES.get(table) or SUMMARY_TABLES.get(table)
     if spec is not None and column in spec.numeric:
         return True
     return column != "ts" and column.endswith(UNIT_SUFFIXES)

@@ -18,6 +18,7 @@ from diagnose.facts.host_memory import add_host_memory_facts
 from diagnose.facts.latency import add_latency_facts
 from diagnose.facts.length_shift import add_shift_facts
 from diagnose.facts.llm import add_interference_facts, add_llm_facts, add_llm_shift_facts
+from diagnose.facts.load_steps import add_load_step_facts
 from diagnose.facts.memory import add_allocator_facts, add_oom_facts
 from diagnose.facts.memory_cleanup import add_memory_cleanup_facts
 from diagnose.facts.model import Fact, Facts, Headline
@@ -75,6 +76,7 @@ def compute_facts(dump: Dump, slo_p99_ms: float | None = None, spikes: SpikeAnal
         ]
     steps += [
         ("queueing facts", lambda: add_queue_facts(facts, dump)),  # from the engine's gauges without requests
+        ("load test facts", lambda: add_load_step_facts(facts, dump)),
         ("serving-engine facts", lambda: add_engine_facts(facts, dump)),
         ("GPU facts", lambda: add_gpu_facts(facts, dump)),
         ("GPU clock facts", lambda: add_throttle_facts(facts, dump)),

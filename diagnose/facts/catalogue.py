@@ -66,6 +66,10 @@ _RHO = said(
         ),
     ),
 )
+_LOAD_STEPS = said(
+    "a load test's report with the server's own statistics (perf_analyzer's steps: load_steps)",
+    columns("load_steps", "server_queue_ms", "server_latency_ms"),
+)
 _BATCH_WAIT = columns("requests", "stage_batch_wait_ms")
 _BATCH = columns("requests", "batch_size", "stage_forward_ms")
 _KV = columns("server", "kv_cache_usage_pct", where="an engine's stats log or /metrics")
@@ -464,6 +468,27 @@ CATALOGUE: dict[str, FactSpec] = {
         FactUnit.RPS, _QUEUE, "70 % of the knee: an operating point with headroom"
     ),
     "queue.rho.max": FactSpec(FactUnit.RATIO, _RHO, "utilisation of the busiest window"),
+    "loadtest.steps": FactSpec(FactUnit.COUNT, _LOAD_STEPS, "steps of the load test that reported figures"),
+    "loadtest.queue_share": FactSpec(
+        FactUnit.RATIO,
+        _LOAD_STEPS,
+        "the largest share of a request's time in the server spent in its queue, over the steps with more "
+        "than one request outstanding (a queue's utilisation, where the model computed all along)",
+    ),
+    "loadtest.queue_load": FactSpec(FactUnit.NAME, _LOAD_STEPS, "that step's load: a concurrency or a rate"),
+    "loadtest.queue_ms": FactSpec(FactUnit.MS, _LOAD_STEPS, "the server's queue per request at that step"),
+    "loadtest.server_latency_ms": FactSpec(
+        FactUnit.MS, _LOAD_STEPS, "a request's time in the server at that step"
+    ),
+    "loadtest.model_busy": FactSpec(
+        FactUnit.FACTOR,
+        said(
+            "a load test's report with the server's executions, compute and inference counts",
+            columns("load_steps", "server_executions", "server_compute_ms", "server_inferences"),
+        ),
+        "seconds the model computed per second at that step (one instance: its busy share; above 1, "
+        "several computed at once)",
+    ),
     "queue.rho.p10": FactSpec(FactUnit.RATIO, _RHO, "utilisation of the quietest tenth of the windows"),
     "queue.mm1_corr": FactSpec(FactUnit.RATIO, _RHO, "Spearman of queue wait and rho/(1-rho)"),
     "batch.wait.share_mean": FactSpec(FactUnit.RATIO, _BATCH_WAIT, "batch waiting's share of mean latency"),

@@ -39,6 +39,7 @@ from diagnose.importers.nvidia_smi_xml import NvidiaSmiXmlImporter
 from diagnose.importers.nvprof import NvprofImporter
 from diagnose.importers.nvprof_trace import NvprofTraceImporter
 from diagnose.importers.oom_log import OomLogImporter
+from diagnose.importers.perf_analyzer import PerfAnalyzerImporter
 from diagnose.importers.pidstat import PidstatImporter
 from diagnose.importers.profiler_table import ProfilerTableImporter
 from diagnose.importers.profiler_trace import KinetoTraceImporter, OrtProfileImporter
@@ -78,6 +79,7 @@ IMPORTERS: tuple[Importer, ...] = (
     NvprofTraceImporter(),
     OomLogImporter(),
     OrtProfileImporter(),
+    PerfAnalyzerImporter(),
     PidstatImporter(),
     PmonImporter(),
     ProfilerTableImporter(),

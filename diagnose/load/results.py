@@ -43,19 +43,10 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.errors import InputError
+from diagnose.importers.perf_analyzer import PerfAnalyzerImporter, read_steps
 
 _NAN = math.nan
 _LEVEL_S = 20  # seconds a Locust user count must be held to make a point of the curve
-# perf_analyzer's console report (see the module's docstring), at any indent
-_PA_STEP = re.compile(
-    r"^\s*(?:Request concurrency: (?P<concurrency>\d+)"
-    r"|Request Rate: (?P<rate>[\d.]+) inference requests per second)"
-)
-_PA_FIGURE = re.compile(
-    r"^\s*(?P<name>Throughput|p50|p99)(?: latency)?: (?P<value>[\d.]+) (?:infer/sec|usec)"
-)
-_PA_BATCH = re.compile(r"^\s*Batch size: (?P<size>\d+)")
-_PA_UNSTABLE = "Failed to obtain stable measurement"
 
 
 @dataclass(frozen=True)
@@ -90,7 +81,7 @@ def read_results(path: Path) -> list[Point]:
         return _locust_stats(path, text)
     if header.startswith(("Concurrency,Inferences/Second", "Request Rate,Inferences/Second")):
         return _perf_analyzer_csv(path, text)
-    if any(_PA_STEP.match(line) for line in text.splitlines()):
+    if PerfAnalyzerImporter().recognise(text) is not None:
         return _perf_analyzer_console(path, text)
     raise InputError(
         f"{path}: not a load test's results diagnose load reads (vLLM's or SGLang's benchmark JSON, "
@@ -329,30 +320,19 @@ def _locust_stats(path: Path, text: str) -> list[Point]:
 
 
 def _perf_analyzer_console(path: Path, text: str) -> list[Point]:
-    """A point per step that stabilised, from its Client block; an unstable step is left out."""
-    batch = 1.0
-    steps: list[tuple[int, re.Match[str], dict[str, float]]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if (size := _PA_BATCH.match(line)) is not None and not steps:
-            batch = max(1.0, float(size["size"]))
-        elif (step := _PA_STEP.match(line)) is not None:
-            steps.append((number, step, {}))
-        elif steps and (figure := _PA_FIGURE.match(line)) is not None:
-            steps[-1][2].setdefault(figure["name"], float(figure["value"]))
-        elif steps and _PA_UNSTABLE in line:
-            steps[-1][2]["unstable"] = 1.0
+    """A point per step that stabilised, read as ``diagnose file`` reads the report
+    (diagnose/importers/perf_analyzer.py); an unstable step is left out."""
     points = [
         Point(
-            f"{path}:{number}",
+            f"{path}:{step.line}",
             "perf_analyzer",
-            float(step["rate"]) if step["rate"] else None,
-            float(step["concurrency"]) if step["concurrency"] else None,
-            figures["Throughput"] / batch,
-            figures.get("p50", _NAN) / 1000,
-            figures.get("p99", _NAN) / 1000,
+            step.rate_rps,
+            step.concurrency,
+            step.throughput_rps,
+            step.latency_p50_ms,
+            step.latency_p99_ms,
         )
-        for number, step, figures in steps
-        if "Throughput" in figures and "unstable" not in figures
+        for step in read_steps(text.splitlines())[0]
     ]
     if not points:
         raise InputError(

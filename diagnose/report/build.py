@@ -14,7 +14,7 @@ from diagnose.detect import SignalFindings, SpikeAnalysis
 from diagnose.detect.alignment import Alignment
 from diagnose.dump.model import Dump, SourceStatus
 from diagnose.dump.reader import KNOWN_TABLES
-from diagnose.dump.schema import TRACE_TABLES
+from diagnose.dump.schema import SUMMARY_TABLES, TRACE_TABLES
 from diagnose.facts.model import Facts
 from diagnose.gain import ExpectedGain, expected_gain, no_counterfactual
 from diagnose.isolation import isolated
@@ -57,11 +57,13 @@ def build_report(
         evidence=EvidenceRead(
             tables={
                 name: TableRead(int(len(frame)), tuple(dump.files[name]))
-                for name, frame in {**dump.tables, **dump.traces}.items()
+                for name, frame in {**dump.tables, **dump.traces, **dump.summaries}.items()
             },
-            # A profiler trace is evidence of another kind: its absence is no gap in a recording.
+            # A profiler trace or a load test is evidence of another kind: its absence is no gap.
             missing=tuple(
-                name for name in KNOWN_TABLES if name not in dump.tables and name not in TRACE_TABLES
+                name
+                for name in KNOWN_TABLES
+                if name not in dump.tables and name not in TRACE_TABLES and name not in SUMMARY_TABLES
             ),
             importers=tuple(ImporterUse(u["file"], u["importer"], int(u["rows"])) for u in dump.importers),
             not_used=tuple(dump.not_used),

@@ -1,0 +1,81 @@
+"""What a load test's own report says of the server under its load (``load_steps``: perf_analyzer's steps).
+
+Triton's statistics split a request's time in the server into its queue (waiting for an instance, the
+dynamic batcher's wait included) and its compute. The share of a request's time spent waiting reads
+like a utilisation: in an M/M/1 queue it is rho exactly (W_q / W = rho), and a closed loop of N clients
+on c instances, saturated, waits 1 - c/N of it. But a queue share alone can also be a batcher holding
+requests while the model idles; the model's own busy time tells the two apart: executions times the
+compute each took, over the step's window (the server's inferences over the client's inferences a
+second). A single instance is busy that share of the time; more than 1 means several computed at once.
+
+A step with one request outstanding (concurrency 1) queues behind nothing: its queue is the scheduler's
+own wait, not load, and it is left out of the share.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from diagnose.dump.model import Dump
+from diagnose.facts.model import Facts
+
+_BUSY = ("server_executions", "server_compute_ms", "server_inferences")
+
+
+def add_load_step_facts(facts: Facts, dump: Dump) -> None:
+    steps = dump.summaries.get("load_steps")
+    if steps is None or not len(steps) or not {"server_queue_ms", "server_latency_ms"} <= set(steps.columns):
+        return
+    where = dump.source("load_steps")
+    facts.add("loadtest.steps", len(steps), f"{where}: the load test's steps that reported figures")
+    queue, latency = _number(steps, "server_queue_ms"), _number(steps, "server_latency_ms")
+    loaded = (_number(steps, "concurrency") >= 2) | np.isfinite(_number(steps, "rate_rps"))
+    share = np.where(loaded & (latency > 0), queue / latency, np.nan)
+    if not np.isfinite(share).any():
+        return
+    at = int(np.nanargmax(share))
+    step = steps.iloc[at]
+    load = _load(step)
+    line = f" (line {int(step['line'])})" if pd.notna(step.get("line")) else ""
+    cited = f"{where}, the step at {load}{line}"
+    facts.add("loadtest.queue_load", load, f"{cited}: its load")
+    facts.add("loadtest.queue_share", float(share[at]), f"{cited}: the server's queue over its latency")
+    facts.add("loadtest.queue_ms", float(queue[at]), f"{cited}: the server's queue, per request")
+    facts.add("loadtest.server_latency_ms", float(latency[at]), f"{cited}: a request's time in the server")
+    busy = _busy(step)
+    if busy is not None:
+        facts.add(
+            "loadtest.model_busy",
+            busy,
+            f"{cited}: executions x compute per execution over the step's window (server inferences over "
+            "the client's inferences a second)",
+        )
+
+
+def _busy(step: pd.Series) -> float | None:
+    """Seconds the model computed per second of the step, where the report gives what it takes."""
+    executions, compute_ms, inferences = (_value(step, name) for name in _BUSY)
+    batch = _value(step, "batch_size")
+    per_second = _value(step, "throughput_rps") * (batch if np.isfinite(batch) else 1.0)  # inferences
+    window_s = inferences / per_second if per_second > 0 else np.nan
+    busy = executions * compute_ms / 1000 / window_s
+    return float(busy) if np.isfinite(busy) else None
+
+
+def _load(step: pd.Series) -> str:
+    concurrency = _value(step, "concurrency")
+    if np.isfinite(concurrency):
+        return f"concurrency {concurrency:.0f}"
+    return f"{_value(step, 'rate_rps'):.3g} req/s offered"
+
+
+def _value(step: pd.Series, name: str) -> float:
+    value = pd.to_numeric(pd.Series([step.get(name)]), errors="coerce").iloc[0]
+    return float(value) if pd.notna(value) else np.nan
+
+
+def _number(frame: pd.DataFrame, column: str) -> np.ndarray:
+    if column not in frame:
+        return np.full(len(frame), np.nan)
+    return pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype="float64")
