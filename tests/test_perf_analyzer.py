@@ -172,12 +172,21 @@ def test_the_queue_past_the_knee_while_the_model_computes_all_along_is_saturatio
     )
 
 
-def test_a_batcher_holding_requests_while_the_model_idles_is_no_saturation(tmp_path):
+def test_a_batcher_holding_requests_while_the_model_idles_is_the_window_not_saturation(tmp_path):
     report = _report(tmp_path, HELD_BY_THE_BATCHER)
     assert report.facts["loadtest.queue_share"].value == pytest.approx(90 / 99)
     assert report.facts["loadtest.model_busy"].value == pytest.approx(180 * 8.95 / 1000 / 18)
-    assert not [h.id for h in report.hypotheses if h.score >= 0.5]
     assert "queue-saturation" in {r.id for r in report.ruled_out}  # the model had idle time: no saturation
+    likely = [h for h in report.hypotheses if h.score >= 0.5]
+    assert [h.id for h in likely] == ["batch-window-too-long"]
+    said = " ".join(e.text for e in likely[0].evidence)
+    assert "at concurrency 4" in said and "0.09 s a second" in said and "90.0 ms for its batch" in said
+
+
+def test_a_closed_loop_that_keeps_the_model_busy_shows_no_batcher_wait(tmp_path):
+    """Past the knee requests queue behind one another: a queue share under the model's busy share."""
+    report = _report(tmp_path, SWEEP)
+    assert not any(name.startswith("loadtest.held") for name in report.facts)
 
 
 def test_one_request_at_a_time_queues_behind_nothing(tmp_path):

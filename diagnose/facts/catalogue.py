@@ -70,6 +70,10 @@ _LOAD_STEPS = said(
     "a load test's report with the server's own statistics (perf_analyzer's steps: load_steps)",
     columns("load_steps", "server_queue_ms", "server_latency_ms"),
 )
+_LOAD_STEPS_BUSY = said(
+    "a load test's report with the server's executions, compute and inference counts (perf_analyzer)",
+    columns("load_steps", "server_executions", "server_compute_ms", "server_inferences"),
+)
 _BATCH_WAIT = columns("requests", "stage_batch_wait_ms")
 _BATCH = columns("requests", "batch_size", "stage_forward_ms")
 _KV = columns("server", "kv_cache_usage_pct", where="an engine's stats log or /metrics")
@@ -480,12 +484,24 @@ CATALOGUE: dict[str, FactSpec] = {
     "loadtest.server_latency_ms": FactSpec(
         FactUnit.MS, _LOAD_STEPS, "a request's time in the server at that step"
     ),
+    "loadtest.held_share": FactSpec(
+        FactUnit.RATIO,
+        _LOAD_STEPS_BUSY,
+        "the largest share of a request's time in the server spent in its queue at a step of a closed loop "
+        "where that share exceeds the model's busy share (requests queue behind one another only while the "
+        "model computes: the rest is the batcher holding them)",
+    ),
+    "loadtest.held_load": FactSpec(FactUnit.NAME, _LOAD_STEPS_BUSY, "that step's load (a concurrency)"),
+    "loadtest.held_ms": FactSpec(FactUnit.MS, _LOAD_STEPS_BUSY, "the queue per request at that step"),
+    "loadtest.held_compute_ms": FactSpec(
+        FactUnit.MS, _LOAD_STEPS_BUSY, "the server's compute per request at that step"
+    ),
+    "loadtest.held_busy": FactSpec(
+        FactUnit.FACTOR, _LOAD_STEPS_BUSY, "seconds the model computed per second at that step"
+    ),
     "loadtest.model_busy": FactSpec(
         FactUnit.FACTOR,
-        said(
-            "a load test's report with the server's executions, compute and inference counts",
-            columns("load_steps", "server_executions", "server_compute_ms", "server_inferences"),
-        ),
+        _LOAD_STEPS_BUSY,
         "seconds the model computed per second at that step (one instance: its busy share; above 1, "
         "several computed at once)",
     ),

@@ -9,7 +9,10 @@ compute each took, over the step's window (the server's inferences over the clie
 second). A single instance is busy that share of the time; more than 1 means several computed at once.
 
 A step with one request outstanding (concurrency 1) queues behind nothing: its queue is the scheduler's
-own wait, not load, and it is left out of the share.
+own wait, not load, and it is left out of the share. In perf_analyzer's closed loop (a concurrency: each
+answer sends the next request) requests queue behind one another only while the model computes, so a
+queue share longer than the model's busy share is the batcher holding them for a batch (Triton's
+max_queue_delay_microseconds), not load: the ``loadtest.held_*`` facts, batch-window-too-long's evidence.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from diagnose.dump.model import Dump
 from diagnose.facts.model import Facts
 
 _BUSY = ("server_executions", "server_compute_ms", "server_inferences")
+_BUSY_HOW = (
+    "executions x compute per execution over the step's window (server inferences over the client's a second)"
+)
 
 
 def add_load_step_facts(facts: Facts, dump: Dump) -> None:
@@ -30,8 +36,10 @@ def add_load_step_facts(facts: Facts, dump: Dump) -> None:
     where = dump.source("load_steps")
     facts.add("loadtest.steps", len(steps), f"{where}: the load test's steps that reported figures")
     queue, latency = _number(steps, "server_queue_ms"), _number(steps, "server_latency_ms")
+    ratio = queue / np.where(latency > 0, latency, np.nan)
+    _add_held(facts, steps, ratio, where)
     loaded = (_number(steps, "concurrency") >= 2) | np.isfinite(_number(steps, "rate_rps"))
-    share = np.where(loaded & (latency > 0), queue / latency, np.nan)
+    share = np.where(loaded, ratio, np.nan)
     if not np.isfinite(share).any():
         return
     at = int(np.nanargmax(share))
@@ -45,12 +53,29 @@ def add_load_step_facts(facts: Facts, dump: Dump) -> None:
     facts.add("loadtest.server_latency_ms", float(latency[at]), f"{cited}: a request's time in the server")
     busy = _busy(step)
     if busy is not None:
-        facts.add(
-            "loadtest.model_busy",
-            busy,
-            f"{cited}: executions x compute per execution over the step's window (server inferences over "
-            "the client's inferences a second)",
-        )
+        facts.add("loadtest.model_busy", busy, f"{cited}: {_BUSY_HOW}")
+
+
+def _add_held(facts: Facts, steps: pd.DataFrame, share_of: np.ndarray, where: str) -> None:
+    """The step of the closed loop whose queue the load cannot make, a share of the server's time longer
+    than the model's busy share: the longest such share."""
+    busy = np.array([np.nan if (b := _busy(row)) is None else b for _, row in steps.iterrows()])
+    closed = np.isfinite(_number(steps, "concurrency"))
+    held = closed & np.isfinite(share_of) & np.isfinite(busy) & (share_of > busy)
+    if not held.any():
+        return
+    at = int(np.nanargmax(np.where(held, share_of, np.nan)))
+    step = steps.iloc[at]
+    cited = f"{where}, the step at {_load(step)}"
+    facts.add("loadtest.held_load", _load(step), f"{cited}: its load")
+    facts.add("loadtest.held_share", float(share_of[at]), f"{cited}: the server's queue over its latency")
+    facts.add(
+        "loadtest.held_ms", _value(step, "server_queue_ms"), f"{cited}: the server's queue, per request"
+    )
+    facts.add(
+        "loadtest.held_compute_ms", _value(step, "server_compute_ms"), f"{cited}: its compute, per request"
+    )
+    facts.add("loadtest.held_busy", float(busy[at]), f"{cited}: {_BUSY_HOW}")
 
 
 def _busy(step: pd.Series) -> float | None:
