@@ -9,9 +9,10 @@
 
 The production setting is the method's: ``soak_share`` (70 %) of the knee, as a rate and as a
 concurrency (the requests in flight at the knee, the figure a server's slots or max-num-seqs set).
-Where the load engine itself fell behind its arrivals, the step measured the load machine, not the
-service: the sweep stops and says so. Unless the service's latency rose far more than that lateness can
-add: then the step still shows the service falling behind, and is kept with a note.
+Where the load engine itself fell behind its arrivals at a step the service fell behind at too, the step
+may have measured the load machine, not the service: the sweep stops and says so, unless the service's
+latency rose far more than that lateness can add. A late step the service kept up with is kept: late
+sends only bunch arrivals. Either way a note says how late the engine was.
 """
 
 from __future__ import annotations
@@ -82,22 +83,9 @@ def run_sweep(run: RunStage, settings: Settings, say: Callable[[str], None] = la
         result, _ = stage(StageKind.STEP, settings.step_s, rate)
         steps.append(result)
         if result.send_lag_p99_ms > ENGINE_LATE_MS:
-            late = (
-                f"the load engine sent late at {rate:.3g} req/s (P99 {result.send_lag_p99_ms:,.0f} ms "
-                "behind its arrivals)"
-            )
-            rise = _latency_rise_ms(baseline, result)
-            if result.falls_behind() and rise > LATENESS_EXPLAINS * result.send_lag_p99_ms:
-                notes.append(
-                    f"{late}, but the service's P50 rose {rise:,.0f} ms above its baseline, more than that "
-                    "lateness explains: the step is kept as the service's; give this machine less else to "
-                    "do or add Locust workers (docs/load.md) for a cleaner measurement"
-                )
-            else:
-                notes.append(
-                    f"{late}: the load machine was the limit there, not the service; add Locust workers "
-                    "(docs/load.md) or give this machine less else to do"
-                )
+            kept, note = _late_step(baseline, result)
+            notes.append(note)
+            if not kept:
                 steps.pop()
                 frames.pop()  # its requests with it: the dump holds the stages the result reports
                 break
@@ -137,6 +125,31 @@ def _check_baseline(baseline: StageResult) -> None:
             f"{baseline.failed} of the baseline's {baseline.sent} requests failed, one request at a time "
             f"(the first: {baseline.first_error}): fix that before loading the service"
         )
+
+
+def _late_step(baseline: StageResult, step: StageResult) -> tuple[bool, str]:
+    """Whether a step the engine sent late still measures the service, and the note that says why.
+
+    Late sends bunch arrivals, which only makes keeping up harder: a step kept up with all the same is the
+    service's. One that fell behind is the service's only where its P50 rose further than the lateness can
+    add (LATENESS_EXPLAINS); otherwise the load machine may have been the limit there, and the sweep stops.
+    """
+    rate = step.stage.rate_rps or step.offered_rps
+    lag = step.send_lag_p99_ms
+    late = f"the load engine sent late at {rate:.3g} req/s (P99 {lag:,.0f} ms behind its arrivals)"
+    if not step.falls_behind():
+        return True, f"{late}; the service kept up all the same (late sends only bunch arrivals): kept"
+    rise = _latency_rise_ms(baseline, step)
+    if rise > LATENESS_EXPLAINS * lag:
+        return True, (
+            f"{late}, but the service's P50 rose {rise:,.0f} ms above its baseline, more than that lateness "
+            "explains: the step is kept as the service's; give this machine less else to do or add Locust "
+            "workers (docs/load.md) for a cleaner measurement"
+        )
+    return False, (
+        f"{late}: the load machine was the limit there, not the service; add Locust workers (docs/load.md) "
+        "or give this machine less else to do"
+    )
 
 
 def _latency_rise_ms(baseline: StageResult, step: StageResult) -> float:
