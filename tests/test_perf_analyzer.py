@@ -168,7 +168,7 @@ def test_the_queue_past_the_knee_while_the_model_computes_all_along_is_saturatio
     said = " ".join(e.text for e in first.evidence)
     assert "at concurrency 64" in said and "87%" in said and "0.98 s a second" in said
     assert report.facts["loadtest.queue_share"].source.startswith(
-        "perf_analyzer.txt, the step at concurrency 64"
+        "perf_analyzer.txt (the step at concurrency 64"
     )
 
 

@@ -24,9 +24,7 @@ from diagnose.dump.model import Dump
 from diagnose.facts.model import Facts
 
 _BUSY = ("server_executions", "server_compute_ms", "server_inferences")
-_BUSY_HOW = (
-    "executions x compute per execution over the step's window (server inferences over the client's a second)"
-)
+_BUSY_HOW = "the model's busy time: executions x their compute over the step's window"
 
 
 def add_load_step_facts(facts: Facts, dump: Dump) -> None:
@@ -44,16 +42,14 @@ def add_load_step_facts(facts: Facts, dump: Dump) -> None:
         return
     at = int(np.nanargmax(share))
     step = steps.iloc[at]
-    load = _load(step)
-    line = f" (line {int(step['line'])})" if pd.notna(step.get("line")) else ""
-    cited = f"{where}, the step at {load}{line}"
-    facts.add("loadtest.queue_load", load, f"{cited}: its load")
-    facts.add("loadtest.queue_share", float(share[at]), f"{cited}: the server's queue over its latency")
-    facts.add("loadtest.queue_ms", float(queue[at]), f"{cited}: the server's queue, per request")
-    facts.add("loadtest.server_latency_ms", float(latency[at]), f"{cited}: a request's time in the server")
+    cited = _cited(where, step)
+    facts.add("loadtest.queue_load", _load(step), cited)
+    facts.add("loadtest.queue_share", float(share[at]), cited)
+    facts.add("loadtest.queue_ms", float(queue[at]), cited)
+    facts.add("loadtest.server_latency_ms", float(latency[at]), cited)
     busy = _busy(step)
     if busy is not None:
-        facts.add("loadtest.model_busy", busy, f"{cited}: {_BUSY_HOW}")
+        facts.add("loadtest.model_busy", busy, cited)
 
 
 def _add_held(facts: Facts, steps: pd.DataFrame, share_of: np.ndarray, where: str) -> None:
@@ -66,16 +62,18 @@ def _add_held(facts: Facts, steps: pd.DataFrame, share_of: np.ndarray, where: st
         return
     at = int(np.nanargmax(np.where(held, share_of, np.nan)))
     step = steps.iloc[at]
-    cited = f"{where}, the step at {_load(step)}"
-    facts.add("loadtest.held_load", _load(step), f"{cited}: its load")
-    facts.add("loadtest.held_share", float(share_of[at]), f"{cited}: the server's queue over its latency")
-    facts.add(
-        "loadtest.held_ms", _value(step, "server_queue_ms"), f"{cited}: the server's queue, per request"
-    )
-    facts.add(
-        "loadtest.held_compute_ms", _value(step, "server_compute_ms"), f"{cited}: its compute, per request"
-    )
-    facts.add("loadtest.held_busy", float(busy[at]), f"{cited}: {_BUSY_HOW}")
+    cited = _cited(where, step)
+    facts.add("loadtest.held_load", _load(step), cited)
+    facts.add("loadtest.held_share", float(share_of[at]), cited)
+    facts.add("loadtest.held_ms", _value(step, "server_queue_ms"), cited)
+    facts.add("loadtest.held_compute_ms", _value(step, "server_compute_ms"), cited)
+    facts.add("loadtest.held_busy", float(busy[at]), cited)
+
+
+def _cited(where: str, step: pd.Series) -> str:
+    """One citation for every figure of a step: its file, load and line, and how the busy time is had."""
+    line = f", line {int(step['line'])}" if pd.notna(step.get("line")) else ""
+    return f"{where} (the step at {_load(step)}{line}: the server's statistics; {_BUSY_HOW})"
 
 
 def _busy(step: pd.Series) -> float | None:
