@@ -23,7 +23,6 @@ import pandas as pd
 from diagnose.dump.model import Dump
 from diagnose.facts.model import Facts
 
-_BUSY = ("server_executions", "server_compute_ms", "server_inferences")
 _BUSY_HOW = "the model's busy time: executions x their compute over the step's window"
 
 
@@ -35,67 +34,52 @@ def add_load_step_facts(facts: Facts, dump: Dump) -> None:
     facts.add("loadtest.steps", len(steps), f"{where}: the load test's steps that reported figures")
     queue, latency = _number(steps, "server_queue_ms"), _number(steps, "server_latency_ms")
     ratio = queue / np.where(latency > 0, latency, np.nan)
-    _add_held(facts, steps, ratio, where)
-    loaded = (_number(steps, "concurrency") >= 2) | np.isfinite(_number(steps, "rate_rps"))
-    share = np.where(loaded, ratio, np.nan)
+    busy = _busy(steps)
+    concurrency = _number(steps, "concurrency")
+    # The closed loop's steps whose queue the load cannot make: longer than the model's busy share
+    held = np.isfinite(concurrency) & np.isfinite(ratio) & np.isfinite(busy) & (ratio > busy)
+    if held.any():
+        at = int(np.nanargmax(np.where(held, ratio, np.nan)))
+        cited = _cited(where, steps, at)
+        facts.add("loadtest.held_load", _load(steps, at), cited)
+        facts.add("loadtest.held_share", float(ratio[at]), cited)
+        facts.add("loadtest.held_ms", float(queue[at]), cited)
+        facts.add("loadtest.held_compute_ms", float(_number(steps, "server_compute_ms")[at]), cited)
+        facts.add("loadtest.held_busy", float(busy[at]), cited)
+    share = np.where((concurrency >= 2) | np.isfinite(_number(steps, "rate_rps")), ratio, np.nan)
     if not np.isfinite(share).any():
         return
     at = int(np.nanargmax(share))
-    step = steps.iloc[at]
-    cited = _cited(where, step)
-    facts.add("loadtest.queue_load", _load(step), cited)
+    cited = _cited(where, steps, at)
+    facts.add("loadtest.queue_load", _load(steps, at), cited)
     facts.add("loadtest.queue_share", float(share[at]), cited)
     facts.add("loadtest.queue_ms", float(queue[at]), cited)
     facts.add("loadtest.server_latency_ms", float(latency[at]), cited)
-    busy = _busy(step)
-    if busy is not None:
-        facts.add("loadtest.model_busy", busy, cited)
+    if np.isfinite(busy[at]):
+        facts.add("loadtest.model_busy", float(busy[at]), cited)
 
 
-def _add_held(facts: Facts, steps: pd.DataFrame, share_of: np.ndarray, where: str) -> None:
-    """The step of the closed loop whose queue the load cannot make, a share of the server's time longer
-    than the model's busy share: the longest such share."""
-    busy = np.array([np.nan if (b := _busy(row)) is None else b for _, row in steps.iterrows()])
-    closed = np.isfinite(_number(steps, "concurrency"))
-    held = closed & np.isfinite(share_of) & np.isfinite(busy) & (share_of > busy)
-    if not held.any():
-        return
-    at = int(np.nanargmax(np.where(held, share_of, np.nan)))
-    step = steps.iloc[at]
-    cited = _cited(where, step)
-    facts.add("loadtest.held_load", _load(step), cited)
-    facts.add("loadtest.held_share", float(share_of[at]), cited)
-    facts.add("loadtest.held_ms", _value(step, "server_queue_ms"), cited)
-    facts.add("loadtest.held_compute_ms", _value(step, "server_compute_ms"), cited)
-    facts.add("loadtest.held_busy", float(busy[at]), cited)
+def _busy(steps: pd.DataFrame) -> np.ndarray:
+    """Seconds the model computed per second of each step (nan where the report lacks a figure it takes):
+    executions x their compute over the step's window, the server's inferences over the client's a second."""
+    batch = _number(steps, "batch_size")
+    per_second = _number(steps, "throughput_rps") * np.where(np.isfinite(batch), batch, 1.0)  # inferences
+    window_s = _number(steps, "server_inferences") / np.where(per_second > 0, per_second, np.nan)
+    return _number(steps, "server_executions") * _number(steps, "server_compute_ms") / 1000 / window_s
 
 
-def _cited(where: str, step: pd.Series) -> str:
+def _cited(where: str, steps: pd.DataFrame, at: int) -> str:
     """One citation for every figure of a step: its file, load and line, and how the busy time is had."""
-    line = f", line {int(step['line'])}" if pd.notna(step.get("line")) else ""
-    return f"{where} (the step at {_load(step)}{line}: the server's statistics; {_BUSY_HOW})"
+    line = _number(steps, "line")[at]
+    said = f", line {line:.0f}" if np.isfinite(line) else ""
+    return f"{where} (the step at {_load(steps, at)}{said}: the server's statistics; {_BUSY_HOW})"
 
 
-def _busy(step: pd.Series) -> float | None:
-    """Seconds the model computed per second of the step, where the report gives what it takes."""
-    executions, compute_ms, inferences = (_value(step, name) for name in _BUSY)
-    batch = _value(step, "batch_size")
-    per_second = _value(step, "throughput_rps") * (batch if np.isfinite(batch) else 1.0)  # inferences
-    window_s = inferences / per_second if per_second > 0 else np.nan
-    busy = executions * compute_ms / 1000 / window_s
-    return float(busy) if np.isfinite(busy) else None
-
-
-def _load(step: pd.Series) -> str:
-    concurrency = _value(step, "concurrency")
+def _load(steps: pd.DataFrame, at: int) -> str:
+    concurrency = _number(steps, "concurrency")[at]
     if np.isfinite(concurrency):
         return f"concurrency {concurrency:.0f}"
-    return f"{_value(step, 'rate_rps'):.3g} req/s offered"
-
-
-def _value(step: pd.Series, name: str) -> float:
-    value = pd.to_numeric(pd.Series([step.get(name)]), errors="coerce").iloc[0]
-    return float(value) if pd.notna(value) else np.nan
+    return f"{_number(steps, 'rate_rps')[at]:.3g} req/s offered"
 
 
 def _number(frame: pd.DataFrame, column: str) -> np.ndarray:

@@ -205,9 +205,7 @@ def find_knee(baseline: StageResult, steps: list[StageResult]) -> Knee:
     """The bracket around the knee from every step run (in any order), at the rates offered."""
     kept_up, behind = _bracket(steps)
     kept_up_planned, behind_planned = _bracket(steps, _planned)
-    alone = baseline.latency_p50_ms.high
-    if not math.isfinite(alone):
-        alone = baseline.latency_p50_ms.value
+    alone = alone_p50_ms(baseline)
     rises = [s.offered_rps for s in steps if s.latency_p50_ms.low > LATENCY_DEPARTS * alone] + [
         s.offered_rps for s in behind
     ]
@@ -221,6 +219,13 @@ def find_knee(baseline: StageResult, steps: list[StageResult]) -> Knee:
         latency_rises_rps=min(rises) if rises else math.nan,
         why=behind[0].falls_behind() if behind else "",
     )
+
+
+def alone_p50_ms(baseline: StageResult) -> float:
+    """One request alone, P50: its interval's high end (its value where it has none), the level latency
+    is judged to have left."""
+    alone = baseline.latency_p50_ms.high
+    return alone if math.isfinite(alone) else baseline.latency_p50_ms.value
 
 
 def next_rate(steps: list[StageResult], growth: float, resolution: float) -> float | None:

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.errors import LoadError
-from diagnose.load.curve import Knee, StageResult, find_knee, measure_stage, next_rate
+from diagnose.load.curve import Knee, StageResult, alone_p50_ms, find_knee, measure_stage, next_rate
 from diagnose.load.plan import Settings, Stage, StageKind
 from diagnose.load.soak import Soak, judge_soak
 
@@ -154,10 +154,8 @@ def _late_step(baseline: StageResult, step: StageResult) -> tuple[bool, str]:
 
 def _latency_rise_ms(baseline: StageResult, step: StageResult) -> float:
     """How far the step's P50 (its interval's low end) stood above the baseline's (its high end)."""
-    alone = baseline.latency_p50_ms.high
-    if not math.isfinite(alone):
-        alone = baseline.latency_p50_ms.value
-    return step.latency_p50_ms.low - alone if math.isfinite(step.latency_p50_ms.low) else math.nan
+    low = step.latency_p50_ms.low
+    return low - alone_p50_ms(baseline) if math.isfinite(low) else math.nan
 
 
 def _concurrency(steps: list[StageResult], knee: Knee, share: float) -> int:
