@@ -74,6 +74,13 @@ _LOAD_STEPS_BUSY = said(
     "a load test's report with the server's executions, compute and inference counts (perf_analyzer)",
     columns("load_steps", "server_executions", "server_compute_ms", "server_inferences"),
 )
+_FIRST_TOKEN = said(
+    "a text-generation benchmark's result (vLLM bench serve, SGLang bench_serving, JetStream: load_steps)",
+    every(
+        columns("load_steps", "ttft_p50_ms", "throughput_rps"),
+        either(columns("load_steps", "tpot_p50_ms"), columns("load_steps", "itl_p50_ms")),
+    ),
+)
 _BATCH_WAIT = columns("requests", "stage_batch_wait_ms")
 _BATCH = columns("requests", "batch_size", "stage_forward_ms")
 _KV = columns("server", "kv_cache_usage_pct", where="an engine's stats log or /metrics")
@@ -504,6 +511,30 @@ CATALOGUE: dict[str, FactSpec] = {
         _LOAD_STEPS_BUSY,
         "seconds the model computed per second at that step (one instance: its busy share; above 1, "
         "several computed at once)",
+    ),
+    "loadtest.first_token_wait_share": FactSpec(
+        FactUnit.RATIO,
+        _FIRST_TOKEN,
+        "the largest share, over a benchmark's runs, of the median request's time to first token beyond what "
+        "its own prompt and the engine's steps can take (two decode steps, and the run's mean interval "
+        "between completions, within which the engine prefilled a prompt on average): time spent behind "
+        "other requests",
+    ),
+    "loadtest.first_token_load": FactSpec(
+        FactUnit.NAME, _FIRST_TOKEN, "that run's load: its requests, rate and concurrency as the tool said"
+    ),
+    "loadtest.first_token_ms": FactSpec(FactUnit.MS, _FIRST_TOKEN, "that run's median time to first token"),
+    "loadtest.first_token_bound_ms": FactSpec(
+        FactUnit.MS,
+        _FIRST_TOKEN,
+        "the most a first token takes without waiting on other requests at that run: two decode steps "
+        "(its median TPOT, or ITL) and the run's mean interval between completions",
+    ),
+    "loadtest.completed_while_waiting": FactSpec(
+        FactUnit.COUNT,
+        _FIRST_TOKEN,
+        "requests the engine completed, at that run's throughput, while its median request waited for its "
+        "first token",
     ),
     "queue.rho.p10": FactSpec(FactUnit.RATIO, _RHO, "utilisation of the quietest tenth of the windows"),
     "queue.mm1_corr": FactSpec(FactUnit.RATIO, _RHO, "Spearman of queue wait and rho/(1-rho)"),

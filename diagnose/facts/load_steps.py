@@ -28,8 +28,55 @@ _BUSY_HOW = "the model's busy time: executions x their compute over the step's w
 
 def add_load_step_facts(facts: Facts, dump: Dump) -> None:
     steps = dump.summaries.get("load_steps")
-    if steps is None or not len(steps) or not {"server_queue_ms", "server_latency_ms"} <= set(steps.columns):
+    if steps is None or not len(steps):
         return
+    _add_first_token_facts(facts, dump, steps)
+    if {"server_queue_ms", "server_latency_ms"} <= set(steps.columns):
+        _add_server_facts(facts, dump, steps)
+
+
+def _add_first_token_facts(facts: Facts, dump: Dump, steps: pd.DataFrame) -> None:
+    """A text-generation benchmark's runs: how much of the median request's time to first token its own
+    work cannot account for. Without waiting, a request's first token comes after the engine's step in
+    flight ends and a step with its prefill in it: two decode steps (TPOT, the pace of decoding; ITL where
+    the tool printed no TPOT), plus its prompt's compute. The engine completed a request every D / N
+    seconds of the run, prefilling one prompt on average in that time among everything else it did, so
+    a prompt takes it at most that long. What a first token takes beyond that bound was spent behind
+    other requests: a queue, the client's or the engine's."""
+    first_token = _number(steps, "ttft_p50_ms")
+    step_ms = _number(steps, "tpot_p50_ms")
+    step_ms = np.where(np.isfinite(step_ms), step_ms, _number(steps, "itl_p50_ms"))
+    throughput = _number(steps, "throughput_rps")
+    bound = 2 * step_ms + 1000 / np.where(throughput > 0, throughput, np.nan)
+    share = np.clip(1 - bound / np.where(first_token > 0, first_token, np.nan), 0, 1)
+    if not np.isfinite(share).any():
+        return
+    at = int(np.nanargmax(share))
+    line = _number(steps, "line")[at]
+    cited = f"{dump.source('load_steps')} (the run at line {line:.0f}: the tool's own figures)"
+    facts.add("loadtest.first_token_wait_share", float(share[at]), cited)
+    facts.add("loadtest.first_token_load", _run_load(steps, at), cited)
+    facts.add("loadtest.first_token_ms", float(first_token[at]), cited)
+    facts.add("loadtest.first_token_bound_ms", float(bound[at]), cited)
+    facts.add("loadtest.completed_while_waiting", float(first_token[at] / 1000 * throughput[at]), cited)
+
+
+def _run_load(steps: pd.DataFrame, at: int) -> str:
+    """A benchmark run's load as its tool said it: requests, rate (inf: all sent at once), concurrency."""
+    requests, rate = _number(steps, "requests")[at], _number(steps, "rate_rps")[at]
+    concurrency = _number(steps, "concurrency")[at]
+    said = [f"{requests:,.0f} requests"]
+    if np.isfinite(rate):
+        said.append(f"at {rate:.3g} req/s")
+    if np.isfinite(concurrency):
+        said.append(f"at most {concurrency:.0f} outstanding")
+    elif _number(steps, "sent_at_once")[at] == 1:
+        said.append("all sent at once (request rate inf)")
+    return ", ".join(said)
+
+
+def _add_server_facts(facts: Facts, dump: Dump, steps: pd.DataFrame) -> None:
+    """perf_analyzer's steps with Triton's statistics: the queue's share and the model's busy time."""
     where = dump.source("load_steps")
     facts.add("loadtest.steps", len(steps), f"{where}: the load test's steps that reported figures")
     queue, latency = _number(steps, "server_queue_ms"), _number(steps, "server_latency_ms")

@@ -25,6 +25,7 @@ from diagnose.importers.base import (
     Strength,
     text_head,
 )
+from diagnose.importers.bench_serving import BenchServingImporter
 from diagnose.importers.dcgmi_dmon import DcgmiDmonImporter
 from diagnose.importers.gin_log import GinAccessLogImporter
 from diagnose.importers.iostat import IostatImporter
@@ -61,6 +62,7 @@ from diagnose.importers.xid import XidImporter
 
 # Listed by class name: the order decides nothing (recognise takes the strongest claim).
 IMPORTERS: tuple[Importer, ...] = (
+    BenchServingImporter(),
     DcgmiDmonImporter(),
     DmonImporter(),
     GinAccessLogImporter(),

@@ -7,7 +7,8 @@ tool's own source; docs/load.md cites the files):
   JSON object a run, or one a line with ``--append-result``. ``request_rate`` is the string ``"inf"``
   when unlimited; E2E latency keys exist only where ``--percentile-metrics`` asked for ``e2el``; the
   2024 script swapped ``mean_e2el_ms`` and ``median_e2el_ms`` (its results have ``best_of`` and no
-  ``burstiness``); ``failed`` only in today's script.
+  ``burstiness``); ``failed`` only in today's script. Its printed result (and SGLang's, and JetStream's
+  plain lines) is read as ``diagnose file`` reads it (diagnose/importers/bench_serving.py).
 - SGLang's ``bench_serving --output-file``: one JSON line a run, ``request_rate`` a bare ``Infinity``
   (or ``"trace"``); no failure count; before 0.2.15 the latency keys had no ``_ms`` (still ms).
 - genai-perf's ``profile_export_genai_perf.json`` and AIPerf's ``profile_export_aiperf.json``: metric
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.errors import InputError
+from diagnose.importers.bench_serving import BenchServingImporter, read_runs
 from diagnose.importers.perf_analyzer import PerfAnalyzerImporter, read_steps
 
 _NAN = math.nan
@@ -83,9 +85,11 @@ def read_results(path: Path) -> list[Point]:
         return _perf_analyzer_csv(path, text)
     if PerfAnalyzerImporter().recognise(text) is not None:
         return _perf_analyzer_console(path, text)
+    if BenchServingImporter().recognise(text) is not None:
+        return _bench_console(path, text)
     raise InputError(
-        f"{path}: not a load test's results diagnose load reads (vLLM's or SGLang's benchmark JSON, "
-        "genai-perf's or AIPerf's profile export, Locust's --csv files, k6's summary JSON, "
+        f"{path}: not a load test's results diagnose load reads (vLLM's or SGLang's benchmark JSON or "
+        "printed result, genai-perf's or AIPerf's profile export, Locust's --csv files, k6's summary JSON, "
         "perf_analyzer's report or -f CSV)"
     )
 
@@ -317,6 +321,42 @@ def _locust_stats(path: Path, text: str) -> list[Point]:
             failed_share=failures / count if count > 0 else _NAN,
         )
     ]
+
+
+_BENCH_TOOLS = {
+    "vllm": "vLLM bench serve",
+    "sglang": "SGLang bench_serving",
+    "benchmark_serving": "benchmark_serving (JetStream, vLLM before 2024-03)",
+}
+
+
+def _bench_console(path: Path, text: str) -> list[Point]:
+    """A point per run a serving benchmark printed, read as ``diagnose file`` reads it
+    (diagnose/importers/bench_serving.py): the rate where it was finite, the concurrency where set."""
+    points = []
+    for run in read_runs(text.splitlines()):
+        got = run.row()
+        requests, failed = _number(got.get("requests")), _number(got.get("failed_requests"))
+        points.append(
+            Point(
+                f"{path}:{run.line}",
+                _BENCH_TOOLS[run.tool],
+                _positive(got.get("rate_rps")),
+                _positive(got.get("concurrency")),
+                _number(got.get("throughput_rps")),
+                _number(got.get("latency_p50_ms")),
+                _number(got.get("latency_p99_ms")),
+                _number(got.get("ttft_p50_ms")),
+                _number(got.get("ttft_p99_ms")),
+                _number(got.get("tpot_p50_ms")),
+                failed / (requests + failed) if requests + failed > 0 else _NAN,
+            )
+        )
+    if not points:
+        raise InputError(
+            f"{path}: a serving benchmark's output with no run's figures (no Successful requests:)"
+        )
+    return points
 
 
 def _perf_analyzer_console(path: Path, text: str) -> list[Point]:
