@@ -2,12 +2,18 @@
 
 A fixture where a thread uses more CPU than its process, or PyTorch reserves
 more memory than its process holds on the GPU, teaches the rules things no
-real dump can show. Each invariant is checked on every committed dump.
+real dump can show. Each invariant is checked on every committed dump that holds
+its evidence: which dump holds what is kept in tests/fixture_evidence.json, read
+at collection (finding it by loading every dump cost each test process seconds),
+and checked against the dumps themselves by the last test here; after adding or
+changing a fixture, ``UPDATE_GOLDEN=1 pytest tests/test_fixture_invariants.py``
+rewrites it.
 """
 
 from __future__ import annotations
 
-import functools
+import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -18,19 +24,23 @@ from diagnose.dump import load_dump
 from diagnose.engines.oom import parse_oom_message
 from tests.conftest import DUMPS
 
-RECORDED = DUMPS.parent / "recorded"  # real recordings of the testbed: the physics must hold there too
-PAIRS = DUMPS.parent / "pairs"  # the before/after pairs of diagnose compare
+FIXTURES = DUMPS.parent
+RECORDED = FIXTURES / "recorded"  # real recordings of the testbed: the physics must hold there too
+PAIRS = FIXTURES / "pairs"  # the before/after pairs of diagnose compare
 FOLDERS = (
     sorted(path for path in DUMPS.iterdir() if path.is_dir())
     + sorted(RECORDED.glob("*/dump"))
     + sorted(PAIRS.glob("*/before"))
     + sorted(PAIRS.glob("*/after"))
-    + sorted((DUMPS.parent / "recorded-pairs").glob("*/*/"))
+    + sorted((FIXTURES / "recorded-pairs").glob("*/*/"))
 )
+INDEX = Path(__file__).with_name("fixture_evidence.json")
+KINDS = ("allocator", "gpu", "oom figures", "system", "thread figures")
+_FOUND: dict[str, list[str]] = {}  # what each dump loaded here held, by its name in the index
 
 
-def _shown_as(path: Path) -> str:
-    return path.name if path.parent == DUMPS else f"{path.parent.parent.name}/{path.parent.name}/{path.name}"
+def _named(path: Path) -> str:
+    return path.relative_to(FIXTURES).as_posix()
 
 
 def _oom_figures(dump) -> list:
@@ -42,35 +52,28 @@ def _oom_figures(dump) -> list:
     return [m for m in messages if m is not None and m.free_bytes is not None and m.requested_bytes]
 
 
-@functools.cache
-def _evidence_of_each() -> dict[Path, frozenset[str]]:
-    """What each committed dump holds that an invariant reads, found once at collection: each invariant
-    runs on the dumps that have its evidence, so a skip never stands for a table a fixture simply lacks."""
-    held = {}
-    for folder in FOLDERS:
-        dump = load_dump(str(folder))
-        processes = dump.table("processes")
-        has = {name for name in ("gpu", "allocator", "system") if dump.table(name) is not None}
-        has |= {"thread figures"} if processes is not None and "max_thread_cpu_pct" in processes else set()
-        has |= {"oom figures"} if _oom_figures(dump) else set()
-        held[folder] = frozenset(has)
-    return held
+def _evidence(dump) -> list[str]:
+    """What of the dump an invariant reads."""
+    processes = dump.table("processes")
+    has = {name for name in ("gpu", "allocator", "system") if dump.table(name) is not None}
+    has |= {"thread figures"} if processes is not None and "max_thread_cpu_pct" in processes else set()
+    has |= {"oom figures"} if _oom_figures(dump) else set()
+    return sorted(has)
 
 
 def dumps_with(evidence: str) -> pytest.MarkDecorator:
-    folders = [folder for folder, has in _evidence_of_each().items() if evidence in has]
-    return pytest.mark.parametrize("dump", folders, ids=_shown_as, indirect=True)
+    """Each invariant runs on the dumps that hold its evidence (the index), so a skip never stands for a
+    table a fixture simply lacks."""
+    index = json.loads(INDEX.read_text(encoding="utf-8")) if INDEX.exists() else {}
+    folders = [folder for folder in FOLDERS if evidence in index.get(_named(folder), ())]
+    return pytest.mark.parametrize("dump", folders, ids=_named, indirect=True)
 
 
 @pytest.fixture(scope="module")
 def dump(request):
-    return load_dump(str(request.param))
-
-
-def test_every_kind_of_evidence_an_invariant_reads_is_in_some_fixture():
-    """An invariant whose evidence no fixture holds would check nothing, silently."""
-    held = set().union(*_evidence_of_each().values())
-    assert held == {"gpu", "allocator", "system", "thread figures", "oom figures"}
+    loaded = load_dump(str(request.param))
+    _FOUND[_named(request.param)] = _evidence(loaded)
+    return loaded
 
 
 def _by_gpu_second(frame: pd.DataFrame) -> pd.DataFrame:
@@ -136,3 +139,20 @@ def test_an_oom_happens_only_when_the_card_has_less_free_than_was_asked(dump):
     if gpu is not None:
         total = float(np.median(gpu["mem_total_bytes"]))
         assert all(abs(m.total_bytes - total) <= 0.01 * total for m in parsed if m.total_bytes)
+
+
+def test_the_index_says_what_each_dump_holds_and_every_kind_is_held_somewhere():
+    """Run last: the dumps the invariants loaded are not loaded again. An invariant whose evidence no
+    fixture holds would check nothing, silently."""
+    found = {
+        _named(folder): _FOUND.get(_named(folder)) or _evidence(load_dump(str(folder))) for folder in FOLDERS
+    }
+    if os.environ.get("UPDATE_GOLDEN"):
+        lines = [f"  {json.dumps(name)}: {json.dumps(found[name])}" for name in sorted(found)]
+        INDEX.write_text("{\n" + ",\n".join(lines) + "\n}\n", encoding="utf-8")
+    index = json.loads(INDEX.read_text(encoding="utf-8"))
+    stale = sorted(name for name in found.keys() | index.keys() if found.get(name) != index.get(name))
+    assert not stale, (
+        f"{INDEX.name} is out of date for {stale}: UPDATE_GOLDEN=1 pytest tests/{Path(__file__).name}"
+    )
+    assert set().union(*map(set, found.values())) == set(KINDS)
