@@ -27,6 +27,7 @@ from diagnose.importers.base import (
 )
 from diagnose.importers.bench_serving import BenchServingImporter
 from diagnose.importers.dcgmi_dmon import DcgmiDmonImporter
+from diagnose.importers.genai_perf import GenaiPerfImporter
 from diagnose.importers.gin_log import GinAccessLogImporter
 from diagnose.importers.iostat import IostatImporter
 from diagnose.importers.llamacpp_log import LlamaCppLogImporter
@@ -65,6 +66,7 @@ IMPORTERS: tuple[Importer, ...] = (
     BenchServingImporter(),
     DcgmiDmonImporter(),
     DmonImporter(),
+    GenaiPerfImporter(),
     GinAccessLogImporter(),
     GrafanaCsvImporter(),
     IostatImporter(),
