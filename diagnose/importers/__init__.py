@@ -29,6 +29,7 @@ from diagnose.importers.bench_serving import BenchServingImporter
 from diagnose.importers.dcgmi_dmon import DcgmiDmonImporter
 from diagnose.importers.genai_perf import GenaiPerfImporter
 from diagnose.importers.gin_log import GinAccessLogImporter
+from diagnose.importers.guidellm import GuidellmImporter
 from diagnose.importers.iostat import IostatImporter
 from diagnose.importers.llamacpp_log import LlamaCppLogImporter
 from diagnose.importers.mend import Mended, mend
@@ -69,6 +70,7 @@ IMPORTERS: tuple[Importer, ...] = (
     GenaiPerfImporter(),
     GinAccessLogImporter(),
     GrafanaCsvImporter(),
+    GuidellmImporter(),
     IostatImporter(),
     KinetoTraceImporter(),
     LlamaCppLogImporter(),
