@@ -173,6 +173,20 @@ def test_plain_runs_one_after_another_are_rows_each_with_its_own_load():
     assert list(runs["throughput_rps"]) == [6.05, 3.44]
 
 
+def test_the_command_pasted_before_a_block_gives_the_runs_load():
+    """As people paste it: the command, continued over lines, then what it printed (without the lines it
+    printed before the block)."""
+    command = (
+        "python3 vllm/benchmarks/benchmark_serving.py \\\n  --backend vllm \\\n  --max-concurrency 8 \\\n"
+        "  --request-rate 2.5 \\\n  --num-prompts 1000\n\n"
+    )
+    block = VLLM[VLLM.index("====") :]
+    (run,) = _read(command + block).to_dict("records")
+    assert (run["concurrency"], run["rate_rps"]) == (8, 2.5) and "sent_at_once" not in run
+    (run,) = _read(command.replace("--request-rate 2.5", "--request-rate inf") + block).to_dict("records")
+    assert run["sent_at_once"] == 1 and math.isnan(run.get("rate_rps", math.nan))
+
+
 def test_jetstream_rate_zero_is_every_request_at_once():
     text = JETSTREAM.replace("request rate of 4.0", "request rate of 0.0")
     assert list(_read(text)["sent_at_once"]) == [1, 1]
@@ -195,7 +209,10 @@ def test_a_queue_of_requests_sent_at_once_is_named_saturation_with_its_figures(t
     report = _report(tmp_path, VLLM)
     share = report.facts["loadtest.first_token_wait_share"].value
     assert math.isclose(share, 1 - (2 * 41.02 + 1000 / 24.13) / 18512.90)
-    assert report.facts["loadtest.first_token_load"].value == "1,000 requests, all sent at once (request rate inf)"
+    assert (
+        report.facts["loadtest.first_token_load"].value
+        == "1,000 requests, all sent at once (request rate inf)"
+    )
     assert math.isclose(report.facts["loadtest.completed_while_waiting"].value, 18.5129 * 24.13)
     (first,) = [h for h in report.hypotheses if h.score >= 0.5]
     assert first.id == "queue-saturation" and "spent behind other requests" in first.evidence[0].text
@@ -212,7 +229,10 @@ def test_a_limit_the_engine_serves_at_its_pace_is_no_queue(tmp_path):
 def test_two_runs_are_judged_by_the_one_that_queued(tmp_path):
     report = _report(tmp_path, JETSTREAM)
     assert report.facts["loadtest.first_token_ms"].value == 115488.55
-    assert report.facts["loadtest.first_token_load"].value == "1,780 requests, all sent at once (request rate inf)"
+    assert (
+        report.facts["loadtest.first_token_load"].value
+        == "1,780 requests, all sent at once (request rate inf)"
+    )
 
 
 def test_load_reads_the_printed_runs_as_points(tmp_path):

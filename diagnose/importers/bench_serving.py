@@ -21,6 +21,10 @@ Read as the writers print it (the label of each line, its unit, the block's orde
   time 0 (``Benchmarking with request rate of 0.0``). Their TPOT is a request's latency over its output
   tokens: the first token included (``tpot_with_first``).
 
+Where the paste holds the benchmark's command before what it printed, its ``--request-rate`` and
+``--max-concurrency`` flags are the load of the run that follows (what the tool prints later says it
+again, and is taken over them).
+
 TPOT elsewhere is ``(latency - TTFT) / (output tokens - 1)``: the pace of decoding. ITL is every gap
 between two streamed chunks, pooled over the requests. A run's percentiles are over its requests.
 """
@@ -40,6 +44,11 @@ _HEADER = re.compile(r"^=+ ?Serving Benchmark Result ?=+$")
 _FOOTER = re.compile(r"^={40,}$")
 _FIGURE = re.compile(r"^(?P<label>[A-Za-z][A-Za-z0-9 ()/.,_-]*?):\s+(?P<value>[-+]?[\w.]+)(?:\s+\S+)?$")
 _JETSTREAM_RATE = re.compile(r"^Benchmarking with request rate of (?P<value>[\w.]+)")
+# The benchmark's command, pasted before what it printed: its load is in its flags (argparse's
+# --request-rate, default inf, and --max-concurrency), on lines continued with a backslash
+_COMMAND = re.compile(r"(?:benchmark_serving\.py|bench_serving|benchmark/serving\.py|\bbench serve)\b")
+_FLAG = re.compile(r"--(?P<flag>request-rate|max-concurrency)[= ]+(?P<value>[\w.]+)")
+_FLAGS = {"request-rate": "rate_rps", "max-concurrency": "concurrency"}
 _METRIC = re.compile(
     r"^(?P<stat>mean|median|p(?P<p>\d+(?:\.\d+)?)) (?P<metric>ttft|tpot|itl|e2el|e2e latency)(?: \(ms\))?$"
 )
@@ -120,8 +129,14 @@ def read_runs(lines: Iterable[str]) -> list[Run]:
     said: dict[str, float] = {}  # the load printed before a run, for the next run
     current: Run | None = None
     boxed = False  # inside a block under the header: its tool is vLLM's or, with Backend:, SGLang's
+    command = False  # inside a benchmark's command continued over lines
     for number, raw in enumerate(lines, start=1):
         line = raw.strip(_WRAPPING)
+        if command or _COMMAND.search(line):
+            for flag in _FLAG.finditer(line):
+                said.update(_setting(_FLAGS[flag["flag"]], _value(flag["value"])))
+            command = line.endswith("\\")
+            continue
         if _HEADER.match(line) or _FOOTER.match(line):
             _close(runs, current)
             boxed = _HEADER.match(line) is not None
