@@ -145,7 +145,10 @@ def test_the_index_says_what_each_dump_holds_and_every_kind_is_held_somewhere():
     """Run last: the dumps the invariants loaded are not loaded again. An invariant whose evidence no
     fixture holds would check nothing, silently."""
     found = {
-        _named(folder): _FOUND.get(_named(folder)) or _evidence(load_dump(str(folder))) for folder in FOLDERS
+        _named(folder): _FOUND[_named(folder)]
+        if _named(folder) in _FOUND
+        else _evidence(load_dump(str(folder)))
+        for folder in FOLDERS
     }
     if os.environ.get("UPDATE_GOLDEN"):
         lines = [f"  {json.dumps(name)}: {json.dumps(found[name])}" for name in sorted(found)]

@@ -19,6 +19,8 @@ from diagnose.importers.undone import Undone
 
 HEAD_BYTES = 65_536
 EXAMPLES = Path(__file__).with_name("examples")  # one file of each text format, as its writer writes it
+# What a line pasted into markdown has around it: quotes, code spans, emphasis, a table's bars (strip it)
+MARKDOWN_WRAPPING = " \t`>*|"
 
 
 @dataclass(frozen=True)

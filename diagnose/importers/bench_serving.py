@@ -38,7 +38,16 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim, filled
+from diagnose.importers.base import (
+    MARKDOWN_WRAPPING,
+    Claim,
+    Imported,
+    Importer,
+    Source,
+    Strength,
+    claim,
+    filled,
+)
 
 _HEADER = re.compile(r"^=+ ?Serving Benchmark Result ?=+$")
 _FOOTER = re.compile(r"^={40,}$")
@@ -72,8 +81,6 @@ _FIGURES = {
     "concurrency": "concurrency_mean",  # SGLang: the requests' summed latency over the run's duration
     "peak concurrent requests": "concurrency_peak",
 }
-_UNSET = {"none", "not", "not set"}
-_WRAPPING = " \t`>*|"  # a line's markdown around it: quotes, code spans, a table's bars
 
 
 @dataclass
@@ -104,7 +111,7 @@ class BenchServingImporter(Importer):
     )
 
     def recognise(self, head: str) -> Claim | None:
-        lines = [line.strip(_WRAPPING) for line in head.splitlines()]
+        lines = [line.strip(MARKDOWN_WRAPPING) for line in head.splitlines()]
         for index, line in enumerate(lines):
             if _HEADER.match(line):
                 return claim(Strength.DOCUMENT, filled(lines[index:]))
@@ -131,7 +138,7 @@ def read_runs(lines: Iterable[str]) -> list[Run]:
     boxed = False  # inside a block under the header: its tool is vLLM's or, with Backend:, SGLang's
     command = False  # inside a benchmark's command continued over lines
     for number, raw in enumerate(lines, start=1):
-        line = raw.strip(_WRAPPING)
+        line = raw.strip(MARKDOWN_WRAPPING)
         if command or _COMMAND.search(line):
             for flag in _FLAG.finditer(line):
                 said.update(_setting(_FLAGS[flag["flag"]], _value(flag["value"])))
@@ -192,11 +199,8 @@ def _metric(line: str) -> str | None:
 
 
 def _value(text: str) -> float:
-    """A figure as printed: a number, ``inf``, or a word that says it was not set (NaN)."""
-    lowered = text.lower()
-    if lowered in _UNSET or lowered == "trace":
-        return math.nan
+    """A figure as printed: a number, ``inf``; a word (``None``, ``not set``, ``trace``) is none (NaN)."""
     try:
-        return float(lowered)
+        return float(text)
     except ValueError:
         return math.nan

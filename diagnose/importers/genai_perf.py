@@ -84,7 +84,7 @@ def _read_table(lines: list[str]) -> dict[str, object] | None:
         cells = [cell.strip() for cell in _CELL_BARS.split(line.strip())[1:-1]]
         if not cells:
             continue
-        if not columns and cells[0].startswith("Stat"):  # "Statistic", cut to "Statist…" at 80 columns
+        if not columns and _HEADER.match(line):
             columns, start = [cell.lower() for cell in cells[1:]], number
         elif columns and rows and cells[0] and not any(cells[1:]):
             rows[-1] = (f"{rows[-1][0]} {cells[0]}", rows[-1][1])  # a long name wrapped onto its own row

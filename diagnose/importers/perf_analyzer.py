@@ -33,7 +33,16 @@ from dataclasses import dataclass, field, fields, replace
 
 import pandas as pd
 
-from diagnose.importers.base import Claim, Imported, Importer, Source, Strength, claim, filled
+from diagnose.importers.base import (
+    MARKDOWN_WRAPPING,
+    Claim,
+    Imported,
+    Importer,
+    Source,
+    Strength,
+    claim,
+    filled,
+)
 
 TOOL = "perf_analyzer"
 _NAN = math.nan
@@ -59,7 +68,6 @@ _PARTS = re.compile(
 )
 _COMPUTE = (("compute input", "compute infer", "compute output"), ("compute",), ("cache hit/miss",))
 _UNSTABLE = re.compile(r"Failed to obtain stable measurement|Measured latency went over the set limit")
-_WRAPPING = " \t`>*|"  # a line's markdown around it: quotes, code spans, a table's bars
 
 
 @dataclass(frozen=True)
@@ -96,7 +104,7 @@ def read_steps(lines: Iterable[str]) -> tuple[list[Step], int]:
     steps: list[_Building] = []
     summary: list[Step] = []
     for number, raw in enumerate(lines, start=1):
-        line = raw.strip(_WRAPPING)
+        line = raw.strip(MARKDOWN_WRAPPING)
         if (size := _BATCH.match(line)) is not None and not steps:
             batch = max(1.0, float(size["size"]))
         elif (step := _STEP.match(line)) is not None:
@@ -120,7 +128,7 @@ class PerfAnalyzerImporter(Importer):
     description = "Triton's perf_analyzer run as printed: each step's load, client latency and server queue"
 
     def recognise(self, head: str) -> Claim | None:
-        lines = [line.strip(_WRAPPING) for line in head.splitlines()]
+        lines = [line.strip(MARKDOWN_WRAPPING) for line in head.splitlines()]
         for index, line in enumerate(lines):
             if _SETTINGS.match(line) or _SUMMARY_TITLE.match(line):
                 return claim(Strength.DOCUMENT, filled(lines[index:]))
