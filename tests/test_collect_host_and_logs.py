@@ -192,6 +192,50 @@ def test_a_process_threads_waits_switches_and_faults_are_rates_over_the_true_int
     assert row["max_thread_cpu_pct"] == pytest.approx(25.0)  # only the thread seen twice has a rate
 
 
+def test_an_idle_process_among_the_busiest_few_has_its_threads_left_unread(monkeypatch):
+    """thread_top names the busiest few, however idle they are: one whose own CPU did not move (the sum
+    of its threads') reads 0 for its busiest thread without a read of them; once it runs again its
+    threads are read afresh, and its busiest thread counts from that reading."""
+    import diagnose.collectors.host as host_module
+
+    clock, server, worker = _FakeClock(), _FakeProcess(4242), _FakeProcess(5000)
+    worker.thread_times = {5000: 0.0, 5001: 0.0, 5002: 0.0}
+    processes = {server.pid: server, worker.pid: worker}
+    _fake_host(monkeypatch, clock, processes)
+    read: list[int] = []
+
+    class Counting(_FakeThreads):
+        def __init__(self, processes, pid):
+            super().__init__(processes, pid)
+            self._pid = pid
+
+        def times(self, process, thread_count=None):
+            read.append(self._pid)
+            return super().times(process, thread_count)
+
+    monkeypatch.setattr(host_module, "ThreadReader", lambda pid: Counting(processes, pid))
+    host = HostCollector(watch_pids=(server.pid,), top=1, thread_top=2, rescan_every=30)
+    worker.user = 0.01  # it ran once: the rescan tracks it as one of the busiest, its threads read
+    host.sample(time.time(), clock.now)
+    read.clear()
+    for _ in range(3):
+        clock.now += 1.0
+        server.user += 0.2
+        rows = {r["pid"]: r for r in host.sample(time.time(), clock.now).processes}
+        assert rows[worker.pid]["cpu_pct"] == 0 and rows[worker.pid]["max_thread_cpu_pct"] == 0.0
+    assert read == [server.pid] * 3  # the watched server's, every sample, however idle
+    clock.now += 1.0
+    worker.user += 0.9
+    worker.thread_times = {5000: 0.0, 5001: 0.9, 5002: 0.0}
+    rows = {r["pid"]: r for r in host.sample(time.time(), clock.now).processes}
+    assert rows[worker.pid]["cpu_pct"] == pytest.approx(90.0) and rows[worker.pid]["max_thread_cpu_pct"] is None
+    clock.now += 1.0
+    worker.user += 0.5
+    worker.thread_times = {5000: 0.0, 5001: 1.4, 5002: 0.0}
+    rows = {r["pid"]: r for r in host.sample(time.time(), clock.now).processes}
+    assert rows[worker.pid]["max_thread_cpu_pct"] == pytest.approx(50.0)
+
+
 def test_context_switches_are_counted_every_switches_every_s_over_that_true_interval(monkeypatch):
     """A thread's status costs more than the rest of its reading: the switches are counted every
     ``switches_every_s`` and their rates are over the interval between two counts; the rows between
@@ -305,6 +349,52 @@ def test_the_host_counters_are_psutils_figures():
     assert first.ctx_switches <= by_psutil.ctx_switches <= second.ctx_switches
     for name in ("user", "system", "idle"):
         assert first.cpu[name] <= by_psutil.cpu[name] <= second.cpu[name], name
+
+
+def test_a_big_hosts_proc_files_are_read_whole(tmp_path):
+    """A GPU host of 128 cores writes a /proc/stat of 20 KB and more (a line a core, a count an interrupt),
+    the context switches and the run queue after them: read whole, the first time and when it grows."""
+    from diagnose.collectors.proc import HeldFile, HostCounters, read_file
+
+    def stat(cores: int, interrupts: int) -> str:
+        lines = [f"cpu{n} 100 0 50 9000 3 0 1 0 0 0" for n in range(cores)]
+        return "\n".join(
+            [
+                "cpu  12800 0 6400 1152000 384 0 128 0 0 0",
+                *lines,
+                "intr " + " ".join(["123456"] * interrupts),
+                "ctxt 987654321",
+                "btime 1764460800",
+                "procs_running 97",
+                "procs_blocked 0",
+                "",
+            ]
+        )
+
+    files = {}
+    for name, text in {
+        "stat": stat(128, 2000),
+        "meminfo": "MemTotal: 1000 kB\nMemAvailable: 400 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n",
+        "vmstat": "pswpin 0\npswpout 0\n",
+        "diskstats": "   8       0 sda 1 0 2 0 3 0 4 0 0 0 0\n",
+        "net/dev": "h1\nh2\n" + "".join(f"veth{n}: 5 0 0 0 0 0 0 0 7 0 0 0 0 0 0 0\n" for n in range(400)),
+    }.items():
+        path = tmp_path / name.replace("/", "_")
+        path.write_text(text)
+        files[name] = path
+    assert len(files["stat"].read_bytes()) > 16_000 and len(files["net/dev"].read_bytes()) > 16_000
+    counters = HostCounters()
+    counters.close()
+    counters._files = {name: HeldFile(str(path)) for name, path in files.items()}
+    try:
+        reading = counters.read()
+        assert reading.ctx_switches == 987654321 and reading.procs_running == 97
+        assert reading.io["net_rx"] == 5 * 400 and reading.io["net_tx"] == 7 * 400
+        files["stat"].write_text(stat(256, 8000))  # a bigger file in the same place is read whole too
+        assert counters.read().procs_running == 97
+    finally:
+        counters.close()
+    assert read_file(str(files["stat"])).endswith(b"procs_blocked 0\n")
 
 
 def test_cores_allowed_is_the_affinity_capped_by_the_cgroup_quota(tmp_path, monkeypatch):
@@ -513,6 +603,25 @@ def test_writer_refuses_an_existing_dump_and_completes_the_manifest(tmp_path):
     manifest = (tmp_path / "new" / "manifest.yaml").read_text()
     assert "complete: true" in manifest and "samples: 1" in manifest
     assert (tmp_path / "new" / "system.csv").read_text().splitlines()[1].startswith("1.0,5")
+
+
+def test_the_writer_flushes_each_sample_and_syncs_every_few_seconds_and_at_the_end(tmp_path, monkeypatch):
+    """A killed recorder loses nothing flushed (the OS has it); the disk is asked to keep it every
+    SYNC_EVERY_S and when the dump closes, not each second (a sync costs a tenth of a sample's budget)."""
+    import diagnose.collectors.writer as writer_module
+
+    clock, synced = _FakeClock(), []
+    monkeypatch.setattr(writer_module, "time", clock)
+    monkeypatch.setattr(writer_module.os, "fsync", lambda fd: synced.append(clock.now))
+    writer = DumpWriter(tmp_path / "d", 1.0)
+    for second in range(25):
+        clock.now = 1000.0 + second
+        writer.append("system", [{"ts": clock.now, "cpu_pct": 5}])
+        writer.flush()
+        assert len((tmp_path / "d" / "system.csv").read_text().splitlines()) == second + 2  # flushed
+    assert synced == [1010.0, 1020.0]
+    writer.close(samples=25)
+    assert synced[2:] == [1024.0]
 
 
 def test_a_full_disk_stops_the_writer_with_disk_full(tmp_path):

@@ -1,6 +1,6 @@
 """The host through psutil: CPU, memory, swap, disk and network, and the busiest processes.
 
-Cost matters more than completeness here: a sample costs 2 ms or less on a host of 300 processes
+Cost matters more than completeness here: a sample costs about 2 ms on a host of 300 processes
 watching a server of 200 threads (benchmarks/bench_record.py), by reading only what can have changed.
 Each sample reads the tracked processes' CPU, memory, threads and page faults from one ``stat`` read
 each (proc.py: files kept open), and accounts the host's busy CPU (``/proc/stat``) to them; only when
@@ -15,8 +15,10 @@ readings.
 
 The busiest-thread figure (one thread at a full core is the tell-tale of a single-threaded tokenizer
 or decoder) needs every thread's times, so it is read for the watched server pids and the
-``thread_top`` busiest processes only, from each thread's ``schedstat`` (kept open: 1.6 us a thread),
-with the time they spent runnable but waiting for a core; and, every ``switches_every_s``, the threads'
+``thread_top`` busiest processes only (of these, not for one whose own CPU did not move a clock tick
+since the last sample: none of its threads ran, and its busiest reads 0), from each thread's
+``schedstat`` (kept open: 1.6 us a thread, about 4 us at a sample's pace, its caches cold), with the
+time they spent runnable but waiting for a core; and, every ``switches_every_s``, the threads'
 context switches (``/proc/PID/status`` counts the main thread's alone; each thread's costs 13 us, read
 only for the threads given a CPU since), which tell over-parallelism from honest work. Where there is
 no ``/proc``, psutil reads the CPU times, more slowly, and the rest is not recorded.
@@ -156,13 +158,21 @@ class HostCollector:
             by_cpu.append((row["cpu_pct"] or 0.0, pid))
         threaded = set(self._watch) | {pid for _, pid in sorted(by_cpu, reverse=True)[: self._thread_top]}
         for row in rows:
-            if row["pid"] in threaded:
-                row.update(self._thread_rates(self._tracked[row["pid"]], row["num_threads"]))
-                busiest = row["max_thread_cpu_pct"]
-                # The process and its threads are read a moment apart, and the kernel counts CPU in
-                # clock ticks: a thread can read a tick above its process, never truly be above it.
-                if busiest is not None and row["cpu_pct"] is not None:
-                    row["max_thread_cpu_pct"] = min(busiest, row["cpu_pct"])
+            if row["pid"] not in threaded:
+                continue
+            tracked = self._tracked[row["pid"]]
+            if row["pid"] not in self._watch and row["cpu_pct"] == 0:
+                # Its own counter, the sum of its threads', did not move: no thread of it ran a clock tick,
+                # and reading them (a pread each) would say only that. Read afresh once it runs again.
+                row["max_thread_cpu_pct"] = 0.0
+                tracked.thread_times, tracked.threads_at = {}, None
+                continue
+            row.update(self._thread_rates(tracked, row["num_threads"]))
+            busiest = row["max_thread_cpu_pct"]
+            # The process and its threads are read a moment apart, and the kernel counts CPU in
+            # clock ticks: a thread can read a tick above its process, never truly be above it.
+            if busiest is not None and row["cpu_pct"] is not None:
+                row["max_thread_cpu_pct"] = min(busiest, row["cpu_pct"])
         return HostSample(system, rows, events)
 
     def close(self) -> None:

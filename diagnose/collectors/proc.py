@@ -22,26 +22,43 @@ _RELIST_EVERY = 10  # a pool that replaces threads at the same count is seen wit
 
 
 def read_file(path: str) -> bytes:
-    """A small file in one read: os.open and os.read cost half of Python's buffered file for 300 bytes."""
+    """A small file in one read (os.open and os.read cost half of Python's buffered file for 300 bytes),
+    read on to its end where it is larger."""
     handle = os.open(path, os.O_RDONLY)
     try:
-        return os.read(handle, 4096)
+        data = os.read(handle, _READ_BYTES)
+        if len(data) < _READ_BYTES:
+            return data
+        chunks = [data]
+        while chunk := os.read(handle, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
     finally:
         os.close(handle)
 
 
-class HeldFile:
-    """A ``/proc`` file kept open and read again from its start with one ``pread``."""
+_READ_BYTES = 4096
 
-    __slots__ = ("_fd",)
+
+class HeldFile:
+    """A ``/proc`` file kept open and read again from its start with one ``pread``, into room for all of
+    it: the host's files grow with the machine (``/proc/stat`` holds a line a core and an interrupt
+    count each, 20 KB and more on a GPU host of 128 cores, with the context switches and the run queue
+    after them; ``net/dev`` a line an interface, hundreds on a Kubernetes node)."""
+
+    __slots__ = ("_fd", "_room")
 
     def __init__(self, path: str) -> None:
         self._fd: int | None = os.open(path, os.O_RDONLY)
+        self._room = _READ_BYTES
 
     def read(self) -> bytes:
         if self._fd is None:
             raise ProcessLookupError("closed")
-        data = os.pread(self._fd, 4096, 0)
+        data = os.pread(self._fd, self._room, 0)
+        while len(data) >= self._room:  # perhaps cut: read it whole again, into twice the room
+            self._room *= 2
+            data = os.pread(self._fd, self._room, 0)
         if not data:
             raise ProcessLookupError("nothing to read")
         return data

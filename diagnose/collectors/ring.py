@@ -1,8 +1,8 @@
 """A bounded ring of recent samples on disk, and the dump cut from it when something happens.
 
 The ring is a folder of *segments*, each an ordinary dump written by
-:class:`~diagnose.collectors.writer.DumpWriter` (flushed and synced every
-tick), started every ``segment_s``. Old segments are deleted once they fall
+:class:`~diagnose.collectors.writer.DumpWriter` (flushed every tick,
+synced every few seconds), started every ``segment_s``. Old segments are deleted once they fall
 out of the kept span, or sooner when the ring would outgrow its byte budget,
 so disk use is bounded by ``max_bytes`` and said before the first sample.
 Because every segment is a valid dump at every moment, ``kill -9`` or a power
