@@ -173,6 +173,24 @@ def test_a_hard_wrapped_log_is_rejoined_and_a_fixed_width_table_is_not():
     assert mend(dmon).text == dmon
 
 
+def test_a_log_record_broken_at_its_commas_is_rejoined_and_nothing_else_is():
+    """An author re-flowed a stats line at its commas into indented pieces: one record again. Prose that
+    ends with a comma, pieces that are not indented, and a record after one are left alone."""
+    line = VLLM_STATS.format(s=7)
+    head, *pieces = line.split(", ")
+    broken = "\n".join([head + ",", *(f"    {piece}," for piece in pieces[:-1]), f"    {pieces[-1]}"])
+    mended = mend("We see this:\n" + broken + "\n" + VLLM_STATS.format(s=8) + "\nAny idea,\n  anyone?")
+    assert mended.text == "\n".join(["We see this:", line, VLLM_STATS.format(s=8), "Any idea,", "  anyone?"])
+    assert (
+        mended.steps == ("commas",)
+        and "rejoined 5 lines of log records broken at their commas" in mended.undone
+    )
+    flush = "\n".join([head + ",", *(f"{piece}," for piece in pieces)])
+    assert mend(flush).text == flush  # not indented: not known to continue it
+    two = "\n".join([VLLM_STATS.format(s=1) + ",", "    " + VLLM_STATS.format(s=2)])
+    assert mend(two).text == two  # a record is never a piece of another
+
+
 def test_a_full_width_header_and_row_whose_columns_line_up_are_a_table_not_a_wrap():
     # rocm-smi's Concise Info (rocm_smi.py) is printed 80 columns wide, banners, header and rows alike
     table = (

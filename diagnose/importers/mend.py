@@ -85,6 +85,8 @@ _RECORD_STARTS = (
     r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{6}[+-]\d\d:\d\d ",  # dmesg --time-format iso
     r"# (?:HELP|TYPE) [A-Za-z_:]",  # Prometheus exposition comments
 )
+# A line of a log (any known record start but the exposition's comments), at its start.
+_LOG_RECORD = re.compile("|".join(start for start in _RECORD_STARTS if not start.startswith("# ")))
 # The first character's class is checked before the alternatives: 1.6x faster on a long log.
 _GLUED = re.compile(r"(?<=\S)(?=[IWEDCF\d\[#])(?=" + "|".join(_RECORD_STARTS) + ")")
 # A Prometheus sample glued to the next: 'name{...} 1.0name2{...} 2' or 'name 1.0name2 2'.
@@ -134,7 +136,7 @@ def mend(text: str, dedent: bool = True, steps: frozenset[str] | None = None) ->
     ``dedent`` False: an indentation common to every line is kept (a piece of a file whose first piece
     was not indented: its lines are indented by their format, a section of ``nvidia-smi -q``).
     ``steps``: only these of its steps, by name: characters, json, cut_end, fences, unwrap, unescape,
-    prefixes, noise, unglue (a later piece of a file needs what its first piece did).
+    prefixes, noise, unglue, commas (a later piece of a file needs what its first piece did).
     """
     undone: list[str] = []
     acted: list[str] = []
@@ -173,6 +175,7 @@ def mend(text: str, dedent: bool = True, steps: frozenset[str] | None = None) ->
     lines = step("noise", lambda lines, undone: without_noise(lines, undone, commands), lines)
     lines = step("unglue", _unglued, lines)
     lines = step("unwrap", _unwrapped, lines)
+    lines = step("commas", _rejoined_at_commas, lines)
     return Mended("\n".join(lines), tuple(undone), tuple(prefixes), tuple(acted), tuple(commands))
 
 
@@ -428,6 +431,37 @@ def _unwrapped(lines: list[str], undone: list[str]) -> list[str]:
     if not joined:
         return lines
     undone.append(Undone("rejoined ", joined, "line", f" hard-wrapped at {width} columns"))
+    return out
+
+
+def _rejoined_at_commas(lines: list[str], undone: list[str]) -> list[str]:
+    """A log record its author broke at its commas, joined back: a line that starts a record of a known
+    format and ends with a comma goes on in the indented lines after it that start none, each ending
+    with a comma but the last (a stats line of a dozen figures, re-flowed to fit an issue's width). A
+    record does not end with a comma, and a line that starts one is never taken as a piece."""
+    out: list[str] = []
+    joined = 0
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        index += 1
+        if not (line.rstrip().endswith(",") and _LOG_RECORD.match(line)):
+            out.append(line)
+            continue
+        depth = len(line) - len(line.lstrip())
+        record = line.rstrip()
+        while index < len(lines) and record.endswith(","):
+            piece = lines[index]
+            text = piece.strip()
+            if not text or len(piece) - len(piece.lstrip()) <= depth or _LOG_RECORD.match(text):
+                break
+            record += " " + text
+            joined += 1
+            index += 1
+        out.append(record if record != line.rstrip() else line)
+    if not joined:
+        return lines
+    undone.append(Undone("rejoined ", joined, "line", " of log records broken at their commas"))
     return out
 
 
