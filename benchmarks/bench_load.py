@@ -167,8 +167,8 @@ def saturated_rps(url: str, clients: int, seconds: float) -> float:
 def knee_part(seeds: range, quick: bool, out: Path) -> list[str]:
     rows = [
         "| workers x step | configured | saturated | seed | bracket (req/s) | holds saturated | "
-        "throughput past it | holds saturated |",
-        "|---|---:|---:|---:|---|---|---|---|",
+        "knee's 95 % interval | holds saturated | throughput past it | holds saturated |",
+        "|---|---:|---:|---:|---|---|---|---|---|---|",
     ]
     configurations = CONFIGURATIONS[:1] if quick else CONFIGURATIONS
     for workers, step_ms in configurations:
@@ -180,10 +180,12 @@ def knee_part(seeds: range, quick: bool, out: Path) -> list[str]:
                 result = load(service.url, out / f"knee-{workers}x{step_ms:g}-{seed}", *options)
             knee = result["knee"]
             low, high = knee["kept_up_rps"], knee["fell_behind_rps"] or float("nan")
+            wide_low, wide_high = knee["low_rps"], knee["high_rps"] or float("nan")
             cap = knee["capacity_rps"]
             rows.append(
                 f"| {workers} x {step_ms:g} ms | {known:.3g} | {saturated:.3g} | {seed} | "
                 f"{low:.3g} to {high:.3g} | {_yes(low <= saturated <= high)} | "
+                f"{wide_low:.3g} to {wide_high:.3g} | {_yes(wide_low <= saturated <= wide_high)} | "
                 f"{cap['value']:.3g} ({cap['low']:.3g} to {cap['high']:.3g}) | "
                 f"{_yes(cap['low'] <= saturated <= cap['high'])} |"
             )

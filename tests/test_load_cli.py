@@ -84,7 +84,9 @@ def test_a_run_finds_the_knee_soaks_and_leaves_a_dump(paced_service, tmp_path):
 
 @pytest.fixture
 def slow_service(tmp_path):
-    """A model step of 200 ms: a knee near 5 req/s, which a load engine sharing its cores reaches."""
+    """A model step of 200 ms: a knee near 5 req/s, which a load engine sharing its cores reaches. Its
+    runs start at 2 req/s: a busy machine slows the baseline's lone requests, and steps grown from half
+    their rate would not reach the knee within the test's few."""
     with _paced(tmp_path, step_ms=200) as url:
         yield url
 
@@ -93,7 +95,7 @@ def test_two_locust_workers_send_the_run_together(slow_service, tmp_path):
     out, port = tmp_path / "run", free_port()
     master = subprocess.Popen(
         [sys.executable, "-m", "diagnose", "load", f"{slow_service}/generate", "-o", str(out), *COARSE,
-         "--soak", "0", "--workers", "2", "--master-port", str(port), "--format", "json"],
+         "--start-rate", "2", "--soak", "0", "--workers", "2", "--master-port", str(port), "--format", "json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -195,16 +197,18 @@ def test_bad_options_are_named_before_any_load(tmp_path):
 
 
 def test_an_archived_run_whose_knee_moved_down_exits_1_and_names_what_moved(tmp_path):
-    """The weekly gate: the standard run, then the same load against a model step four times as slow."""
+    """The weekly gate: the standard run, then the same load against a model step four times as slow. The
+    knees compare by their intervals (each bracket's ends widened by what a 3-second step can tell, 30 to
+    45 % here): brackets narrowed to 30 % keep a fourfold move beyond them."""
     archive = tmp_path / "archive.sqlite"
-    gate = ["--soak", "0", "--max-steps", "4", "--baseline", "6s", "--step", "3s", "--archive", "--name", "standard",
+    gate = ["--soak", "0", "--max-steps", "6", "--baseline", "6s", "--step", "3s", "--archive", "--name", "standard",
             "--archive-file", str(archive), "--format", "json"]  # 6 s alone: 30 requests, enough for an interval
     with _paced(tmp_path, step_ms=50) as url:
-        first = _load(f"{url}/generate", "-o", str(tmp_path / "week-1"), *COARSE, *gate)
+        first = _load(f"{url}/generate", "-o", str(tmp_path / "week-1"), *QUICK, *gate)
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["history"]["against"] is None
     with _paced(tmp_path, step_ms=200) as url:
-        second = _load(f"{url}/generate", "-o", str(tmp_path / "week-2"), *COARSE, *gate)
+        second = _load(f"{url}/generate", "-o", str(tmp_path / "week-2"), *QUICK, *gate)
     assert second.returncode == 1, second.stderr
     history = json.loads(second.stdout)["history"]
     assert history["regressed"] and history["against"]["folder"] == str((tmp_path / "week-1").resolve())

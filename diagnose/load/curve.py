@@ -10,6 +10,15 @@ capacity an open-loop load piles up a queue, so each request waits a little long
 before: a latency that grows with the time into the stage (Theil-Sen slope, its interval above
 ``BACKLOG_SLOPE``) says so even where the stage is too short for throughput to fall visibly behind.
 The knee is bracketed by the highest rate kept up with and the lowest not.
+
+A step's verdict is itself uncertain near capacity: a queue at exactly its capacity wanders like a
+random walk whose variance grows by lambda x (c_a^2 + c_s^2) a second (Poisson arrivals, c_a^2 = 1;
+c_s^2 the service time's squared coefficient of variation, from the baseline's requests one at a
+time), so over a step of T seconds it drifts z x sqrt(lambda x (1 + c_s^2) x T) requests either way,
+and a rate within z x sqrt((1 + c_s^2) / (lambda x T)) of capacity may keep up or fall behind by
+chance. The knee's 95 % interval is the bracket widened by that much at each end
+(:func:`step_resolution`): about +-10 % for 20-second steps at 20 req/s, narrower for longer steps or
+faster services.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ FOLLOWS = 0.95  # throughput's upper bound under this share of the offered rate:
 # latency against send time is offered / capacity - 1): past that, the stage did not keep up.
 BACKLOG_SLOPE = 0.02
 LATENCY_DEPARTS = 2.0  # P50 at twice its value alone: where latency has left its low-load level
+Z95 = 1.96  # a normal 95 % interval's half-width in standard deviations
 _SETTLED = 0.9  # the share of a step over which its throughput is counted
 
 
@@ -61,6 +71,7 @@ class StageResult:
     backlog_slope: Figure  # seconds of latency gained per second into the stage
     send_lag_p99_ms: float  # how late the load engine sent, against the arrivals drawn
     first_error: str
+    latency_cv2: float = math.nan  # the answered requests' latency: variance over mean squared
 
     @property
     def failed_share(self) -> float:
@@ -117,7 +128,27 @@ def measure_stage(stage: Stage, rows: pd.DataFrame, started: float, salt: int = 
         backlog_slope=backlog_slope(good, started),
         send_lag_p99_ms=_plain(rows, "lag_ms", 0.99),
         first_error=str(errors.iloc[0]) if len(errors) else "",
+        latency_cv2=_cv2(latency),
     )
+
+
+def _cv2(values: np.ndarray) -> float:
+    """Variance over mean squared, of the finite values (nan for fewer than three)."""
+    values = values[np.isfinite(values)]
+    if values.size < 3 or values.mean() <= 0:
+        return math.nan
+    return float(values.var(ddof=1) / values.mean() ** 2)
+
+
+def step_resolution(step: StageResult, service_cv2: float) -> float:
+    """The share of its rate within which a step cannot tell a service at capacity from one above or
+    below it (see the module's note): z x sqrt((1 + c_s^2) / (lambda x T)). ``service_cv2``: the
+    service time's squared coefficient of variation (nan: unknown, taken as 1, an exponential's)."""
+    rate, seconds = step.offered_rps, step.stage.duration_s
+    if rate <= 0 or seconds <= 0:
+        return math.nan
+    cv2 = service_cv2 if math.isfinite(service_cv2) else 1.0
+    return Z95 * math.sqrt((1 + cv2) / (rate * seconds))
 
 
 def _rate(count: int, seconds: float) -> Figure:
@@ -195,6 +226,24 @@ class Knee:
     collapsed_rps: float  # nan unless every step past the knee failed more than MAX_FAILED_SHARE
     latency_rises_rps: float  # the lowest rate whose P50 left its low-load level (nan: none did)
     why: str  # what the first stage past the knee showed
+    # The bracket's ends widened by what their steps can tell (step_resolution, a share of the rate):
+    # the knee's 95 % interval, low_rps to high_rps
+    kept_up_resolution: float = math.nan
+    fell_behind_resolution: float = math.nan
+
+    @property
+    def low_rps(self) -> float:
+        """The knee's interval, low end: the highest rate kept up with, less its step's resolution."""
+        if self.kept_up_rps <= 0 or not math.isfinite(self.kept_up_resolution):
+            return self.kept_up_rps
+        return self.kept_up_rps * max(0.0, 1 - self.kept_up_resolution)
+
+    @property
+    def high_rps(self) -> float:
+        """The knee's interval, high end: the lowest rate fallen behind at, plus its step's resolution."""
+        if not math.isfinite(self.fell_behind_resolution):
+            return self.fell_behind_rps
+        return self.fell_behind_rps * (1 + self.fell_behind_resolution)
 
     @property
     def found(self) -> bool:
@@ -205,6 +254,7 @@ def find_knee(baseline: StageResult, steps: list[StageResult]) -> Knee:
     """The bracket around the knee from every step run (in any order), at the rates offered."""
     kept_up, behind = _bracket(steps)
     kept_up_planned, behind_planned = _bracket(steps, _planned)
+    kept_step = next((s for s in steps if not s.falls_behind() and s.offered_rps == kept_up), None)
     alone = alone_p50_ms(baseline)
     rises = [s.offered_rps for s in steps if s.latency_p50_ms.low > LATENCY_DEPARTS * alone] + [
         s.offered_rps for s in behind
@@ -218,6 +268,8 @@ def find_knee(baseline: StageResult, steps: list[StageResult]) -> Knee:
         collapsed_rps=_collapsed(behind),
         latency_rises_rps=min(rises) if rises else math.nan,
         why=behind[0].falls_behind() if behind else "",
+        kept_up_resolution=step_resolution(kept_step, baseline.latency_cv2) if kept_step else math.nan,
+        fell_behind_resolution=step_resolution(behind[0], baseline.latency_cv2) if behind else math.nan,
     )
 
 

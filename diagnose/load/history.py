@@ -1,8 +1,9 @@
 """A standard load run judged against the last one of the same name: has the knee moved beyond its
 interval? The weekly gate: the same load every week, a regression caught the week it lands.
 
-Figures compare by their intervals, never their values alone: the knee by its bracket (a knee
-moved down when the new bracket's high end is at or below the old one's low end), the capacity and
+Figures compare by their intervals, never their values alone: the knee by its bracket, each end
+widened by what its step can tell (curve.step_resolution; a knee moved down when the new interval's
+high end is at or below the old one's low end), the capacity and
 the latency of one request alone by their 95 % intervals (disjoint: moved). A slower stage shows
 as a higher latency alone; a lost slot or a smaller batch as a lower knee with the same latency
 alone. The reference is the last run of the name that was not itself a regression, so a bad week
@@ -81,7 +82,10 @@ def _knee(before: dict[str, Any], after: dict[str, Any]) -> Move:
     def text(knee: dict[str, Any]) -> str:
         if not knee["found"]:
             return f"above {knee['kept_up_rps']:.3g} req/s (not reached)"
-        return f"{knee['kept_up_rps']:.3g} to {knee['fell_behind_rps']:.3g} req/s"
+        bracket = f"{knee['kept_up_rps']:.3g} to {knee['fell_behind_rps']:.3g} req/s"
+        if knee.get("low_rps") is None or knee.get("high_rps") is None:
+            return bracket
+        return f"{bracket} (95 %: {knee['low_rps']:.3g} to {knee['high_rps']:.3g})"
 
     if not before["found"] and not after["found"]:
         return Move("knee", text(before), text(after), "not comparable", False)
@@ -100,8 +104,19 @@ def _bracket(knee: dict[str, Any], other: dict[str, Any]) -> tuple[float, float]
     whatever each step's draw sent); at the rates sent where either run was archived without them."""
     planned = ("kept_up_planned_rps", "fell_behind_planned_rps")
     if all(key in run for key in planned for run in (knee, other)):
-        return _rate(knee[planned[0]]), _rate(knee[planned[1]])
-    return _rate(knee["kept_up_rps"]), _rate(knee["fell_behind_rps"])
+        kept, behind = _rate(knee[planned[0]]), _rate(knee[planned[1]])
+    else:
+        kept, behind = _rate(knee["kept_up_rps"]), _rate(knee["fell_behind_rps"])
+    # each end widened by what its step could tell (archived without it: the bracket as it was)
+    kept_by, behind_by = (
+        _resolution(knee.get("kept_up_resolution")),
+        _resolution(knee.get("fell_behind_resolution")),
+    )
+    return kept * max(0.0, 1 - kept_by), behind * (1 + behind_by)
+
+
+def _resolution(value: float | None) -> float:
+    return 0.0 if value is None or not math.isfinite(value) else float(value)
 
 
 def _rate(value: float | None) -> float:

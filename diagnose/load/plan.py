@@ -82,7 +82,7 @@ class Settings:
     growth: float = 2.0  # each step's rate over the last, until the service stops keeping up
     resolution: float = 0.15  # then halve the bracket until its width is this share of its low end
     max_steps: int = 12
-    soak_share: float = 0.7  # of the knee's low end
+    soak_share: float = 0.7  # of the highest rate kept up with
     soak_s: float = 600.0
     seed: int = 0
     processes: int = 1  # Locust processes sending: 1 here, or the workers of a distributed run

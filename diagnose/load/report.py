@@ -68,6 +68,10 @@ def capacity(sweep: Sweep, target: Target) -> dict[str, Any]:
                 "fell_behind_rps": knee.fell_behind_rps,
                 "kept_up_planned_rps": knee.kept_up_planned_rps,
                 "fell_behind_planned_rps": knee.fell_behind_planned_rps,
+                "low_rps": knee.low_rps,
+                "high_rps": knee.high_rps,
+                "kept_up_resolution": knee.kept_up_resolution,
+                "fell_behind_resolution": knee.fell_behind_resolution,
                 "capacity_rps": _figure(knee.capacity_rps),
                 "collapsed_rps": knee.collapsed_rps,
                 "latency_rises_rps": knee.latency_rises_rps,
@@ -230,6 +234,10 @@ def _history_lines(history: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def _share(resolution: float | None) -> str:
+    return "?" if resolution is None else f"{resolution:.0%}".replace("%", " %")
+
+
 def _knee_lines(result: dict[str, Any]) -> list[str]:
     knee, recommended = result["knee"], result["recommended"]
     if not knee["found"]:
@@ -241,6 +249,14 @@ def _knee_lines(result: dict[str, Any]) -> list[str]:
         f"Knee: between {knee['kept_up_rps']:.3g} req/s (kept up) and {knee['fell_behind_rps']:.3g} req/s "
         f"(fell behind: {knee['why']})."
     ]
+    if knee.get("high_rps") is not None and knee.get("low_rps") is not None:
+        lines.append(
+            f"A {result['settings']['step_s']:g}-second step tells a rate from the capacity only to within "
+            f"{_share(knee.get('kept_up_resolution'))} at {knee['kept_up_rps']:.3g} req/s and "
+            f"{_share(knee.get('fell_behind_resolution'))} at {knee['fell_behind_rps']:.3g} (a queue at its "
+            f"capacity wanders by chance): the knee's 95 % interval is {knee['low_rps']:.3g} to "
+            f"{knee['high_rps']:.3g} req/s; longer steps narrow it."
+        )
     cap = knee["capacity_rps"]
     if cap["value"] is not None:
         lines.append(

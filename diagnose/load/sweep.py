@@ -5,7 +5,7 @@
 2. Steps of open-loop load, each ``growth`` times the last (the first at half what one client alone
    achieves), until one does not keep up; then the bracket is halved (geometrically) until it is
    narrower than ``resolution``.
-3. A soak at ``soak_share`` of the knee's low end, judged for stability.
+3. A soak at ``soak_share`` of the highest rate kept up with, judged for stability.
 
 The production setting is the method's: ``soak_share`` (70 %) of the knee, as a rate and as a
 concurrency (the requests in flight at the knee, the figure a server's slots or max-num-seqs set).
