@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from tests.helpers.service import answers, free_port, wait_for
 
@@ -156,10 +157,15 @@ def test_recorded_on_the_servers_host_the_knee_is_diagnosed_and_its_cpu_stage_na
 
 
 def test_a_request_logs_pattern_is_replayed_with_its_lengths(paced_service, tmp_path):
+    """Also the server's /metrics recorded from afar (--record-metrics): none of the load machine's tables."""
     log = Path(__file__).resolve().parents[1] / "fixtures" / "dumps" / "llm-healthy" / "requests.csv"
     out = tmp_path / "run"
-    done = _load(f"{paced_service}/generate", "-o", str(out), *COARSE, "--max-steps", "2", "--soak", "0", "--replay", str(log))
+    done = _load(f"{paced_service}/generate", "-o", str(out), *COARSE, "--max-steps", "2", "--soak", "0", "--replay", str(log),
+                 "--record-metrics")  # fmt: skip
     assert done.returncode == 0, done.stderr
+    manifest = yaml.safe_load((out / "server" / "manifest.yaml").read_text())
+    assert manifest["host"] == "127.0.0.1" and manifest["sources"]["metrics"]["target"].endswith("/metrics")
+    assert not (out / "server" / "system.csv").exists() and not (out / "server" / "processes.csv").exists()
     assert "replaying" in done.stdout and "869 requests at their recorded gaps" in done.stdout
     logged = {round(n / 1.3) for n in pd.read_csv(log)["input_len"]}
     rows = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]

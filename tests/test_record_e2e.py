@@ -123,9 +123,40 @@ def test_record_help_explains_every_option():
         "--log",
         "--top",
         "--no-gpu",
+        "--no-host",
         "--force",
     ):
         assert option in result.stdout
+
+
+def test_a_service_on_another_host_is_recorded_from_afar_without_this_hosts_tables(tmp_path, service):
+    """--no-host: the service's /metrics and nothing of the machine the recorder runs on (its CPU, its
+    processes, its GPUs and kernel logs are another machine's); the manifest names the service's host."""
+    import yaml
+
+    url, _ = service
+    stop = threading.Event()
+    load = threading.Thread(target=_load, args=(url, stop), daemon=True)
+    load.start()
+    try:
+        result = _record(
+            "-o", str(tmp_path / "d"), "--duration", "3s", "--no-host", "--metrics-url", f"{url}/metrics",
+            "--env", "model=tiny",
+        )  # fmt: skip
+    finally:
+        stop.set()
+        load.join(timeout=5)
+    assert result.returncode == 0, result.stderr
+    dump = load_dump(str(tmp_path / "d"))
+    assert set(dump.tables) == {"server"} and dump.tables["server"]["throughput_rps"].max() > 0
+    manifest = yaml.safe_load((tmp_path / "d" / "manifest.yaml").read_text())
+    assert manifest["host"] == "127.0.0.1" and "machine_id" not in manifest and "boot_id" not in manifest
+    assert manifest["environment"] == {"model": "tiny"} and manifest["server_pids"] == []
+    refused = _record("-o", str(tmp_path / "e"), "--duration", "1s", "--no-host", "--pid", str(os.getpid()),
+                      "--metrics-url", f"{url}/metrics")  # fmt: skip
+    assert refused.returncode == 2 and "--no-host" in refused.stderr and "Traceback" not in refused.stderr
+    nothing = _record("-o", str(tmp_path / "f"), "--duration", "1s", "--no-host")
+    assert nothing.returncode == 2 and "--metrics-url or --requests-log" in nothing.stderr
 
 
 def test_the_server_is_found_from_the_metrics_port(service):

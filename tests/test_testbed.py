@@ -332,7 +332,6 @@ def test_a_short_run_records_a_dump_that_diagnose_reads_and_scores(tmp_path):
     dump = tmp_path / "run" / "dump"
     truth = yaml.safe_load((tmp_path / "run" / "truth.yaml").read_text())
     assert truth["scenario"] == "cold-start-contamination" and truth["cause"] == "cold-start-contamination"
-    assert truth["load"]["ok"] >= 0.9 * truth["load"]["sent"], "the restarted service must answer"
     lines = (dump / "requests.jsonl").read_text().splitlines()
     row = json.loads(lines[-1])
     assert len(lines) >= 0.8 * truth["load"]["ok"]
@@ -341,6 +340,10 @@ def test_a_short_run_records_a_dump_that_diagnose_reads_and_scores(tmp_path):
     (restart,) = [e for e in events if e["kind"] == "restart"]
     (began, _), *_ = truth["fault_windows"]
     assert began - 1 <= restart["ts"] <= began + 5, "stamped at the new process's birth"
+    # Requests sent while it restarts fail, as many as a busy machine makes the restart long: what must
+    # hold is that the new process answers (the run's later seconds are all its own)
+    answered_after = [line for line in lines if json.loads(line)["ts"] > restart["ts"] + 5]
+    assert len(answered_after) >= 10, "the restarted service must answer"
     score = _testbed("score", str(tmp_path))
     table, _ = score.communicate(timeout=300)
     assert score.returncode == 0, table

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlparse
 
 import psutil
 
@@ -25,6 +26,7 @@ from diagnose.collectors.environment import describe_environment
 from diagnose.collectors.follow import FileFollower
 from diagnose.collectors.gpu import GpuCollector, NvmlUnavailable
 from diagnose.collectors.host import HostCollector
+from diagnose.collectors.identity import HostIdentity
 from diagnose.collectors.logs import events_from_lines
 from diagnose.collectors.prometheus import SCRAPE_FAILURES, MetricsScraper
 from diagnose.collectors.requests_log import RequestLog
@@ -55,6 +57,9 @@ class RecordOptions:
     logs: tuple[str, ...] = ()
     top: int = 10
     gpu: bool = True
+    # False: the service runs on another machine, read from afar (its /metrics, its request log): this
+    # host's CPU, processes, GPUs and kernel logs are not the service's and are not sampled
+    host: bool = True
     force: bool = False
     strict: bool = False  # a source that is down at start is an error, not a warning
 
@@ -102,7 +107,15 @@ def record(
     """Sample every interval until ``stop`` or the duration; ``progress`` hears after each sample, and
     ``started`` once the sources were checked and the dump opened (a refused start never hears it)."""
     summary = RecordSummary()
-    watched = list(options.pids or server_pids(options.metrics_url, options.requests_log))  # restarts follow
+    if not options.host and options.pids:
+        raise InputError("--pid names a process of this host, and --no-host records none of this host's")
+    if not options.host and not (options.metrics_url or options.requests_log):
+        raise InputError(
+            "--no-host records only what the service itself gives: pass --metrics-url or --requests-log"
+        )
+    watched = (
+        list(options.pids or server_pids(options.metrics_url, options.requests_log)) if options.host else []
+    )  # restarts follow
     requests = (
         RequestLog.open(options.requests_log, options.column_map, options.requests_format)
         if options.requests_log
@@ -124,7 +137,8 @@ def record(
     if sink is not None:
         writer: Sink = sink
     elif options.output is not None:
-        writer = DumpWriter(options.output, options.interval_s, force=options.force)
+        identity = None if options.host else HostIdentity(_served_from(options))
+        writer = DumpWriter(options.output, options.interval_s, force=options.force, identity=identity)
     else:
         raise ValueError("record() writes into options.output or into a sink; it was given neither")
     if started is not None:
@@ -132,9 +146,10 @@ def record(
     if watched and not options.pids:
         pids = f"{'pid' if len(watched) == 1 else 'pids'} {', '.join(map(str, watched))}"
         say(f"diagnose: watching the server ({pids}), found from the request source")
-    host = HostCollector(tuple(watched), top=options.top)
+    host = HostCollector(tuple(watched), top=options.top) if options.host else None
     gpu = _open_gpu(options, summary, say)
-    logs = [*user_logs, *(FileFollower(path) for path in KERNEL_LOGS if _readable(path))]
+    kernel = KERNEL_LOGS if options.host else ()
+    logs = [*user_logs, *(FileFollower(path) for path in kernel if _readable(path))]
     writer.set_manifest(
         watched_pids=list(watched),
         server_pids=list(watched),
@@ -142,7 +157,9 @@ def record(
         gpus=summary.gpus,
         gpu_note=summary.gpu_note,
         sources=health.manifest(),
-        environment=describe_environment(watched, gpu.versions() if gpu else None, options.environment),
+        environment=describe_environment(watched, gpu.versions() if gpu else None, options.environment)
+        if options.host
+        else dict(options.environment),
         **({"stages": options.stage_kinds} if options.stage_kinds else {}),
         **({"settings": options.settings} if options.settings else {}),
     )
@@ -160,11 +177,13 @@ def record(
             now, wall = time.monotonic(), time.time()
             if options.duration_s is not None and now - start >= options.duration_s:
                 break
-            sample = host.sample(wall, now)
-            put("system", [sample.system])
-            put("processes", sample.processes)
-            put("events", sample.events)
-            changed = _follow_server(health, sample.events, watched, wall)
+            changed = False
+            if host is not None:
+                sample = host.sample(wall, now)
+                put("system", [sample.system])
+                put("processes", sample.processes)
+                put("events", sample.events)
+                changed = _follow_server(health, sample.events, watched, wall)
             if gpu is not None:
                 gpus = gpu.sample(wall)
                 put("gpu", gpus.gpus)
@@ -211,7 +230,8 @@ def record(
         if stop.is_set():
             summary.stopped_by = "signal"
     finally:
-        host.close()
+        if host is not None:
+            host.close()
         if gpu is not None:
             gpu.close()
         _close([*logs, allocator, requests.follower if requests else None])
@@ -336,9 +356,17 @@ def _scrape_reason(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
+def _served_from(options: RecordOptions) -> str | None:
+    """Where a service read from afar runs: its /metrics URL's host (a request log says none)."""
+    return urlparse(options.metrics_url).hostname if options.metrics_url else None
+
+
 def _open_gpu(
     options: RecordOptions, summary: RecordSummary, say: Callable[[str], None]
 ) -> GpuCollector | None:
+    if not options.host:
+        summary.gpu_note = "the service runs on another host (--no-host): this host's GPUs are not its"
+        return None
     if not options.gpu:
         summary.gpu_note = "GPU collection turned off (--no-gpu)"
         return None

@@ -24,7 +24,7 @@ from typing import TextIO
 
 import yaml
 
-from diagnose.collectors.identity import this_host
+from diagnose.collectors.identity import HostIdentity, this_host
 from diagnose.dump.schema import COLUMNS
 from diagnose.errors import DiskFull, InputError
 
@@ -43,8 +43,14 @@ def check_folder(folder: Path, force: bool) -> None:
 
 class DumpWriter:
     def __init__(
-        self, folder: Path, interval_s: float, force: bool = False, notes: str | None = None
+        self,
+        folder: Path,
+        interval_s: float,
+        force: bool = False,
+        notes: str | None = None,
+        identity: HostIdentity | None = None,
     ) -> None:
+        """``identity``: the host the dump is of, where it is not this one (a service read from afar)."""
         check_folder(folder, force)
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
@@ -52,7 +58,7 @@ class DumpWriter:
         self._writers: dict[str, csv.DictWriter] = {}
         self._synced_at = time.monotonic()
         self.rows = dict.fromkeys([*COLUMNS, *JSONL_TABLES], 0)
-        identity = this_host()
+        identity = identity or this_host()
         self.manifest: dict[str, object] = {
             "format": "diagnose-dump/1",
             "host": identity.host,

@@ -119,6 +119,13 @@ def add_parser(commands: Subcommands) -> None:
         "the server's /metrics) into the run's server/ folder, and diagnose the steps at and past the knee",
     )
     command.add_argument(
+        "--record-metrics",
+        action="store_true",
+        help="the server on another host: record its /metrics (--metrics-url) from here through the run "
+        "(diagnose record --no-host: its own gauges, queue and KV cache, none of this machine's figures) "
+        "into the run's server/ folder, and diagnose the steps at and past the knee",
+    )
+    command.add_argument(
         "--server-pid",
         type=int,
         action="append",
@@ -191,6 +198,11 @@ def run(args: argparse.Namespace) -> int:
     for option in ("server_pid", "server_log"):
         if getattr(args, option) and not args.record:
             raise InputError(f"--{option.replace('_', '-')} is for --record (recording the server's host)")
+    if args.record and args.record_metrics:
+        raise InputError(
+            "--record and --record-metrics: give one (--record on the server's host, --record-metrics "
+            "from another)"
+        )
     if args.replay is not None and args.prompts is not None:
         raise InputError("--replay and --prompts: give one (a replay sends the log's own lengths)")
     target, settings, prompts = plan_from(args)
@@ -217,7 +229,11 @@ def run(args: argparse.Namespace) -> int:
         "master_port": args.master_port,
         "notes": notes,
     }
-    recorder = _recorder(out, plan["metrics_url"], args.server_pid, args.server_log) if args.record else None
+    recorder = (
+        _recorder(out, plan["metrics_url"], args.server_pid, args.server_log, here=args.record)
+        if args.record or args.record_metrics
+        else None
+    )
     try:
         with tempfile.TemporaryDirectory(prefix="diagnose-load-") as private:  # headers may hold a token:
             run_file = Path(private) / "run.json"  # never in the run's folder, which is a dump
@@ -293,18 +309,21 @@ def _archive(args: argparse.Namespace, out: Path, result: dict) -> bool:
     return judgement.regressed
 
 
-def _recorder(out: Path, metrics_url: str, pids: list[int], log: Path | None) -> subprocess.Popen:
-    """``diagnose record`` of this host into the run's server/ folder, until :func:`_stop`."""
+def _recorder(out: Path, metrics_url: str, pids: list[int], log: Path | None, here: bool) -> subprocess.Popen:
+    """``diagnose record`` into the run's server/ folder, until :func:`_stop`: of this host (``here``, the
+    server's), or of the server's /metrics alone, read from afar."""
     from diagnose.load.knee_diagnosis import SERVER_FOLDER
 
     command = [sys.executable, "-m", "diagnose", "record", "-o", str(out / SERVER_FOLDER), "--quiet"]
     command += ["--metrics-url", metrics_url, *(f"--pid={pid}" for pid in pids)]
     command += ["--requests-log", str(log)] if log is not None else []
+    command += [] if here else ["--no-host"]
     recorder = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(1.0)  # its first sample before the first request
     if recorder.poll() is not None:
         said = recorder.communicate()[1] or ""
-        raise InputError(f"--record: diagnose record stopped at once: {said.strip()[-500:]}")
+        option = "--record" if here else "--record-metrics"
+        raise InputError(f"{option}: diagnose record stopped at once: {said.strip()[-500:]}")
     return recorder
 
 

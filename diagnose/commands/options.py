@@ -142,6 +142,12 @@ def add_collection_args(command: argparse.ArgumentParser) -> None:
     )
     command.add_argument("--no-gpu", action="store_true", help="do not read GPUs")
     command.add_argument(
+        "--no-host",
+        action="store_true",
+        help="the service runs on another machine: record only what it gives from afar (--metrics-url, "
+        "--requests-log), none of this host's CPU, processes, GPUs or kernel logs",
+    )
+    command.add_argument(
         "--strict",
         action="store_true",
         help="exit 2 at start if a source given above cannot be read (default: warn and record the rest)",
@@ -193,6 +199,7 @@ def record_options(args: argparse.Namespace, output: Path | None):
         logs=tuple(args.log),
         top=args.top,
         gpu=not args.no_gpu,
+        host=not args.no_host,
         force=args.force,
         strict=args.strict,
     )

@@ -7,7 +7,10 @@ runs. Afterwards the steps at and past the knee (the last step that kept up
 and every step above it) are analysed as ``diagnose file`` analyses a dump:
 the recording cut to those steps' time, with the run's own requests beside it,
 judged by the rules into ranked hypotheses: the slots, a CPU stage, the GPU,
-memory, whichever the evidence shows.
+memory, whichever the evidence shows. With ``--record-metrics`` the server runs
+elsewhere and only its ``/metrics`` are recorded, from the load's machine
+(``diagnose record --no-host``): its own gauges (requests running and waiting,
+the KV cache) judge the knee, and the rules that need the host say so.
 """
 
 from __future__ import annotations
