@@ -179,9 +179,9 @@ def knee_part(seeds: range, quick: bool, out: Path) -> list[str]:
                 options = (*(QUICK_STEP if quick else STEP), "--soak", "0", "--seed", str(seed))
                 result = load(service.url, out / f"knee-{workers}x{step_ms:g}-{seed}", *options)
             knee = result["knee"]
-            low, high = knee["kept_up_rps"], knee["fell_behind_rps"] or float("nan")
-            wide_low, wide_high = knee["low_rps"], knee["high_rps"] or float("nan")
-            cap = knee["capacity_rps"]
+            low, high = _number(knee["kept_up_rps"]), _number(knee["fell_behind_rps"])
+            wide_low, wide_high = _number(knee.get("low_rps")), _number(knee.get("high_rps"))
+            cap = {key: _number(value) for key, value in knee["capacity_rps"].items()}
             rows.append(
                 f"| {workers} x {step_ms:g} ms | {known:.3g} | {saturated:.3g} | {seed} | "
                 f"{low:.3g} to {high:.3g} | {_yes(low <= saturated <= high)} | "
@@ -192,21 +192,31 @@ def knee_part(seeds: range, quick: bool, out: Path) -> list[str]:
     return rows
 
 
+def _number(value: float | None) -> float:
+    """A figure of capacity.json (JSON has no NaN: a figure not measured is null)."""
+    return float("nan") if value is None else float(value)
+
+
 def _yes(holds: bool) -> str:
     return "yes" if holds else "no"
 
 
 def workers_part(quick: bool, out: Path) -> list[str]:
-    rows = ["| sent by | bracket (req/s) | throughput past it |", "|---|---|---|"]
+    rows = ["| sent by | bracket (req/s) | knee's 95 % interval | throughput past it |", "|---|---|---|---|"]
     options = (*(QUICK_STEP if quick else STEP), "--soak", "0")
+    intervals = []
     for label, workers in (("one process", 0), ("two Locust workers", 2)):
         with Service(4, 100.0) as service:
             knee = load(service.url, out / f"workers-{workers}", *options, workers=workers)["knee"]
-        cap = knee["capacity_rps"]
+        cap = {key: _number(value) for key, value in knee["capacity_rps"].items()}
+        intervals.append((_number(knee.get("low_rps")), _number(knee.get("high_rps"))))
         rows.append(
             f"| {label} | {knee['kept_up_rps']:.3g} to {knee['fell_behind_rps']:.3g} | "
+            f"{intervals[-1][0]:.3g} to {intervals[-1][1]:.3g} | "
             f"{cap['value']:.3g} ({cap['low']:.3g} to {cap['high']:.3g}) |"
         )
+    (low_a, high_a), (low_b, high_b) = intervals
+    rows.append(f"\nThe two intervals overlap: {_yes(low_a <= high_b and low_b <= high_a)}")
     return rows
 
 
