@@ -153,3 +153,86 @@ def test_the_benchmark_whose_first_tokens_waited_is_named_saturation(tmp_path):
         report.facts["loadtest.first_token_wait_share"].value, 1 - (2 * 24.0 + 1000 / 12.1) / 35210.4
     )
     assert [h.id for h in report.hypotheses if h.score >= 0.5] == ["queue-saturation"]
+
+
+def _stats_table(sections: dict[str, tuple[int, int]], headers: list[str], rows: list[list[str]]) -> str:
+    """guidellm 0.2-0.3's print_table (src/guidellm/benchmark/output.py): widths from the cells and the
+    sections, a border of "=", the sections row, the names right-aligned, a rule of "-" and "|", the rows,
+    a closing border; "|" and a space between cells, none outside."""
+    widths = [max(len(headers[i]), *(len(row[i]) for row in rows)) for i in range(len(headers))]
+    for name, (start, end) in sections.items():
+        needed, have = len(name) + (end - start), sum(widths[start : end + 1]) + 2 * (end - start)
+        if needed > have:
+            for col in range(start, end + 1):
+                widths[col] += math.ceil((needed - have) / (end - start + 1))
+    border = "".join("=" * (w + 2) for w in widths)[:-2]
+    section_line = ""
+    for name, (start, end) in sections.items():
+        length = sum(widths[start : end + 1]) + 2 * (end - start + 1)
+        spans = end - start
+        section_line += name + " " * (length - len(name) - spans - 2) + "|" * spans + "| "
+    section_line = section_line[:-2]
+
+    def row(cells: list[str]) -> str:
+        return "| ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True))
+
+    rule = "".join("-" * w + "|" + "-" for w in widths)[:-2]
+    return "\n".join(
+        ["", "Benchmarks Stats:", border, section_line, row(headers), rule, *map(row, rows), border]
+    )
+
+
+STATS_SECTIONS = {
+    "Metadata": (0, 0),
+    "Request Stats": (1, 2),
+    "Out Tok/sec": (3, 3),
+    "Tot Tok/sec": (4, 4),
+    "Req Latency (ms)": (5, 7),
+    "TTFT (ms)": (8, 10),
+    "ITL (ms)": (11, 13),
+    "TPOT (ms)": (14, 16),
+}
+STATS_HEADERS = ["Benchmark", "Per Second", "Concurrency", "mean", "mean", *["mean", "median", "p99"] * 4]
+STATS_ROWS = [
+    ["synchronous", "0.33", "1.00", "85.3", "256.1", "3.01", "3.00", "3.12", "40.1", "39.8", "52.3",
+     "11.6", "11.6", "12.0", "11.5", "11.5", "11.9"],
+    ["constant@2.00", "1.98", "6.90", "507.2", "1520.6", "3.49", "3.41", "4.85", "58.3", "55.0", "120.7",
+     "13.3", "13.2", "15.1", "13.2", "13.1", "15.0"],
+    ["concurrent@64", "11.90", "63.10", "3050.1", "9140.3", "5.30", "5.28", "5.61", "95.4", "90.2", "160.8",
+     "20.2", "20.1", "23.0", "20.1", "20.0", "22.9"],
+    ["throughput", "12.10", "498.30", "3097.6", "9292.8", "41.20", "41.00", "70.80", "35210.4", "35000.1",
+     "66012.7", "23.9", "23.8", "30.1", "23.8", "23.7", "30.0"],
+]  # fmt: skip
+
+
+def test_the_benchmarks_stats_table_of_0_2_is_read_as_its_writer_draws_it():
+    """One table, sections spanning columns with a bar each, cells right-aligned; request latency in
+    seconds under a "(ms)" label (0.2; "(sec)" from 0.3); each strategy's load from its name."""
+    text = _stats_table(STATS_SECTIONS, STATS_HEADERS, STATS_ROWS)
+    assert "||" in text.splitlines()[3] and "|||" in text.splitlines()[3]  # spans, as drawn
+    assert recognise(mend(text).text).name == "guidellm"
+    runs = _runs(text)
+    assert [run["throughput_rps"] for run in runs] == [0.33, 1.98, 11.9, 12.1]
+    assert [run["latency_p50_ms"] for run in runs] == [3000.0, 3410.0, 5280.0, 41000.0]
+    assert [run["ttft_p50_ms"] for run in runs] == [39.8, 55.0, 90.2, 35000.1]
+    assert [run["itl_p99_ms"] for run in runs] == [12.0, 15.1, 23.0, 30.1]
+    assert [run["tpot_p50_ms"] for run in runs] == [11.5, 13.1, 20.0, 23.7]
+    assert [run["concurrency_mean"] for run in runs] == [1.0, 6.9, 63.1, 498.3]
+    concurrency = [run.get("concurrency", math.nan) for run in runs]
+    assert concurrency[0] == 1.0 and concurrency[2] == 64.0 and math.isnan(concurrency[1])
+    assert runs[1]["rate_rps"] == 2.0 and math.isnan(runs[3].get("rate_rps", math.nan))
+    renamed = STATS_SECTIONS | {"Req Latency (sec)": STATS_SECTIONS["Req Latency (ms)"]}
+    del renamed["Req Latency (ms)"]
+    later = _runs(
+        _stats_table(dict(sorted(renamed.items(), key=lambda kv: kv[1])), STATS_HEADERS, STATS_ROWS)
+    )
+    assert [run["latency_p50_ms"] for run in later] == [3000.0, 3410.0, 5280.0, 41000.0]
+
+
+def test_the_0_2_benchmark_whose_first_tokens_waited_is_named_saturation(tmp_path):
+    (tmp_path / "guidellm.txt").write_text(_stats_table(STATS_SECTIONS, STATS_HEADERS, STATS_ROWS))
+    report = analyse_path(str(tmp_path), helper=False)[1].report
+    assert math.isclose(
+        report.facts["loadtest.first_token_wait_share"].value, 1 - (2 * 23.7 + 1000 / 12.1) / 35000.1
+    )
+    assert [h.id for h in report.hypotheses if h.score >= 0.5] == ["queue-saturation"]

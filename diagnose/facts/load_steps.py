@@ -64,15 +64,17 @@ def _add_first_token_facts(facts: Facts, dump: Dump, steps: pd.DataFrame) -> Non
 def _run_load(steps: pd.DataFrame, at: int) -> str:
     """A benchmark run's load as its tool said it: requests, rate (inf: all sent at once), concurrency."""
     requests, rate = _number(steps, "requests")[at], _number(steps, "rate_rps")[at]
-    concurrency = _number(steps, "concurrency")[at]
-    said = [f"{requests:,.0f} requests"]
+    concurrency, in_flight = _number(steps, "concurrency")[at], _number(steps, "concurrency_mean")[at]
+    said = [f"{requests:,.0f} requests"] if np.isfinite(requests) else []
     if np.isfinite(rate):
         said.append(f"at {rate:.3g} req/s")
     if np.isfinite(concurrency):
         said.append(f"at most {concurrency:.0f} outstanding")
     elif _number(steps, "sent_at_once")[at] == 1:
         said.append("all sent at once (request rate inf)")
-    return ", ".join(said)
+    if np.isfinite(in_flight) and not np.isfinite(concurrency):
+        said.append(f"{in_flight:,.0f} in flight on average")
+    return ", ".join(said) or "its load not printed"
 
 
 def _add_server_facts(facts: Facts, dump: Dump, steps: pd.DataFrame) -> None:
