@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from diagnose.importers import mend_csv
+from diagnose.importers import mend_commas, mend_csv
 from diagnose.importers.mend_csv import MAJORITY
 from diagnose.importers.mend_noise import without_noise
 from diagnose.importers.undone import Undone
@@ -175,7 +175,7 @@ def mend(text: str, dedent: bool = True, steps: frozenset[str] | None = None) ->
     lines = step("noise", lambda lines, undone: without_noise(lines, undone, commands), lines)
     lines = step("unglue", _unglued, lines)
     lines = step("unwrap", _unwrapped, lines)
-    lines = step("commas", _rejoined_at_commas, lines)
+    lines = step("commas", lambda lines, undone: mend_commas.rejoined(lines, undone, _LOG_RECORD), lines)
     return Mended("\n".join(lines), tuple(undone), tuple(prefixes), tuple(acted), tuple(commands))
 
 
@@ -431,37 +431,6 @@ def _unwrapped(lines: list[str], undone: list[str]) -> list[str]:
     if not joined:
         return lines
     undone.append(Undone("rejoined ", joined, "line", f" hard-wrapped at {width} columns"))
-    return out
-
-
-def _rejoined_at_commas(lines: list[str], undone: list[str]) -> list[str]:
-    """A log record its author broke at its commas, joined back: a line that starts a record of a known
-    format and ends with a comma goes on in the indented lines after it that start none, each ending
-    with a comma but the last (a stats line of a dozen figures, re-flowed to fit an issue's width). A
-    record does not end with a comma, and a line that starts one is never taken as a piece."""
-    out: list[str] = []
-    joined = 0
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        index += 1
-        if not (line.rstrip().endswith(",") and _LOG_RECORD.match(line)):
-            out.append(line)
-            continue
-        depth = len(line) - len(line.lstrip())
-        record = line.rstrip()
-        while index < len(lines) and record.endswith(","):
-            piece = lines[index]
-            text = piece.strip()
-            if not text or len(piece) - len(piece.lstrip()) <= depth or _LOG_RECORD.match(text):
-                break
-            record += " " + text
-            joined += 1
-            index += 1
-        out.append(record if record != line.rstrip() else line)
-    if not joined:
-        return lines
-    undone.append(Undone("rejoined ", joined, "line", " of log records broken at their commas"))
     return out
 
 
