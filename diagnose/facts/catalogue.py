@@ -521,7 +521,9 @@ CATALOGUE: dict[str, FactSpec] = {
         "other requests",
     ),
     "loadtest.first_token_load": FactSpec(
-        FactUnit.NAME, _FIRST_TOKEN, "that run's load: its requests, rate and concurrency (or requests in flight) as the tool said"
+        FactUnit.NAME,
+        _FIRST_TOKEN,
+        "that run's load: its requests, rate and concurrency (or requests in flight) as the tool said",
     ),
     "loadtest.first_token_ms": FactSpec(FactUnit.MS, _FIRST_TOKEN, "that run's median time to first token"),
     "loadtest.first_token_bound_ms": FactSpec(
