@@ -19,6 +19,7 @@ import psutil
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _RELIST_EVERY = 10  # a pool that replaces threads at the same count is seen within this many readings
+_READ_BYTES = 4096  # a first read's room: every file read each sample fits it on most hosts
 
 
 def read_file(path: str) -> bytes:
@@ -35,9 +36,6 @@ def read_file(path: str) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(handle)
-
-
-_READ_BYTES = 4096
 
 
 class HeldFile:

@@ -234,20 +234,29 @@ class Knee:
     @property
     def low_rps(self) -> float:
         """The knee's interval, low end: the highest rate kept up with, less its step's resolution."""
-        if self.kept_up_rps <= 0 or not math.isfinite(self.kept_up_resolution):
-            return self.kept_up_rps
-        return self.kept_up_rps * max(0.0, 1 - self.kept_up_resolution)
+        return self._interval()[0]
 
     @property
     def high_rps(self) -> float:
         """The knee's interval, high end: the lowest rate fallen behind at, plus its step's resolution."""
-        if not math.isfinite(self.fell_behind_resolution):
-            return self.fell_behind_rps
-        return self.fell_behind_rps * (1 + self.fell_behind_resolution)
+        return self._interval()[1]
 
     @property
     def found(self) -> bool:
         return math.isfinite(self.fell_behind_rps)
+
+    def _interval(self) -> tuple[float, float]:
+        return widened(
+            self.kept_up_rps, self.fell_behind_rps, self.kept_up_resolution, self.fell_behind_resolution
+        )
+
+
+def widened(kept_up: float, fell_behind: float, kept_by: float, behind_by: float) -> tuple[float, float]:
+    """A bracket's ends widened by their steps' resolutions (shares of their rates; a resolution not
+    known, nan, widens nothing): the knee's 95 % interval, as the report and the weekly gate read it."""
+    kept_by = kept_by if math.isfinite(kept_by) else 0.0
+    behind_by = behind_by if math.isfinite(behind_by) else 0.0
+    return kept_up * max(0.0, 1 - kept_by), fell_behind * (1 + behind_by)
 
 
 def find_knee(baseline: StageResult, steps: list[StageResult]) -> Knee:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.archive import CapacityRun
+from diagnose.load.curve import widened
 
 
 @dataclass(frozen=True)
@@ -108,15 +109,9 @@ def _bracket(knee: dict[str, Any], other: dict[str, Any]) -> tuple[float, float]
     else:
         kept, behind = _rate(knee["kept_up_rps"]), _rate(knee["fell_behind_rps"])
     # each end widened by what its step could tell (archived without it: the bracket as it was)
-    kept_by, behind_by = (
-        _resolution(knee.get("kept_up_resolution")),
-        _resolution(knee.get("fell_behind_resolution")),
+    return widened(
+        kept, behind, _rate(knee.get("kept_up_resolution")), _rate(knee.get("fell_behind_resolution"))
     )
-    return kept * max(0.0, 1 - kept_by), behind * (1 + behind_by)
-
-
-def _resolution(value: float | None) -> float:
-    return 0.0 if value is None or not math.isfinite(value) else float(value)
 
 
 def _rate(value: float | None) -> float:

@@ -235,7 +235,7 @@ def _history_lines(history: dict[str, Any] | None) -> list[str]:
 
 
 def _share(resolution: float | None) -> str:
-    return "?" if resolution is None else f"{resolution:.0%}".replace("%", " %")
+    return "?" if resolution is None else f"{resolution * 100:.0f} %"
 
 
 def _knee_lines(result: dict[str, Any]) -> list[str]:
