@@ -5,14 +5,19 @@ how fast can its engine send?
     python benchmarks/bench_load.py                  # every part (about 40 minutes)
     python benchmarks/bench_load.py --only knee --seeds 3 --first-seed 1   # three fresh seeds
 
-Parts, each against the testbed's service run with ``--step-ms`` (each model call sleeps that long
+Parts, most against the testbed's service run with ``--step-ms`` (each model call sleeps that long
 instead of computing), whose capacity is set by its configuration: model workers x 1000 / step ms
-requests a second, a few percent less for the service's own work between steps:
+requests a second, or, batched, the batch size x 1000 / step ms (the batcher runs one batch at a time;
+its window sets how long a batch may wait to fill, not how many it holds), a few percent less for the
+service's own work between steps:
 
-- **knee**: for each configuration and seed, the bracket ``diagnose load`` finds and the throughput it
-  measured past it, against the configured capacity and against what the service completes when a
-  closed loop of clients never lets it idle, measured apart (its own per-request work between model
-  calls makes that a few percent less than configured);
+- **knee**: for each configuration and seed, the bracket ``diagnose load`` finds, its 95 % interval and
+  the throughput it measured past it, against the configured capacity and against what the service
+  completes when a closed loop of clients never lets it idle, measured apart (its own per-request work
+  between model calls makes that a few percent less than configured);
+- **llm**: the same against llama.cpp's server (the testbed's engine and tiny model, built first), two
+  and four slots, streamed on ``/v1/completions`` with the built-in mix; no configuration sets its
+  capacity, so it is measured apart: a closed loop of twice its slots streaming that mix;
 - **workers**: the same configuration loaded by one Locust process and by two workers started through
   Locust's own distributed mode: the two brackets;
 - **soak**: a soak on the healthy service, on one stalled for 3 s every 45 s (``POST /fault/hang``), and
@@ -43,66 +48,31 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.load_services import (  # noqa: E402
+    CONFIGURATIONS,
+    GENERATE_BODY,
+    SLOTS,
+    LlamaServer,
+    Service,
+    completion_bodies,
+    saturated_rps,
+)
 from benchmarks.quick import add_quick  # noqa: E402
 from tests.helpers.service import free_port  # noqa: E402
 
-CONFIGURATIONS = ((1, 50.0), (4, 100.0), (8, 400.0), (2, 20.0))  # (model workers, step ms)
 STEP = ("--baseline", "10s", "--step", "20s", "--resolution", "0.1", "--max-steps", "14")
 QUICK_STEP = ("--baseline", "2s", "--step", "3s", "--resolution", "0.99", "--max-steps", "4")
 
 
-class Service:
-    """The testbed's service, paced, on a port of its own; optionally pinned to some cores."""
-
-    def __init__(self, workers: int, step_ms: float, *extra: str, cores: set[int] | None = None) -> None:
-        self.port = free_port()
-        self.log = Path(tempfile.mkdtemp(prefix="bench-load-")) / "service.jsonl"
-        command = [
-            sys.executable,
-            "-m",
-            "testbed.service",
-            "--port",
-            str(self.port),
-            "--log",
-            str(self.log),
-            "--model-workers",
-            str(workers),
-            "--step-ms",
-            str(step_ms),
-            *extra,
-        ]
-        self.process = subprocess.Popen(
-            command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        if cores:
-            os.sched_setaffinity(self.process.pid, cores)
-        self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"{self.url}/health", timeout=0.5).read()
-                return
-            except OSError:
-                time.sleep(0.2)
-        raise RuntimeError("the testbed's service did not start")
-
-    def __enter__(self) -> Service:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=10)
-
-
-def _load_command(url: str, out: Path, *options: str) -> list[str]:
-    """``diagnose load`` against the service's /generate, its result as JSON on stdout."""
-    return [sys.executable, "-m", "diagnose", "load", f"{url}/generate", "-o", str(out), "--format", "json",
+def _load_command(url: str, out: Path, *options: str, path: str = "/generate") -> list[str]:
+    """``diagnose load`` against the service's ``path``, its result as JSON on stdout."""
+    return [sys.executable, "-m", "diagnose", "load", f"{url}{path}", "-o", str(out), "--format", "json",
             *options]  # fmt: skip
 
 
-def load(url: str, out: Path, *options: str, workers: int = 0) -> dict:
+def load(url: str, out: Path, *options: str, workers: int = 0, path: str = "/generate") -> dict:
     """``diagnose load`` to the end (with ``workers`` Locust workers started beside it); its capacity.json."""
-    command = _load_command(url, out, *options)
+    command = _load_command(url, out, *options, path=path)
     port = free_port()
     if workers:
         command += ["--workers", str(workers), "--master-port", str(port)]
@@ -141,54 +111,60 @@ def load(url: str, out: Path, *options: str, workers: int = 0) -> dict:
     return json.loads(stdout)
 
 
-def saturated_rps(url: str, clients: int, seconds: float) -> float:
-    """What the service completes when it is never idle, measured apart from diagnose load: a closed loop
-    of ``clients`` each sending the next request when its answer came, counted after the first fifth."""
-    body = json.dumps({"prompt": "a short prompt of a few words", "max_tokens": 4}).encode()
-    done: list[float] = []
-    start = time.monotonic()
-
-    def client() -> None:
-        while time.monotonic() - start < seconds:
-            request = urllib.request.Request(f"{url}/generate", data=body, method="POST")
-            with urllib.request.urlopen(request, timeout=30) as response:
-                response.read()
-            done.append(time.monotonic() - start)
-
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    counted = [t for t in done if seconds / 5 <= t <= seconds]
-    return len(counted) / (seconds * 4 / 5)
+_KNEE_HEADER = [
+    "| configuration | configured | saturated | seed | bracket (req/s) | holds saturated | "
+    "knee's 95 % interval | holds saturated | throughput past it | holds saturated |",
+    "|---|---:|---:|---:|---|---|---|---|---|---|",
+]
 
 
-def knee_part(seeds: range, quick: bool, out: Path) -> list[str]:
-    rows = [
-        "| workers x step | configured | saturated | seed | bracket (req/s) | holds saturated | "
-        "knee's 95 % interval | holds saturated | throughput past it | holds saturated |",
-        "|---|---:|---:|---:|---|---|---|---|---|---|",
-    ]
-    configurations = CONFIGURATIONS[:1] if quick else CONFIGURATIONS
-    for workers, step_ms in configurations:
-        known = workers * 1000 / step_ms
+def knee_part(seeds: range, quick: bool, out: Path, names: list[str] | None) -> list[str]:
+    rows = list(_KNEE_HEADER)
+    configurations = [c for c in CONFIGURATIONS if not names or c.name in names]
+    for paced in configurations[:1] if quick else configurations:
         for seed in seeds:
-            with Service(workers, step_ms) as service:
-                saturated = saturated_rps(service.url, 4 * workers, 3.0 if quick else 20.0)
+            with Service(paced.workers, paced.step_ms, *paced.service_args()) as service:
+                saturated = saturated_rps(
+                    f"{service.url}/generate", GENERATE_BODY, paced.clients(), 3.0 if quick else 20.0
+                )
                 options = (*(QUICK_STEP if quick else STEP), "--soak", "0", "--seed", str(seed))
-                result = load(service.url, out / f"knee-{workers}x{step_ms:g}-{seed}", *options)
-            knee = result["knee"]
-            low, high = _number(knee["kept_up_rps"]), _number(knee["fell_behind_rps"])
-            wide_low, wide_high = _number(knee.get("low_rps")), _number(knee.get("high_rps"))
-            cap = {key: _number(value) for key, value in knee["capacity_rps"].items()}
-            rows.append(
-                f"| {workers} x {step_ms:g} ms | {known:.3g} | {saturated:.3g} | {seed} | "
-                f"{low:.3g} to {high:.3g} | {_yes(low <= saturated <= high)} | "
-                f"{wide_low:.3g} to {wide_high:.3g} | {_yes(wide_low <= saturated <= wide_high)} | "
-                f"{cap['value']:.3g} ({cap['low']:.3g} to {cap['high']:.3g}) | "
-                f"{_yes(cap['low'] <= saturated <= cap['high'])} |"
-            )
+                result = load(service.url, out / f"knee-{paced.name}-{seed}", *options)
+            rows.append(_knee_row(paced.label, f"{paced.capacity_rps:.3g}", saturated, seed, result["knee"]))
+    return rows
+
+
+def _knee_row(label: str, configured: str, saturated: float, seed: int, knee: dict) -> str:
+    low, high = _number(knee["kept_up_rps"]), _number(knee["fell_behind_rps"])
+    wide_low, wide_high = _number(knee.get("low_rps")), _number(knee.get("high_rps"))
+    cap = {key: _number(value) for key, value in (knee["capacity_rps"] or {}).items()}
+    past = (
+        f"{cap['value']:.3g} ({cap['low']:.3g} to {cap['high']:.3g}) | "
+        f"{_yes(cap['low'] <= saturated <= cap['high'])}"
+        if cap
+        else "collapsed | -"
+    )
+    return (
+        f"| {label} | {configured} | {saturated:.3g} | {seed} | "
+        f"{low:.3g} to {high:.3g} | {_yes(low <= saturated <= high)} | "
+        f"{wide_low:.3g} to {wide_high:.3g} | {_yes(wide_low <= saturated <= wide_high)} | {past} |"
+    )
+
+
+def llm_part(seeds: range, quick: bool, out: Path) -> list[str]:
+    """llama.cpp's server (the testbed's engine and tiny model), loaded on /v1/completions with the
+    built-in 70/20/10 mix, at each slot count: its capacity is measured apart by a closed loop of twice
+    its slots streaming that same mix."""
+    bodies = completion_bodies()
+    rows = list(_KNEE_HEADER)
+    for slots in SLOTS[:1] if quick else SLOTS:
+        for seed in seeds:
+            with LlamaServer(slots) as server:
+                saturated = saturated_rps(
+                    f"{server.url}/v1/completions", bodies, 2 * slots, 3.0 if quick else 20.0
+                )
+                options = (*(QUICK_STEP if quick else STEP), "--soak", "0", "--seed", str(seed))
+                result = load(server.url, out / f"llm-{slots}-{seed}", *options, path="/v1/completions")
+            rows.append(_knee_row(f"llama.cpp, {slots} slots", "-", saturated, seed, result["knee"]))
     return rows
 
 
@@ -344,7 +320,16 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--only", nargs="+", choices=("knee", "workers", "soak", "weekly", "engine"), help="only these parts"
+        "--only",
+        nargs="+",
+        choices=("knee", "llm", "workers", "soak", "weekly", "engine"),
+        help="only these parts (llm: builds llama.cpp's server first, five to nine minutes)",
+    )
+    parser.add_argument(
+        "--configurations",
+        nargs="+",
+        choices=[c.name for c in CONFIGURATIONS],
+        help="the knee part: only these (WORKERSxSTEP, or bBATCHxSTEPwWINDOW in ms; default all)",
     )
     parser.add_argument("--seeds", type=int, default=2, help="runs of each configuration (default 2)")
     parser.add_argument(
@@ -354,14 +339,16 @@ def main() -> None:
     add_quick(parser)
     args = parser.parse_args()
     parts = args.only or (
-        ("knee", "engine") if args.quick else ("knee", "workers", "soak", "weekly", "engine")
+        ("knee", "engine") if args.quick else ("knee", "llm", "workers", "soak", "weekly", "engine")
     )
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-load-"))
     seeds = range(args.first_seed, args.first_seed + (1 if args.quick else args.seeds))
     for part in parts:
         started = time.monotonic()
         if part == "knee":
-            lines = knee_part(seeds, args.quick, out)
+            lines = knee_part(seeds, args.quick, out, args.configurations)
+        elif part == "llm":
+            lines = llm_part(seeds, args.quick, out)
         elif part == "workers":
             lines = workers_part(args.quick, out)
         elif part == "soak":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,15 @@ from diagnose.load.plan import Api, Prompt, Settings, Stage, StageKind, Target
 from diagnose.load.report import capacity, render_markdown, render_text
 from diagnose.load.soak import judge_soak
 from diagnose.load.sweep import StageRun, run_sweep
-from diagnose.load.workload import MIX, built_in_prompts, draw, poisson_arrivals, read_prompts
+from diagnose.load.workload import (
+    MIX,
+    draw,
+    fresh_prompts,
+    poisson_arrivals,
+    prompts_for,
+    read_prompts,
+    repeats_note,
+)
 
 START = 1_700_000_000.0
 
@@ -224,8 +233,8 @@ def test_arrivals_are_poisson_at_the_rate():
     assert len(split) == pytest.approx(10_000, rel=0.05)
 
 
-def test_the_built_in_prompts_are_the_70_20_10_mix_and_distinct():
-    prompts = built_in_prompts(2_000, seed=1)
+def test_the_built_in_prompts_are_the_70_20_10_mix_and_never_the_same_twice():
+    prompts = list(islice(fresh_prompts(seed=1), 2_000))
     shares = pd.Series([p.size for p in prompts]).value_counts(normalize=True)
     for size, share in MIX.items():
         assert shares[size] == pytest.approx(share, abs=0.03)
@@ -236,6 +245,19 @@ def test_the_built_in_prompts_are_the_70_20_10_mix_and_distinct():
     assert min(p.words for p in prompts if p.size == "medium") > max(
         p.words for p in prompts if p.size == "short"
     )
+
+
+def test_each_stage_and_process_sends_built_in_prompts_no_other_sent():
+    """An engine's prompt cache answers a repeat faster than new traffic: no built-in prompt goes twice."""
+    first = [p.text for p in prompts_for([], 500, seed=1_000 + 10 * 1 + 0)]
+    later = [p.text for p in prompts_for([], 500, seed=1_000 + 10 * 2 + 0)]
+    other_process = [p.text for p in prompts_for([], 500, seed=1_000 + 10 * 2 + 1)]
+    assert len(first) == len(later) == 500
+    assert len(set(first) | set(later) | set(other_process)) == 1_500
+    yours = [Prompt("a", 8), Prompt("b", 8)]
+    assert {p.text for p in prompts_for(yours, 50, seed=3)} == {"a", "b"}  # the user's, again and again
+    note = repeats_note(yours, Path("prompts.txt"))
+    assert note.startswith("2 distinct prompts from prompts.txt") and "optimistic" in note
 
 
 def test_classed_prompts_are_drawn_70_20_10_and_unclassed_keep_the_file_mix(tmp_path):

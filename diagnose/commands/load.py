@@ -186,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("diagnose load: give the endpoint's URL, or --results FILE (see --help)")
     from diagnose.load.plan import to_json
     from diagnose.load.preflight import machine_note, plan_from
+    from diagnose.load.workload import repeats_note
 
     if importlib.util.find_spec("locust") is None:
         raise InputError(
@@ -216,7 +217,8 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--replay {args.replay}: no such file or folder")
         replay = read_replay(args.replay)
     out.mkdir(parents=True, exist_ok=True)
-    notes = [note for note in [machine_note(), replay.describe() if replay else None] if note]
+    repeats = repeats_note(prompts, args.prompts) if args.prompts is not None else None
+    notes = [note for note in [machine_note(), replay.describe() if replay else None, repeats] if note]
     for note in notes:
         print(f"diagnose load: {note}", file=sys.stderr)
     plan = {

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ from diagnose.load.plan import (
     to_json,
 )
 from diagnose.load.sweep import StageRun, run_sweep
-from diagnose.load.workload import Replay, draw, poisson_arrivals, replay_arrivals, replay_prompts
+from diagnose.load.workload import Replay, poisson_arrivals, prompts_for, replay_arrivals, replay_prompts
 
 STAGE_MESSAGE = "diagnose_stage"
 ROWS_MESSAGE = "diagnose_rows"
@@ -108,12 +109,13 @@ class Dispatcher(User):
         start_at, stream, processes = order["start_at"], _index(self.environment), order["processes"]
         rows: list[dict[str, Any]] = []
         gevent.sleep(max(0.0, start_at - time.time()))
+        prompts: Iterable[Prompt]
         if stage.kind is StageKind.BASELINE:
             if stream == 0:  # one request at a time, from one process only
                 if replay is not None:
                     prompts = replay_prompts(replay, np.arange(min(10_000, len(replay.gaps))), order["seed"])
                 else:
-                    prompts = draw(pool, 10_000, order["seed"] + stage.index)
+                    prompts = prompts_for(pool, 10_000, order["seed"] + stage.index)
                 for prompt in prompts:
                     if time.time() >= start_at + stage.duration_s or _refused(rows):
                         break
@@ -128,7 +130,7 @@ class Dispatcher(User):
             prompts = replay_prompts(replay, which, order["seed"] * 1_000 + stage.index * 10 + stream)
         else:
             arrivals = poisson_arrivals(stage.rate_rps / processes, stage.duration_s, seed, stream)
-            prompts = draw(pool, len(arrivals), order["seed"] * 1_000 + stage.index * 10 + stream)
+            prompts = prompts_for(pool, len(arrivals), order["seed"] * 1_000 + stage.index * 10 + stream)
         group = gevent.pool.Group()
         for at, prompt in zip(arrivals, prompts, strict=True):
             due = start_at + float(at)

@@ -14,16 +14,16 @@ import psutil
 
 from diagnose.errors import InputError, LoadError
 from diagnose.load.plan import Api, Prompt, Settings, Target
-from diagnose.load.workload import built_in_prompts, read_prompts
+from diagnose.load.workload import read_prompts
 from diagnose.units import parse_duration
 
-BUILT_IN_PROMPTS = 2_000
 BUSY_SHARE = 0.25  # of every CPU, used by other processes in the second before the run
 _REACH_TIMEOUT_S = 10.0
 
 
 def plan_from(args: argparse.Namespace) -> tuple[Target, Settings, list[Prompt]]:
-    """The target, settings and prompts the options ask for; every option checked, the target reached."""
+    """The target, settings and prompts the options ask for; every option checked, the target reached.
+    The prompts are the user's (``--prompts``), or none: the built-in mix, never sending one twice."""
     url = args.target
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -57,7 +57,8 @@ def plan_from(args: argparse.Namespace) -> tuple[Target, Settings, list[Prompt]]
     settings.check()
     if args.workers < 1:
         raise InputError(f"--workers {args.workers}: expected 1 or more")
-    prompts = read_prompts(args.prompts) if args.prompts else built_in_prompts(BUILT_IN_PROMPTS, args.seed)
+    # No prompts: the built-in mix, made afresh as each stage sends (workload.fresh_prompts)
+    prompts = read_prompts(args.prompts) if args.prompts else []
     return target, settings, prompts
 
 
