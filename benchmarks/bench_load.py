@@ -42,6 +42,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from itertools import islice
 from pathlib import Path
 
 import psutil
@@ -56,8 +57,10 @@ from benchmarks.load_services import (  # noqa: E402
     Service,
     completion_bodies,
     saturated_rps,
+    stage_prompts,
 )
 from benchmarks.quick import add_quick  # noqa: E402
+from diagnose.load.workload import fresh_prompts  # noqa: E402
 from tests.helpers.service import free_port  # noqa: E402
 
 STEP = ("--baseline", "10s", "--step", "20s", "--resolution", "0.1", "--max-steps", "14")
@@ -152,20 +155,42 @@ def _knee_row(label: str, configured: str, saturated: float, seed: int, knee: di
 
 def llm_part(seeds: range, quick: bool, out: Path) -> list[str]:
     """llama.cpp's server (the testbed's engine and tiny model), loaded on /v1/completions with the
-    built-in 70/20/10 mix, at each slot count: its capacity is measured apart by a closed loop of twice
-    its slots streaming that same mix."""
-    bodies = completion_bodies()
-    rows = list(_KNEE_HEADER)
+    built-in 70/20/10 mix, at each slot count. No configuration sets its capacity, and with this model
+    its req/s moves with the prompts (its random weights decide where each answer ends), so it is
+    measured apart twice: a closed loop of twice its slots streaming new prompts of the mix, on the
+    server just before the run, and the same sending the very prompts of the run's two bracketing
+    steps (made again from the seed), on a new server with nothing of the run in its cache."""
+    rows = [
+        "| slots | seed | bracket (req/s) | knee's 95 % interval | throughput past it | saturated, new "
+        "prompts | interval holds | saturated, the bracket's prompts | interval holds |",
+        "|---:|---:|---|---|---|---:|---|---:|---|",
+    ]
+    seconds = 3.0 if quick else 20.0
     for slots in SLOTS[:1] if quick else SLOTS:
         for seed in seeds:
             with LlamaServer(slots) as server:
-                saturated = saturated_rps(
-                    f"{server.url}/v1/completions", bodies, 2 * slots, 3.0 if quick else 20.0
-                )
+                new = completion_bodies(islice(fresh_prompts(10_000 + seed), 2_000))
+                before = saturated_rps(f"{server.url}/v1/completions", new, 2 * slots, seconds)
                 options = (*(QUICK_STEP if quick else STEP), "--soak", "0", "--seed", str(seed))
                 result = load(server.url, out / f"llm-{slots}-{seed}", *options, path="/v1/completions")
-            rows.append(_knee_row(f"llama.cpp, {slots} slots", "-", saturated, seed, result["knee"]))
+            knee = result["knee"]
+            ends = (knee["kept_up_rps"], knee["fell_behind_rps"])
+            bracket = [step for step in result["steps"] if step["offered_rps"] in ends]
+            own = completion_bodies(p for step in bracket for p in stage_prompts(seed, step))
+            with LlamaServer(slots) as fresh:
+                same = saturated_rps(f"{fresh.url}/v1/completions", own, 2 * slots, seconds) if own else _NAN
+            low, high = _number(knee.get("low_rps")), _number(knee.get("high_rps"))
+            cap = {key: _number(value) for key, value in (knee["capacity_rps"] or {}).items()}
+            past = f"{cap['value']:.3g} ({cap['low']:.3g} to {cap['high']:.3g})" if cap else "collapsed"
+            rows.append(
+                f"| {slots} | {seed} | {_number(ends[0]):.3g} to {_number(ends[1]):.3g} | {low:.3g} to "
+                f"{high:.3g} | {past} | {before:.3g} | {_yes(low <= before <= high)} | {same:.3g} | "
+                f"{_yes(low <= same <= high)} |"
+            )
     return rows
+
+
+_NAN = float("nan")
 
 
 def _number(value: float | None) -> float:

@@ -13,11 +13,13 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from diagnose.load.plan import Prompt
 from diagnose.load.workload import fresh_prompts
 from tests.helpers.service import free_port
 
@@ -145,13 +147,18 @@ class LlamaServer:
         self.process.wait(timeout=20)
 
 
-def completion_bodies(count: int = 2_000, seed: int = 99) -> list[bytes]:
-    """Streamed /v1/completions bodies of diagnose load's own built-in 70/20/10 mix, none twice within a
-    measurement (llama.cpp's server answers a prompt it has seen from its cache, faster)."""
+def completion_bodies(prompts: Iterable[Prompt]) -> list[bytes]:
+    """Streamed /v1/completions bodies of these prompts (send each once: llama.cpp's server answers a
+    prompt it has seen from its cache, faster)."""
     return [
-        json.dumps({"prompt": p.text, "max_tokens": p.max_tokens, "stream": True}).encode()
-        for p in islice(fresh_prompts(seed), count)
+        json.dumps({"prompt": p.text, "max_tokens": p.max_tokens, "stream": True}).encode() for p in prompts
     ]
+
+
+def stage_prompts(seed: int, stage: dict) -> list[Prompt]:
+    """The built-in prompts one process of ``diagnose load --seed SEED`` sent at a stage of its
+    capacity.json, made again from the seed as its engine made them (diagnose.load.engine)."""
+    return list(islice(fresh_prompts(seed * 1_000 + stage["index"] * 10), stage["sent"]))
 
 
 _JSON = {"Content-Type": "application/json"}
