@@ -78,7 +78,8 @@ def add_parser(commands: Subcommands) -> None:
         type=Path,
         metavar="FILE",
         help='your prompts: JSON lines ({"prompt": ..., "max_tokens": 64, "size": "short"}) or text, one a '
-        "line (default: a built-in 70/20/10 short/medium/long mix)",
+        "line, drawn at random for each request (default: a built-in 70/20/10 short/medium/long mix that "
+        "never sends a prompt twice: a caching engine answers repeats faster)",
     )
     command.add_argument(
         "--baseline", default="20s", metavar="TIME", help="one request at a time (default 20s)"
