@@ -178,7 +178,11 @@ def llm_part(seeds: range, quick: bool, out: Path) -> list[str]:
             bracket = [step for step in result["steps"] if step["offered_rps"] in ends]
             own = completion_bodies(p for step in bracket for p in stage_prompts(seed, step))
             with LlamaServer(slots) as fresh:
-                same = saturated_rps(f"{fresh.url}/v1/completions", own, 2 * slots, seconds) if own else _NAN
+                same = (
+                    saturated_rps(f"{fresh.url}/v1/completions", own, 2 * slots, seconds)
+                    if own
+                    else float("nan")
+                )
             low, high = _number(knee.get("low_rps")), _number(knee.get("high_rps"))
             cap = {key: _number(value) for key, value in (knee["capacity_rps"] or {}).items()}
             past = f"{cap['value']:.3g} ({cap['low']:.3g} to {cap['high']:.3g})" if cap else "collapsed"
@@ -188,9 +192,6 @@ def llm_part(seeds: range, quick: bool, out: Path) -> list[str]:
                 f"{_yes(low <= same <= high)} |"
             )
     return rows
-
-
-_NAN = float("nan")
 
 
 def _number(value: float | None) -> float:

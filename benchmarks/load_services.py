@@ -20,7 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from diagnose.load.plan import Prompt
-from diagnose.load.workload import fresh_prompts
+from diagnose.load.workload import fresh_prompts, stage_seed
 from tests.helpers.service import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,8 +38,13 @@ class Paced:
     window_ms: float = 0.0
 
     @property
+    def at_once(self) -> int:
+        """Requests the service runs at once: a batch, or one a worker."""
+        return self.batch if self.batch > 1 else self.workers
+
+    @property
     def capacity_rps(self) -> float:
-        return (self.batch if self.batch > 1 else self.workers) * 1000 / self.step_ms
+        return self.at_once * 1000 / self.step_ms
 
     @property
     def label(self) -> str:
@@ -49,11 +54,9 @@ class Paced:
 
     @property
     def name(self) -> str:
-        return (
-            f"b{self.batch}x{self.step_ms:g}w{self.window_ms:g}"
-            if self.batch > 1
-            else (f"{self.workers}x{self.step_ms:g}")
-        )
+        if self.batch > 1:
+            return f"b{self.batch}x{self.step_ms:g}w{self.window_ms:g}"
+        return f"{self.workers}x{self.step_ms:g}"
 
     def service_args(self) -> tuple[str, ...]:
         if self.batch <= 1:
@@ -62,7 +65,7 @@ class Paced:
 
     def clients(self) -> int:
         """A closed loop that never lets the service idle: four waiting for each request it runs."""
-        return 4 * (self.batch if self.batch > 1 else self.workers)
+        return 4 * self.at_once
 
 
 CONFIGURATIONS = (
@@ -76,47 +79,44 @@ CONFIGURATIONS = (
 SLOTS = (2, 4)  # llama.cpp's --parallel: the real engine's configurations
 
 
-class Service:
-    """The testbed's service, paced, on a port of its own; optionally pinned to some cores."""
+class _Served:
+    """A server process on a port of its own, answering /health, stopped on leaving the ``with``."""
 
-    def __init__(self, workers: int, step_ms: float, *extra: str, cores: set[int] | None = None) -> None:
-        self.port = free_port()
-        self.log = Path(tempfile.mkdtemp(prefix="bench-load-")) / "service.jsonl"
-        command = [
-            sys.executable,
-            "-m",
-            "testbed.service",
-            "--port",
-            str(self.port),
-            "--log",
-            str(self.log),
-            "--model-workers",
-            str(workers),
-            "--step-ms",
-            str(step_ms),
-            *extra,
-        ]
+    def _start(self, command: list[str], url: str, cores: set[int] | None = None) -> None:
+        self.url = url
         self.process = subprocess.Popen(
             command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        if cores:
+        if cores:  # before its threads start: they inherit it
             os.sched_setaffinity(self.process.pid, cores)
-        self.url = f"http://127.0.0.1:{self.port}"
         try:
-            _wait_healthy(self.url)
+            _wait_healthy(url)
         except RuntimeError:
             self.__exit__()
             raise
 
-    def __enter__(self) -> Service:
+    def __enter__(self) -> _Served:
         return self
 
     def __exit__(self, *_: object) -> None:
         self.process.terminate()
-        self.process.wait(timeout=10)
+        self.process.wait(timeout=20)
 
 
-class LlamaServer:
+class Service(_Served):
+    """The testbed's service, paced, on a port of its own; optionally pinned to some cores."""
+
+    def __init__(self, workers: int, step_ms: float, *extra: str, cores: set[int] | None = None) -> None:
+        port = free_port()
+        self.log = Path(tempfile.mkdtemp(prefix="bench-load-")) / "service.jsonl"
+        command = [
+            sys.executable, "-m", "testbed.service", "--port", str(port), "--log", str(self.log),
+            "--model-workers", str(workers), "--step-ms", str(step_ms), *extra,
+        ]  # fmt: skip
+        self._start(command, f"http://127.0.0.1:{port}", cores)
+
+
+class LlamaServer(_Served):
     """llama.cpp's server (built first where this machine has no build: five to nine minutes) serving
     the testbed's tiny model with ``slots`` slots, each with the context the engine scenarios give one."""
 
@@ -127,24 +127,11 @@ class LlamaServer:
 
         built = engine.ensure(say=lambda line: print(line, file=sys.stderr))
         port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
         command = [
             str(built.server), "-m", str(engine.model(words())), "--host", "127.0.0.1", "--port", str(port),
             "--metrics", "--no-webui", "--parallel", str(slots), "-c", str(slots * SLOT_CONTEXT),
         ]  # fmt: skip
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            _wait_healthy(self.url)
-        except RuntimeError:
-            self.__exit__()
-            raise
-
-    def __enter__(self) -> LlamaServer:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=20)
+        self._start(command, f"http://127.0.0.1:{port}")
 
 
 def completion_bodies(prompts: Iterable[Prompt]) -> list[bytes]:
@@ -158,7 +145,7 @@ def completion_bodies(prompts: Iterable[Prompt]) -> list[bytes]:
 def stage_prompts(seed: int, stage: dict) -> list[Prompt]:
     """The built-in prompts one process of ``diagnose load --seed SEED`` sent at a stage of its
     capacity.json, made again from the seed as its engine made them (diagnose.load.engine)."""
-    return list(islice(fresh_prompts(seed * 1_000 + stage["index"] * 10), stage["sent"]))
+    return list(islice(fresh_prompts(stage_seed(seed, stage["index"], 0)), stage["sent"]))
 
 
 _JSON = {"Content-Type": "application/json"}

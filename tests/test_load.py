@@ -31,6 +31,7 @@ from diagnose.load.workload import (
     prompts_for,
     read_prompts,
     repeats_note,
+    stage_seed,
 )
 
 START = 1_700_000_000.0
@@ -249,9 +250,9 @@ def test_the_built_in_prompts_are_the_70_20_10_mix_and_never_the_same_twice():
 
 def test_each_stage_and_process_sends_built_in_prompts_no_other_sent():
     """An engine's prompt cache answers a repeat faster than new traffic: no built-in prompt goes twice."""
-    first = [p.text for p in prompts_for([], 500, seed=1_000 + 10 * 1 + 0)]
-    later = [p.text for p in prompts_for([], 500, seed=1_000 + 10 * 2 + 0)]
-    other_process = [p.text for p in prompts_for([], 500, seed=1_000 + 10 * 2 + 1)]
+    first = [p.text for p in prompts_for([], 500, seed=stage_seed(1, 1, 0))]
+    later = [p.text for p in prompts_for([], 500, seed=stage_seed(1, 2, 0))]
+    other_process = [p.text for p in prompts_for([], 500, seed=stage_seed(1, 2, 1))]
     assert len(first) == len(later) == 500
     assert len(set(first) | set(later) | set(other_process)) == 1_500
     yours = [Prompt("a", 8), Prompt("b", 8)]

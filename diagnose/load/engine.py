@@ -54,7 +54,14 @@ from diagnose.load.plan import (
     to_json,
 )
 from diagnose.load.sweep import StageRun, run_sweep
-from diagnose.load.workload import Replay, poisson_arrivals, prompts_for, replay_arrivals, replay_prompts
+from diagnose.load.workload import (
+    Replay,
+    poisson_arrivals,
+    prompts_for,
+    replay_arrivals,
+    replay_prompts,
+    stage_seed,
+)
 
 STAGE_MESSAGE = "diagnose_stage"
 ROWS_MESSAGE = "diagnose_rows"
@@ -127,10 +134,10 @@ class Dispatcher(User):
             arrivals, which = replay_arrivals(
                 replay, stage.rate_rps, stage.duration_s, seed, stream, processes
             )
-            prompts = replay_prompts(replay, which, order["seed"] * 1_000 + stage.index * 10 + stream)
+            prompts = replay_prompts(replay, which, stage_seed(order["seed"], stage.index, stream))
         else:
             arrivals = poisson_arrivals(stage.rate_rps / processes, stage.duration_s, seed, stream)
-            prompts = prompts_for(pool, len(arrivals), order["seed"] * 1_000 + stage.index * 10 + stream)
+            prompts = prompts_for(pool, len(arrivals), stage_seed(order["seed"], stage.index, stream))
         group = gevent.pool.Group()
         for at, prompt in zip(arrivals, prompts, strict=True):
             due = start_at + float(at)

@@ -58,6 +58,12 @@ def fresh_prompts(seed: int) -> Iterator[Prompt]:
             yield Prompt(f"Summarise: {text}", max_tokens, str(size))
 
 
+def stage_seed(run_seed: int, stage_index: int, stream: int) -> int:
+    """The seed of the prompts one sending process (``stream``) draws at a step: a run's are
+    reproducible from its ``--seed`` (benchmarks/bench_load.py makes a step's prompts again)."""
+    return run_seed * 1_000 + stage_index * 10 + stream
+
+
 def prompts_for(pool: list[Prompt], count: int, seed: int) -> Iterator[Prompt]:
     """``count`` prompts for a stage: drawn from the user's (:func:`draw`), or with none given the
     built-in mix made afresh (:func:`fresh_prompts`), as they are sent."""
