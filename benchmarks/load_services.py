@@ -15,12 +15,10 @@ import time
 import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from diagnose.load.plan import Prompt
-from diagnose.load.workload import fresh_prompts, stage_seed
 from tests.helpers.service import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,12 +138,6 @@ def completion_bodies(prompts: Iterable[Prompt]) -> list[bytes]:
     return [
         json.dumps({"prompt": p.text, "max_tokens": p.max_tokens, "stream": True}).encode() for p in prompts
     ]
-
-
-def stage_prompts(seed: int, stage: dict) -> list[Prompt]:
-    """The built-in prompts one process of ``diagnose load --seed SEED`` sent at a stage of its
-    capacity.json, made again from the seed as its engine made them (diagnose.load.engine)."""
-    return list(islice(fresh_prompts(stage_seed(seed, stage["index"], 0)), stage["sent"]))
 
 
 _JSON = {"Content-Type": "application/json"}

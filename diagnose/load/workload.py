@@ -60,7 +60,7 @@ def fresh_prompts(seed: int) -> Iterator[Prompt]:
 
 def stage_seed(run_seed: int, stage_index: int, stream: int) -> int:
     """The seed of the prompts one sending process (``stream``) draws at a step: a run's are
-    reproducible from its ``--seed`` (benchmarks/bench_load.py makes a step's prompts again)."""
+    reproducible from its ``--seed``, and no two stages or processes draw the same."""
     return run_seed * 1_000 + stage_index * 10 + stream
 
 
