@@ -36,6 +36,9 @@ from diagnose.load.plan import Stage, StageKind
 from diagnose.quantiles import quantiles
 
 MAX_FAILED_SHARE = 0.01
+# A 4xx answer refuses the request itself (too long for the context, a wrong model, a bad body), whatever
+# the load; these two are a server saying it is too busy, as a 5xx, a timeout or a reset does.
+_BUSY_4XX = (408, 429)
 FOLLOWS = 0.95  # throughput's upper bound under this share of the offered rate: it no longer follows
 # A queue that grows by 2 % of the service's rate adds 0.02 s of wait per second of load (the slope of
 # latency against send time is offered / capacity - 1): past that, the stage did not keep up.
@@ -72,6 +75,8 @@ class StageResult:
     send_lag_p99_ms: float  # how late the load engine sent, against the arrivals drawn
     first_error: str
     latency_cv2: float = math.nan  # the answered requests' latency: variance over mean squared
+    refused: int = 0  # answered with a 4xx that refuses the request itself (_BUSY_4XX aside)
+    first_refusal: str = ""
 
     @property
     def failed_share(self) -> float:
@@ -112,6 +117,8 @@ def measure_stage(stage: Stage, rows: pd.DataFrame, started: float, salt: int = 
         completed = int(((done_at >= settle) & (done_at <= ended)).sum())
         window = ended - settle
     errors = rows.loc[rows["status"] != "ok", "error"]
+    code = rows["code"] if "code" in rows else pd.Series(0, index=rows.index)
+    refusals = rows.loc[code.between(400, 499) & ~code.isin(_BUSY_4XX), "error"]
     return StageResult(
         stage=stage,
         sent=sent,
@@ -129,6 +136,8 @@ def measure_stage(stage: Stage, rows: pd.DataFrame, started: float, salt: int = 
         send_lag_p99_ms=_plain(rows, "lag_ms", 0.99),
         first_error=str(errors.iloc[0]) if len(errors) else "",
         latency_cv2=_cv2(latency),
+        refused=len(refusals),
+        first_refusal=str(refusals.iloc[0]) if len(refusals) else "",
     )
 
 

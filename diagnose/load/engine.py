@@ -48,6 +48,7 @@ from diagnose.load.plan import (
     Stage,
     StageKind,
     Target,
+    error_said,
     prompt_from_json,
     stage_from_json,
     target_from_json,
@@ -224,7 +225,7 @@ def _exchange(
     ) as response:
         row["code"] = response.status_code
         if response.status_code != 200:
-            _fail(row, "error", f"HTTP {response.status_code}: {response.text[:160].strip()}")
+            _fail(row, "error", f"HTTP {response.status_code}: {error_said(response.text)}")
             return
         if not streamed:
             answer = response.content

@@ -3,6 +3,7 @@ because the engine runs in a process of its own (and, distributed, on other mach
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -17,6 +18,21 @@ class Api(StrEnum):
     CHAT = "chat"  # OpenAI-compatible /v1/chat/completions, streamed
     COMPLETIONS = "completions"  # OpenAI-compatible /v1/completions, streamed
     HTTP = "http"  # any JSON endpoint: a body template, the whole answer is one response
+
+
+def error_said(body: str) -> str:
+    """What an error answer says: the message of an OpenAI-style error body (``{"error": {"message":
+    ...}}``; vLLM's ``{"message": ...}``; TGI's ``{"error": "..."}``), else the body's start."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict):
+        error = answer.get("error")
+        message = error.get("message") if isinstance(error, dict) else error or answer.get("message")
+        if isinstance(message, str) and message.strip():
+            body = message
+    return body[:240].strip()
 
 
 class StageKind(StrEnum):

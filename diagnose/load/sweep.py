@@ -1,7 +1,10 @@
 """The run, stage by stage, each chosen from the ones before: the method's order.
 
 1. A baseline, one request at a time: does the service answer, and how fast alone. A baseline
-   that fails stops the run with what the service said.
+   that fails stops the run with what the service said, and so does a request the service refuses
+   as such at any stage (a 4xx: too long for its context, a model it does not serve): refused at any
+   load, it would read as falling behind at the first step that met one, and a knee measured on the
+   requests it accepts is not the knee of the load asked for.
 2. Steps of open-loop load, each ``growth`` times the last (the first at half what one client alone
    achieves), until one does not keep up; then the bracket is halved (geometrically) until it is
    narrower than ``resolution``.
@@ -73,6 +76,7 @@ def run_sweep(run: RunStage, settings: Settings, say: Callable[[str], None] = la
         frames.append(ran.rows.assign(stage=planned.index))
         result = measure_stage(planned, ran.rows, ran.started, salt=planned.index)
         say(_line(result))
+        _check_accepted(result)
         return result, ran
 
     baseline, _ = stage(StageKind.BASELINE, settings.baseline_s, None)
@@ -124,6 +128,17 @@ def _check_baseline(baseline: StageResult) -> None:
         raise LoadError(
             f"{baseline.failed} of the baseline's {baseline.sent} requests failed, one request at a time "
             f"(the first: {baseline.first_error}): fix that before loading the service"
+        )
+
+
+def _check_accepted(stage: StageResult) -> None:
+    if stage.refused:
+        raise LoadError(
+            f"the service refused {stage.refused} of the {stage.sent} requests of the {stage.stage.name} as "
+            f"requests, not for the load (the first: {stage.first_refusal}). Send requests it serves: "
+            "--prompts with prompts that fit its context (the built-in mix's long ones are 800 words with "
+            "256 answer tokens), --model, --body or --header as it expects; or give it the context "
+            "(vLLM --max-model-len; llama.cpp -c, shared by its --parallel slots)"
         )
 
 
