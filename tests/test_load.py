@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
+from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 
@@ -42,9 +43,18 @@ class Simulated:
     ((every_s, for_s): every slot frozen that long, that often) are its faults."""
 
     def __init__(
-        self, servers: int, service_ms: float, seed: int = 0, slower=None, stalls=None, fail=None, answer=None
+        self,
+        servers: int,
+        service_ms: float,
+        seed: int = 0,
+        slower=None,
+        stalls=None,
+        fail=None,
+        answer=None,
+        overloaded=None,
     ):
         self.servers, self.service_s, self.seed = servers, service_ms / 1000, seed
+        self.overloaded = overloaded  # stage -> how many times slower each request is served there
         self.slower, self.stalls, self.fail = slower, stalls, fail
         self.answer = answer  # (stage, request's number in it) -> (HTTP code, error) or None: answered
         self.clock = START
@@ -75,6 +85,7 @@ class Simulated:
             begin = max(arrival, heapq.heappop(free))
             begin = self._after_stall(begin)
             service = self.service_s * rng.uniform(0.9, 1.1) * (self.slower(begin) if self.slower else 1.0)
+            service *= self.overloaded(stage) if self.overloaded else 1.0
             end = begin + service
             heapq.heappush(free, end)
             ok = self.fail is None
@@ -217,6 +228,28 @@ def test_a_server_too_busy_to_answer_falls_behind_rather_than_refusing(code):
     sweep = run_sweep(Simulated(4, 100, answer=answer), QUICK)
     assert sweep.knee.found
     assert any("requests failed (HTTP" in step.falls_behind() for step in sweep.steps)
+
+
+def test_a_server_that_does_less_as_its_queue_deepens_is_said_to_and_not_pooled_into_its_capacity():
+    """llama.cpp's server, offered 2.5 times its knee, answered 3.9 req/s where it had answered 8.2 at
+    1.2 times it, with no request failing. Pooled, such a step drags the capacity down; the knee says
+    which step did less, against which, and the capacity comes from the others."""
+    known = 40.0
+
+    def overloaded(stage):
+        return 3.0 if stage.rate_rps and stage.rate_rps > 70 else 1.0  # served 3x slower past 70 req/s
+
+    settings = replace(QUICK, start_rps=25.0, growth=3.0)  # 25, then 75: far past the knee at once
+    sweep = run_sweep(Simulated(4, 100, seed=3, overloaded=overloaded), settings)
+    knee = sweep.knee
+    assert knee.degraded, "a step at 80 req/s answered about 13 where one at 50-60 answered 40"
+    assert all(d.offered_rps > 70 and d.than_offered_rps < d.offered_rps for d in knee.degraded)
+    assert knee.capacity_rps.low <= known <= knee.capacity_rps.high * 1.05
+    text = render_text(capacity(sweep, Target("http://127.0.0.1:1/generate", Api.HTTP)), Path("run"))
+    assert "the deeper its queue, the less work it did" in text
+
+    steady = run_sweep(Simulated(4, 100, seed=3), settings).knee
+    assert not steady.degraded
 
 
 def test_no_knee_within_the_steps_is_said_and_no_soak_runs():

@@ -218,12 +218,25 @@ def theil_sen(x: np.ndarray, y: np.ndarray) -> Figure:
 
 
 @dataclass(frozen=True)
+class Degraded:
+    """A step past the knee that answered less than a lower rate did: ``than`` is that step."""
+
+    offered_rps: float
+    throughput_rps: Figure
+    than_offered_rps: float
+    than_throughput_rps: Figure
+
+
+@dataclass(frozen=True)
 class Knee:
     """Where the service stops keeping up: between ``kept_up_rps`` (the highest rate it answered) and
     ``fell_behind_rps`` (the lowest it did not); ``capacity_rps``: throughput measured where it fell
     behind, with its interval (a service past its capacity answers at its capacity), over the steps that
     failed few requests. Where every step past the knee failed many, the service did not hold its
-    capacity under overload: ``collapsed_rps`` is what it still answered, and no capacity is claimed."""
+    capacity under overload: ``collapsed_rps`` is what it still answered, and no capacity is claimed.
+    A step past the knee that answered fewer, without failing, than a step at a lower rate did (their
+    intervals apart) measures a service doing less work as its queue deepens, not its capacity: it is
+    in ``degraded`` and left out of the capacity."""
 
     kept_up_rps: float
     fell_behind_rps: float  # nan: never reached within the run's steps
@@ -239,6 +252,7 @@ class Knee:
     # the knee's 95 % interval, low_rps to high_rps
     kept_up_resolution: float = math.nan
     fell_behind_resolution: float = math.nan
+    degraded: tuple[Degraded, ...] = ()
 
     @property
     def low_rps(self) -> float:
@@ -272,6 +286,8 @@ def find_knee(baseline: StageResult, steps: list[StageResult]) -> Knee:
     """The bracket around the knee from every step run (in any order), at the rates offered."""
     kept_up, behind = _bracket(steps)
     kept_up_planned, behind_planned = _bracket(steps, _planned)
+    degraded = _degraded(behind)
+    slowed = [s for s in behind if any(d.offered_rps == s.offered_rps for d in degraded)]
     kept_step = next((s for s in steps if not s.falls_behind() and s.offered_rps == kept_up), None)
     alone = alone_p50_ms(baseline)
     rises = [s.offered_rps for s in steps if s.latency_p50_ms.low > LATENCY_DEPARTS * alone] + [
@@ -282,12 +298,13 @@ def find_knee(baseline: StageResult, steps: list[StageResult]) -> Knee:
         fell_behind_rps=behind[0].offered_rps if behind else math.nan,
         kept_up_planned_rps=kept_up_planned,
         fell_behind_planned_rps=_planned(behind_planned[0]) if behind_planned else math.nan,
-        capacity_rps=_pooled_throughput(behind),
+        capacity_rps=_pooled_throughput([s for s in behind if s not in slowed]),
         collapsed_rps=_collapsed(behind),
         latency_rises_rps=min(rises) if rises else math.nan,
         why=behind[0].falls_behind() if behind else "",
         kept_up_resolution=step_resolution(kept_step, baseline.latency_cv2) if kept_step else math.nan,
         fell_behind_resolution=step_resolution(behind[0], baseline.latency_cv2) if behind else math.nan,
+        degraded=tuple(degraded),
     )
 
 
@@ -339,6 +356,24 @@ def _collapsed(behind: list[StageResult]) -> float:
     if not behind or any(s.failed_share <= MAX_FAILED_SHARE for s in behind):
         return math.nan
     return max(s.throughput_rps.value for s in behind)
+
+
+def _degraded(behind: list[StageResult]) -> list[Degraded]:
+    """The steps past the knee, failing few, whose throughput's interval lies wholly below that of the
+    best-answered step at a lower rate: more load, less work done (a server spending itself on its
+    queue), which a pooled capacity would hide."""
+    answered = sorted((s for s in behind if s.failed_share <= MAX_FAILED_SHARE), key=_offered)
+    found = []
+    for index, step in enumerate(answered):
+        lower = answered[:index]
+        if not lower:
+            continue
+        best = max(lower, key=lambda s: s.throughput_rps.value)
+        if step.throughput_rps.high < best.throughput_rps.low:
+            found.append(
+                Degraded(step.offered_rps, step.throughput_rps, best.offered_rps, best.throughput_rps)
+            )
+    return found
 
 
 def _pooled_throughput(behind: list[StageResult]) -> Figure:

@@ -74,6 +74,15 @@ def capacity(sweep: Sweep, target: Target) -> dict[str, Any]:
                 "fell_behind_resolution": knee.fell_behind_resolution,
                 "capacity_rps": _figure(knee.capacity_rps),
                 "collapsed_rps": knee.collapsed_rps,
+                "degraded": [
+                    {
+                        "offered_rps": d.offered_rps,
+                        "throughput_rps": _figure(d.throughput_rps),
+                        "than_offered_rps": d.than_offered_rps,
+                        "than_throughput_rps": _figure(d.than_throughput_rps),
+                    }
+                    for d in knee.degraded
+                ],
                 "latency_rises_rps": knee.latency_rises_rps,
                 "why": knee.why,
             },
@@ -268,6 +277,14 @@ def _knee_lines(result: dict[str, Any]) -> list[str]:
             f"Past the knee it did not hold its throughput: at most {knee['collapsed_rps']:.3g} req/s "
             "answered, with many requests failing. Overloaded, it collapses rather than queueing at its "
             "capacity; a limit on waiting requests (admission control) would hold it at the knee."
+        )
+    for slowed in knee.get("degraded") or []:
+        lines.append(
+            f"At {slowed['offered_rps']:.3g} req/s it answered {slowed['throughput_rps']['value']:.3g} req/s "
+            f"(at most {slowed['throughput_rps']['high']:.3g}), less than the "
+            f"{slowed['than_throughput_rps']['value']:.3g} it answered at {slowed['than_offered_rps']:.3g}: "
+            "the deeper its queue, the less work it did (not counted in its capacity). A limit on waiting "
+            "requests (admission control) would hold it at the knee."
         )
     if knee["latency_rises_rps"] is not None:
         lines.append(
