@@ -18,7 +18,7 @@ time), so over a step of T seconds it drifts z x sqrt(lambda x (1 + c_s^2) x T) 
 and a rate within z x sqrt((1 + c_s^2) / (lambda x T)) of capacity may keep up or fall behind by
 chance. The knee's 95 % interval is the bracket widened by that much at each end
 (:func:`step_resolution`): about +-10 % for 20-second steps at 20 req/s, narrower for longer steps or
-faster services.
+faster services. The same variance widens the capacity measured past the knee (:func:`_saturated`).
 """
 
 from __future__ import annotations
@@ -169,6 +169,21 @@ def _rate(count: int, seconds: float) -> Figure:
     return Figure(count / seconds, low / seconds, high / seconds)
 
 
+def _saturated(throughput: Figure, service_cv2: float) -> Figure:
+    """A saturated server's throughput with the interval its own variance gives.
+
+    A server that is never idle completes a renewal stream whose count varies by the service time's
+    squared coefficient of variation (c_s^2) where a Poisson count varies by one: llama.cpp's server
+    on the built-in mix (answers of 32 to 256 tokens, long prompts a dozen short ones' cost), saturated,
+    read 7.6 to 13.4 req/s over 30-second windows where a Poisson count of ~300 gives +-11 %. So the
+    interval is widened by sqrt(c_s^2) where that is above one, never narrowed."""
+    spread = math.sqrt(max(1.0, service_cv2)) if math.isfinite(service_cv2) else 1.0
+    value = throughput.value
+    return Figure(
+        value, value - (value - throughput.low) * spread, value + (throughput.high - value) * spread
+    )
+
+
 def _quantile(rows: pd.DataFrame, column: str, q: float, salt: int) -> Figure:
     values = rows[column].to_numpy(dtype="float64")
     ts = rows["ts"].to_numpy(dtype="float64")
@@ -286,7 +301,7 @@ def find_knee(baseline: StageResult, steps: list[StageResult]) -> Knee:
     """The bracket around the knee from every step run (in any order), at the rates offered."""
     kept_up, behind = _bracket(steps)
     kept_up_planned, behind_planned = _bracket(steps, _planned)
-    degraded = _degraded(behind)
+    degraded = _degraded(steps, baseline.latency_cv2)
     slowed = [s for s in behind if any(d.offered_rps == s.offered_rps for d in degraded)]
     kept_step = next((s for s in steps if not s.falls_behind() and s.offered_rps == kept_up), None)
     alone = alone_p50_ms(baseline)
@@ -298,7 +313,9 @@ def find_knee(baseline: StageResult, steps: list[StageResult]) -> Knee:
         fell_behind_rps=behind[0].offered_rps if behind else math.nan,
         kept_up_planned_rps=kept_up_planned,
         fell_behind_planned_rps=_planned(behind_planned[0]) if behind_planned else math.nan,
-        capacity_rps=_pooled_throughput([s for s in behind if s not in slowed]),
+        capacity_rps=_saturated(
+            _pooled_throughput([s for s in behind if s not in slowed]), baseline.latency_cv2
+        ),
         collapsed_rps=_collapsed(behind),
         latency_rises_rps=min(rises) if rises else math.nan,
         why=behind[0].falls_behind() if behind else "",
@@ -358,21 +375,25 @@ def _collapsed(behind: list[StageResult]) -> float:
     return max(s.throughput_rps.value for s in behind)
 
 
-def _degraded(behind: list[StageResult]) -> list[Degraded]:
+def _degraded(steps: list[StageResult], service_cv2: float) -> list[Degraded]:
     """The steps past the knee, failing few, whose throughput's interval lies wholly below that of the
-    best-answered step at a lower rate: more load, less work done (a server spending itself on its
-    queue), which a pooled capacity would hide."""
-    answered = sorted((s for s in behind if s.failed_share <= MAX_FAILED_SHARE), key=_offered)
+    best-answered step at a lower rate, kept up with or not: more load, less work done (a server spending
+    itself on its queue), which a pooled capacity would hide. Each interval is widened by the service
+    time's variance (:func:`_saturated`): a heavy-tailed mix draws cheap and dear stretches by chance."""
+    _, behind = _bracket(steps)
+    answered = sorted((s for s in steps if s.failed_share <= MAX_FAILED_SHARE), key=_offered)
     found = []
-    for index, step in enumerate(answered):
-        lower = answered[:index]
+    for step in (s for s in behind if s.failed_share <= MAX_FAILED_SHARE):
+        lower = [s for s in answered if _offered(s) < _offered(step)]
         if not lower:
             continue
         best = max(lower, key=lambda s: s.throughput_rps.value)
-        if step.throughput_rps.high < best.throughput_rps.low:
-            found.append(
-                Degraded(step.offered_rps, step.throughput_rps, best.offered_rps, best.throughput_rps)
-            )
+        here, there = (
+            _saturated(step.throughput_rps, service_cv2),
+            _saturated(best.throughput_rps, service_cv2),
+        )
+        if here.high < there.low:
+            found.append(Degraded(step.offered_rps, here, best.offered_rps, there))
     return found
 
 
