@@ -381,7 +381,7 @@ def _degraded(steps: list[StageResult], service_cv2: float) -> list[Degraded]:
     itself on its queue), which a pooled capacity would hide. Each interval is widened by the service
     time's variance (:func:`_saturated`): a heavy-tailed mix draws cheap and dear stretches by chance."""
     _, behind = _bracket(steps)
-    answered = sorted((s for s in steps if s.failed_share <= MAX_FAILED_SHARE), key=_offered)
+    answered = [s for s in steps if s.failed_share <= MAX_FAILED_SHARE]
     found = []
     for step in (s for s in behind if s.failed_share <= MAX_FAILED_SHARE):
         lower = [s for s in answered if _offered(s) < _offered(step)]
