@@ -171,6 +171,7 @@ def _rows(count: int, seconds: float = 20.0) -> pd.DataFrame:
             "ts": START + np.linspace(0, seconds, count, endpoint=False),
             "latency_ms": 50.0,
             "status": "ok",
+            "code": 200,
             "error": "",
         }
     )

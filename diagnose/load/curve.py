@@ -117,8 +117,7 @@ def measure_stage(stage: Stage, rows: pd.DataFrame, started: float, salt: int = 
         completed = int(((done_at >= settle) & (done_at <= ended)).sum())
         window = ended - settle
     errors = rows.loc[rows["status"] != "ok", "error"]
-    code = rows["code"] if "code" in rows else pd.Series(0, index=rows.index)
-    refusals = rows.loc[code.between(400, 499) & ~code.isin(_BUSY_4XX), "error"]
+    refusals = rows.loc[rows["code"].between(400, 499) & ~rows["code"].isin(_BUSY_4XX), "error"]
     return StageResult(
         stage=stage,
         sent=sent,
@@ -301,8 +300,8 @@ def find_knee(baseline: StageResult, steps: list[StageResult]) -> Knee:
     """The bracket around the knee from every step run (in any order), at the rates offered."""
     kept_up, behind = _bracket(steps)
     kept_up_planned, behind_planned = _bracket(steps, _planned)
-    degraded = _degraded(steps, baseline.latency_cv2)
-    slowed = [s for s in behind if any(d.offered_rps == s.offered_rps for d in degraded)]
+    degraded = _degraded(behind, steps, baseline.latency_cv2)
+    slowed = [step for step, _ in degraded]
     kept_step = next((s for s in steps if not s.falls_behind() and s.offered_rps == kept_up), None)
     alone = alone_p50_ms(baseline)
     rises = [s.offered_rps for s in steps if s.latency_p50_ms.low > LATENCY_DEPARTS * alone] + [
@@ -321,7 +320,7 @@ def find_knee(baseline: StageResult, steps: list[StageResult]) -> Knee:
         why=behind[0].falls_behind() if behind else "",
         kept_up_resolution=step_resolution(kept_step, baseline.latency_cv2) if kept_step else math.nan,
         fell_behind_resolution=step_resolution(behind[0], baseline.latency_cv2) if behind else math.nan,
-        degraded=tuple(degraded),
+        degraded=tuple(found for _, found in degraded),
     )
 
 
@@ -375,12 +374,13 @@ def _collapsed(behind: list[StageResult]) -> float:
     return max(s.throughput_rps.value for s in behind)
 
 
-def _degraded(steps: list[StageResult], service_cv2: float) -> list[Degraded]:
+def _degraded(
+    behind: list[StageResult], steps: list[StageResult], service_cv2: float
+) -> list[tuple[StageResult, Degraded]]:
     """The steps past the knee, failing few, whose throughput's interval lies wholly below that of the
     best-answered step at a lower rate, kept up with or not: more load, less work done (a server spending
     itself on its queue), which a pooled capacity would hide. Each interval is widened by the service
     time's variance (:func:`_saturated`): a heavy-tailed mix draws cheap and dear stretches by chance."""
-    _, behind = _bracket(steps)
     answered = [s for s in steps if s.failed_share <= MAX_FAILED_SHARE]
     found = []
     for step in (s for s in behind if s.failed_share <= MAX_FAILED_SHARE):
@@ -393,7 +393,7 @@ def _degraded(steps: list[StageResult], service_cv2: float) -> list[Degraded]:
             _saturated(best.throughput_rps, service_cv2),
         )
         if here.high < there.low:
-            found.append(Degraded(step.offered_rps, here, best.offered_rps, there))
+            found.append((step, Degraded(step.offered_rps, here, best.offered_rps, there)))
     return found
 
 
